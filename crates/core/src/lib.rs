@@ -1,0 +1,25 @@
+//! Shared vocabulary of parki-dist.
+//!
+//! This crate has no MPI, no GPU and no heavy dependencies. It defines
+//! - [`Real`], the floating-point trait every compute crate is generic over (f32, f64);
+//! - [`Domain`], the box `[0,L1) x [0,L2) x [0,L3)` and which axes are periodic;
+//! - [`Kernel`] and [`KernelPart`], the kernels without physical prefactors
+//!   (Laplace `1/r`, Stokeslet `I/r + r r^T/r^3`, stresslet `-6 r r r / r^5`);
+//! - [`Sources`], a borrowed view of a particle set in the library's `(N, 3)` row-major layout;
+//! - [`Error`], the typed error that names the offending field and value;
+//! - [`Stage`] and [`StageTimes`], typed per-stage wall-clock timers.
+
+pub mod domain;
+pub mod error;
+pub mod kernel;
+pub mod real;
+pub mod sources;
+pub mod timing;
+pub mod validate;
+
+pub use domain::Domain;
+pub use error::{Error, Result};
+pub use kernel::{Kernel, KernelPart};
+pub use real::Real;
+pub use sources::Sources;
+pub use timing::{Stage, StageTimes};

@@ -1,0 +1,106 @@
+//! Input checks shared by the library and the application.
+
+use crate::domain::Domain;
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+/// Checks that every scalar is finite.
+pub fn check_finite_scalars<T: Real>(field: &str, values: &[T]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(Error::NonFinite {
+            field: field.into(),
+            index,
+            component: 0,
+            value: values[index].to_f64(),
+        }),
+    }
+}
+
+/// Checks that every component of every vector is finite.
+pub fn check_finite_vectors<T: Real>(field: &str, values: &[[T; 3]]) -> Result<()> {
+    for (index, v) in values.iter().enumerate() {
+        for (component, c) in v.iter().enumerate() {
+            if !c.is_finite() {
+                return Err(Error::NonFinite {
+                    field: field.into(),
+                    index,
+                    component,
+                    value: c.to_f64(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every position is finite and inside the box `[0, L)` on every axis.
+pub fn check_positions<T: Real>(field: &str, positions: &[[T; 3]], domain: &Domain) -> Result<()> {
+    check_finite_vectors(field, positions)?;
+    let lengths = domain.lengths();
+    for (index, p) in positions.iter().enumerate() {
+        for axis in 0..3 {
+            let x = p[axis];
+            let l = T::from_f64(lengths[axis]);
+            // `x < l` in the working precision: an f32 coordinate that rounds to L is outside.
+            if !(x >= T::ZERO && x < l) {
+                return Err(Error::OutsideBox {
+                    field: field.into(),
+                    index,
+                    axis,
+                    value: x.to_f64(),
+                    length: lengths[axis],
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Maps a coordinate into `[0, L)` along a periodic axis.
+///
+/// `x - floor(x/L) L` can round to exactly `L` for tiny negative `x`; that case maps to 0.
+#[inline]
+pub fn wrap_coordinate<T: Real>(x: T, l: T) -> T {
+    let w = x - (x / l).floor() * l;
+    if w >= l || w < T::ZERO {
+        T::ZERO
+    } else {
+        w
+    }
+}
+
+/// Wraps positions into the box along periodic axes (in place); free axes are left alone and
+/// checked afterwards by [`check_positions`].
+pub fn wrap_positions<T: Real>(
+    field: &str,
+    positions: &mut [[T; 3]],
+    domain: &Domain,
+) -> Result<()> {
+    check_finite_vectors(field, positions)?;
+    let lengths = domain.lengths();
+    let periodic = domain.periodic();
+    for p in positions.iter_mut() {
+        for axis in 0..3 {
+            if periodic[axis] {
+                p[axis] = wrap_coordinate(p[axis], T::from_f64(lengths[axis]));
+            }
+        }
+    }
+    check_positions(field, positions, domain)
+}
+
+/// Checks a relative tolerance against the supported range of the precision.
+pub fn check_tolerance<T: Real>(tolerance: f64) -> Result<()> {
+    let lo = T::MIN_TOLERANCE;
+    let hi = 1e-2;
+    if tolerance.is_finite() && tolerance >= lo * (1.0 - 1e-12) && tolerance <= hi {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: format!("{tolerance:e}"),
+            allowed: format!("[{lo:e}, {hi:e}] for precision \"{}\"", T::NAME),
+        })
+    }
+}

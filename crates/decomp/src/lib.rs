@@ -1,0 +1,126 @@
+//! Who owns what: grid layouts and topologies.
+//!
+//! A [`GridLayout`] describes a global periodic grid of `M = [Mx, My, Mz]` points and the block of
+//! it this process owns, in the memory layout of an in-place real-to-complex FFT:
+//! real data `[z][y][x]` with `x` fastest and each x-row padded to `2 (Mx/2 + 1)` reals, so that
+//! the half spectrum `[z][y][kx]`, `kx = 0..Mx/2`, overwrites it. On one process the owned block
+//! is the whole grid; slab and pencil topologies over ranks arrive with issue 3.
+
+use parki_core::{Error, Result};
+
+/// Layout of one component of a periodic grid in in-place r2c storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridLayout {
+    /// Global points per axis `[Mx, My, Mz]`.
+    pub global: [usize; 3],
+}
+
+impl GridLayout {
+    /// A layout for `global = [Mx, My, Mz]` points; every size must be even and at least 4.
+    pub fn new(global: [usize; 3]) -> Result<Self> {
+        for (axis, &m) in global.iter().enumerate() {
+            if m < 4 || m % 2 != 0 {
+                return Err(Error::OutOfRange {
+                    field: format!("grid[{axis}]"),
+                    value: m.to_string(),
+                    allowed: "an even number of points, at least 4".into(),
+                });
+            }
+        }
+        Ok(Self { global })
+    }
+
+    /// Reals per padded x-row: `2 (Mx/2 + 1)`.
+    pub fn row_stride(&self) -> usize {
+        2 * (self.global[0] / 2 + 1)
+    }
+
+    /// Complex values per x-row of the half spectrum: `Mx/2 + 1`.
+    pub fn complex_row(&self) -> usize {
+        self.global[0] / 2 + 1
+    }
+
+    /// Reals in one component's buffer (padding included).
+    pub fn real_len(&self) -> usize {
+        self.row_stride() * self.global[1] * self.global[2]
+    }
+
+    /// Complex values in one component's half spectrum.
+    pub fn complex_len(&self) -> usize {
+        self.complex_row() * self.global[1] * self.global[2]
+    }
+
+    /// Number of grid points `Mx My Mz` (the FFT normalisation).
+    pub fn points(&self) -> usize {
+        self.global.iter().product()
+    }
+
+    /// Offset of real grid point `(ix, iy, iz)` in a component buffer.
+    #[inline(always)]
+    pub fn real_index(&self, ix: usize, iy: usize, iz: usize) -> usize {
+        (iz * self.global[1] + iy) * self.row_stride() + ix
+    }
+
+    /// Signed wavenumber index of FFT index `i` on an axis of `m` points: `i` for `i <= m/2`,
+    /// `i - m` otherwise.
+    #[inline(always)]
+    pub fn signed_mode(i: usize, m: usize) -> i64 {
+        if i <= m / 2 {
+            i as i64
+        } else {
+            i as i64 - m as i64
+        }
+    }
+
+    /// Whether FFT index `i` is the Nyquist mode of an even axis of `m` points.
+    #[inline(always)]
+    pub fn is_nyquist(i: usize, m: usize) -> bool {
+        2 * i == m
+    }
+}
+
+/// Smallest size `>= n` whose only prime factors are 2, 3, 5 and 7 and which is even
+/// (the sizes FFTW transforms fastest).
+pub fn fft_friendly_size(n: usize) -> usize {
+    let mut m = n.max(4);
+    loop {
+        if m % 2 == 0 {
+            let mut r = m;
+            for p in [2, 3, 5, 7] {
+                while r % p == 0 {
+                    r /= p;
+                }
+            }
+            if r == 1 {
+                return m;
+            }
+        }
+        m += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fft_friendly_size, GridLayout};
+
+    #[test]
+    fn friendly_sizes() {
+        assert_eq!(fft_friendly_size(1), 4);
+        assert_eq!(fft_friendly_size(11), 12);
+        assert_eq!(fft_friendly_size(97), 98);
+        assert_eq!(fft_friendly_size(127), 128);
+        assert_eq!(fft_friendly_size(129), 140);
+    }
+
+    #[test]
+    fn layout_sizes_and_modes() {
+        let g = GridLayout::new([8, 6, 4]).unwrap();
+        assert_eq!(g.row_stride(), 10);
+        assert_eq!(g.real_len(), 240);
+        assert_eq!(g.complex_len(), 120);
+        assert_eq!(g.real_index(1, 2, 3), (3 * 6 + 2) * 10 + 1);
+        assert_eq!(GridLayout::signed_mode(5, 8), -3);
+        assert!(GridLayout::is_nyquist(4, 8));
+        assert!(GridLayout::new([7, 8, 8]).is_err());
+    }
+}

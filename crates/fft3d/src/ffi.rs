@@ -1,0 +1,295 @@
+//! The FFTW calls, behind one trait for both precisions.
+
+use std::os::raw::c_int;
+
+use fftw_sys as sys;
+use parki_core::{Error, Real, Result};
+use parki_decomp::GridLayout;
+
+use crate::PlanRigor;
+
+// fftw-sys links libfftw3 and libfftw3f; the threaded planner lives in separate libraries.
+#[link(name = "fftw3_threads")]
+extern "C" {}
+#[link(name = "fftw3f_threads")]
+extern "C" {}
+
+const FFTW_MEASURE: u32 = 0;
+const FFTW_ESTIMATE: u32 = 1 << 6;
+
+/// A real type FFTW transforms (`f64` through `fftw_*`, `f32` through `fftwf_*`).
+pub trait FftReal: Real + fftw::array::AlignedAllocable {
+    /// Opaque plan pointer.
+    #[doc(hidden)]
+    type RawPlan: Copy;
+    /// Plans `howmany` in-place transforms.
+    #[doc(hidden)]
+    unsafe fn plan_many(
+        n: &[c_int; 3],
+        howmany: c_int,
+        data: *mut Self,
+        real_embed: &[c_int; 3],
+        real_dist: c_int,
+        complex_embed: &[c_int; 3],
+        complex_dist: c_int,
+        forward: bool,
+        flags: u32,
+    ) -> Self::RawPlan;
+    /// Whether the plan is null.
+    #[doc(hidden)]
+    fn is_null(plan: Self::RawPlan) -> bool;
+    /// Executes on new data with the planned layout.
+    #[doc(hidden)]
+    unsafe fn execute(plan: Self::RawPlan, data: *mut Self, forward: bool);
+    /// Destroys the plan.
+    #[doc(hidden)]
+    unsafe fn destroy(plan: Self::RawPlan);
+    /// Sets the thread count for plans made afterwards.
+    #[doc(hidden)]
+    unsafe fn plan_with_nthreads(n: c_int);
+}
+
+/// Initialises FFTW's threads for both precisions.
+///
+/// # Safety
+/// Must run once, before any plan is made.
+pub unsafe fn init_threads() {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        sys::fftw_init_threads();
+        sys::fftwf_init_threads();
+    }
+}
+
+impl FftReal for f64 {
+    type RawPlan = sys::fftw_plan;
+    unsafe fn plan_many(
+        n: &[c_int; 3],
+        howmany: c_int,
+        data: *mut f64,
+        real_embed: &[c_int; 3],
+        real_dist: c_int,
+        complex_embed: &[c_int; 3],
+        complex_dist: c_int,
+        forward: bool,
+        flags: u32,
+    ) -> Self::RawPlan {
+        let c = data as *mut sys::fftw_complex;
+        // SAFETY: the caller passes a buffer of `howmany * real_dist` reals.
+        unsafe {
+            if forward {
+                sys::fftw_plan_many_dft_r2c(
+                    3,
+                    n.as_ptr(),
+                    howmany,
+                    data,
+                    real_embed.as_ptr(),
+                    1,
+                    real_dist,
+                    c,
+                    complex_embed.as_ptr(),
+                    1,
+                    complex_dist,
+                    flags,
+                )
+            } else {
+                sys::fftw_plan_many_dft_c2r(
+                    3,
+                    n.as_ptr(),
+                    howmany,
+                    c,
+                    complex_embed.as_ptr(),
+                    1,
+                    complex_dist,
+                    data,
+                    real_embed.as_ptr(),
+                    1,
+                    real_dist,
+                    flags,
+                )
+            }
+        }
+    }
+    fn is_null(plan: Self::RawPlan) -> bool {
+        plan.is_null()
+    }
+    unsafe fn execute(plan: Self::RawPlan, data: *mut f64, forward: bool) {
+        let c = data as *mut sys::fftw_complex;
+        // SAFETY: same layout and alignment as planned (caller's contract).
+        unsafe {
+            if forward {
+                sys::fftw_execute_dft_r2c(plan, data, c)
+            } else {
+                sys::fftw_execute_dft_c2r(plan, c, data)
+            }
+        }
+    }
+    unsafe fn destroy(plan: Self::RawPlan) {
+        // SAFETY: plan came from plan_many and is destroyed once.
+        unsafe { sys::fftw_destroy_plan(plan) }
+    }
+    unsafe fn plan_with_nthreads(n: c_int) {
+        // SAFETY: planner state, called under the planner mutex.
+        unsafe { sys::fftw_plan_with_nthreads(n) }
+    }
+}
+
+impl FftReal for f32 {
+    type RawPlan = sys::fftwf_plan;
+    unsafe fn plan_many(
+        n: &[c_int; 3],
+        howmany: c_int,
+        data: *mut f32,
+        real_embed: &[c_int; 3],
+        real_dist: c_int,
+        complex_embed: &[c_int; 3],
+        complex_dist: c_int,
+        forward: bool,
+        flags: u32,
+    ) -> Self::RawPlan {
+        let c = data as *mut sys::fftwf_complex;
+        // SAFETY: the caller passes a buffer of `howmany * real_dist` reals.
+        unsafe {
+            if forward {
+                sys::fftwf_plan_many_dft_r2c(
+                    3,
+                    n.as_ptr(),
+                    howmany,
+                    data,
+                    real_embed.as_ptr(),
+                    1,
+                    real_dist,
+                    c,
+                    complex_embed.as_ptr(),
+                    1,
+                    complex_dist,
+                    flags,
+                )
+            } else {
+                sys::fftwf_plan_many_dft_c2r(
+                    3,
+                    n.as_ptr(),
+                    howmany,
+                    c,
+                    complex_embed.as_ptr(),
+                    1,
+                    complex_dist,
+                    data,
+                    real_embed.as_ptr(),
+                    1,
+                    real_dist,
+                    flags,
+                )
+            }
+        }
+    }
+    fn is_null(plan: Self::RawPlan) -> bool {
+        plan.is_null()
+    }
+    unsafe fn execute(plan: Self::RawPlan, data: *mut f32, forward: bool) {
+        let c = data as *mut sys::fftwf_complex;
+        // SAFETY: same layout and alignment as planned (caller's contract).
+        unsafe {
+            if forward {
+                sys::fftwf_execute_dft_r2c(plan, data, c)
+            } else {
+                sys::fftwf_execute_dft_c2r(plan, c, data)
+            }
+        }
+    }
+    unsafe fn destroy(plan: Self::RawPlan) {
+        // SAFETY: plan came from plan_many and is destroyed once.
+        unsafe { sys::fftwf_destroy_plan(plan) }
+    }
+    unsafe fn plan_with_nthreads(n: c_int) {
+        // SAFETY: planner state, called under the planner mutex.
+        unsafe { sys::fftwf_plan_with_nthreads(n) }
+    }
+}
+
+/// An owned FFTW plan of `howmany` components (or none when `howmany == 0`).
+pub struct Plan<T: FftReal> {
+    raw: Option<T::RawPlan>,
+    forward: bool,
+}
+
+// SAFETY: FFTW plans may be executed from any thread (only planning is not thread safe), and
+// executing one plan concurrently is prevented by `&mut` on the buffer.
+unsafe impl<T: FftReal> Send for Plan<T> {}
+// SAFETY: see Send.
+unsafe impl<T: FftReal> Sync for Plan<T> {}
+
+impl<T: FftReal> Plan<T> {
+    pub(crate) fn many(
+        layout: &GridLayout,
+        howmany: usize,
+        data: *mut T,
+        forward: bool,
+        threads: usize,
+        rigor: PlanRigor,
+    ) -> Result<Self> {
+        if howmany == 0 {
+            return Ok(Self { raw: None, forward });
+        }
+        let [mx, my, mz] = layout.global;
+        let to_int = |v: usize| -> Result<c_int> {
+            c_int::try_from(v).map_err(|_| Error::Resource {
+                message: format!("grid dimension {v} exceeds FFTW's int range"),
+            })
+        };
+        let n = [to_int(mz)?, to_int(my)?, to_int(mx)?];
+        let real_embed = [n[0], n[1], to_int(layout.row_stride())?];
+        let complex_embed = [n[0], n[1], to_int(layout.complex_row())?];
+        let flags = match rigor {
+            PlanRigor::Estimate => FFTW_ESTIMATE,
+            PlanRigor::Measure => FFTW_MEASURE,
+        };
+        let raw = {
+            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: planner calls under FFTW's global planner mutex; `data` holds `howmany`
+            // components of `layout.real_len()` reals (checked by the caller).
+            unsafe {
+                T::plan_with_nthreads(threads.max(1) as c_int);
+                T::plan_many(
+                    &n,
+                    to_int(howmany)?,
+                    data,
+                    &real_embed,
+                    to_int(layout.real_len())?,
+                    &complex_embed,
+                    to_int(layout.complex_len())?,
+                    forward,
+                    flags,
+                )
+            }
+        };
+        if T::is_null(raw) {
+            return Err(Error::Resource {
+                message: format!("FFTW could not plan a {mx}x{my}x{mz} transform"),
+            });
+        }
+        Ok(Self {
+            raw: Some(raw),
+            forward,
+        })
+    }
+
+    /// # Safety
+    /// `data` must have the layout, component count and alignment the plan was made for.
+    pub(crate) unsafe fn execute(&self, data: *mut T) {
+        if let Some(raw) = self.raw {
+            // SAFETY: forwarded to the caller.
+            unsafe { T::execute(raw, data, self.forward) }
+        }
+    }
+}
+
+impl<T: FftReal> Drop for Plan<T> {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: destroyed once, under the planner mutex.
+            unsafe { T::destroy(raw) }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! 3-D FFTs over [`GridLayout`]s.
+//!
+//! [`Fft3d`] plans batched, in-place real-to-complex (forward) and complex-to-real (backward)
+//! transforms of `howmany` grid components stored back to back, each in the padded r2c layout of
+//! [`GridLayout`]. Plans are made once (FFTW, threaded) and executed many times on the
+//! [`GridBuffer`] they were planned for. Transforms are unnormalised: forward then backward
+//! multiplies by `Mx My Mz`.
+//!
+//! The distributed pencil FFT with topology switches arrives with issue 3 on the same interface.
+
+mod ffi;
+
+use std::sync::Once;
+
+use fftw::array::AlignedVec;
+use parki_core::{Error, Real, Result};
+use parki_decomp::GridLayout;
+
+pub use ffi::FftReal;
+
+/// How hard FFTW searches for a fast plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PlanRigor {
+    /// Heuristic plan, instant (FFTW_ESTIMATE).
+    #[default]
+    Estimate,
+    /// Measured plan, slower to make, faster to run (FFTW_MEASURE).
+    Measure,
+}
+
+/// Grid storage for `components` components of `layout`, aligned for SIMD.
+pub struct GridBuffer<T: FftReal> {
+    data: AlignedVec<T>,
+    layout: GridLayout,
+    components: usize,
+}
+
+impl<T: FftReal> GridBuffer<T> {
+    /// Zero-filled storage.
+    pub fn new(layout: GridLayout, components: usize) -> Self {
+        let mut data = AlignedVec::new(layout.real_len() * components);
+        data.as_slice_mut().iter_mut().for_each(|v| *v = T::ZERO);
+        Self {
+            data,
+            layout,
+            components,
+        }
+    }
+
+    /// The layout of each component.
+    pub fn layout(&self) -> &GridLayout {
+        &self.layout
+    }
+
+    /// Number of components.
+    pub fn components(&self) -> usize {
+        self.components
+    }
+
+    /// All components, back to back.
+    pub fn as_slice(&self) -> &[T] {
+        self.data.as_slice()
+    }
+
+    /// All components, back to back, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.data.as_slice_mut()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.layout.real_len() * self.components * T::BYTES
+    }
+}
+
+/// Batched in-place r2c / c2r plans for one [`GridLayout`].
+pub struct Fft3d<T: FftReal> {
+    layout: GridLayout,
+    forward: ffi::Plan<T>,
+    forward_count: usize,
+    backward: ffi::Plan<T>,
+    backward_count: usize,
+    threads: usize,
+}
+
+static INIT_THREADS: Once = Once::new();
+
+impl<T: FftReal> Fft3d<T> {
+    /// Plans a forward transform of the first `forward_count` components of `buffer` and a
+    /// backward transform of its first `backward_count` components, on `threads` threads.
+    ///
+    /// With [`PlanRigor::Measure`] FFTW overwrites the buffer while planning.
+    pub fn plan(
+        buffer: &mut GridBuffer<T>,
+        forward_count: usize,
+        backward_count: usize,
+        threads: usize,
+        rigor: PlanRigor,
+    ) -> Result<Self> {
+        if forward_count > buffer.components || backward_count > buffer.components {
+            return Err(Error::OutOfRange {
+                field: "fft components".into(),
+                value: format!("{forward_count} forward, {backward_count} backward"),
+                allowed: format!("at most the {} components of the buffer", buffer.components),
+            });
+        }
+        INIT_THREADS.call_once(|| {
+            // SAFETY: FFTW's thread initialisation, called once before any plan is made.
+            unsafe {
+                ffi::init_threads();
+            }
+        });
+        let layout = buffer.layout;
+        let ptr = buffer.data.as_slice_mut().as_mut_ptr();
+        let forward = ffi::Plan::<T>::many(&layout, forward_count, ptr, true, threads, rigor)?;
+        let backward = ffi::Plan::<T>::many(&layout, backward_count, ptr, false, threads, rigor)?;
+        Ok(Self {
+            layout,
+            forward,
+            forward_count,
+            backward,
+            backward_count,
+            threads,
+        })
+    }
+
+    /// Forward r2c of the planned components of `buffer`, in place.
+    pub fn forward(&self, buffer: &mut GridBuffer<T>) {
+        assert!(buffer.layout == self.layout && buffer.components >= self.forward_count);
+        // SAFETY: the buffer has the planned layout and at least the planned component count;
+        // AlignedVec keeps FFTW's alignment.
+        unsafe {
+            self.forward
+                .execute(buffer.data.as_slice_mut().as_mut_ptr())
+        }
+    }
+
+    /// Backward c2r of the planned components of `buffer`, in place (unnormalised).
+    pub fn backward(&self, buffer: &mut GridBuffer<T>) {
+        assert!(buffer.layout == self.layout && buffer.components >= self.backward_count);
+        // SAFETY: as in `forward`.
+        unsafe {
+            self.backward
+                .execute(buffer.data.as_slice_mut().as_mut_ptr())
+        }
+    }
+
+    /// Threads the plans run on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The layout planned for.
+    pub fn layout(&self) -> &GridLayout {
+        &self.layout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fft3d, GridBuffer, PlanRigor};
+    use parki_decomp::GridLayout;
+
+    fn roundtrip<T: super::FftReal>(tol: f64) {
+        let layout = GridLayout::new([8, 6, 10]).unwrap();
+        let mut buf = GridBuffer::<T>::new(layout, 2);
+        let fft = Fft3d::plan(&mut buf, 2, 2, 2, PlanRigor::Estimate).unwrap();
+        let m = layout.global;
+        let stride = layout.real_len();
+        let f = |c: usize, x: usize, y: usize, z: usize| {
+            ((c + 1) * (x * 7 + y * 3 + z * z)) as f64 % 5.0 - 2.0
+        };
+        for c in 0..2 {
+            for z in 0..m[2] {
+                for y in 0..m[1] {
+                    for x in 0..m[0] {
+                        buf.as_mut_slice()[c * stride + layout.real_index(x, y, z)] =
+                            T::from_f64(f(c, x, y, z));
+                    }
+                }
+            }
+        }
+        // The zero mode of the first component equals the sum of its values.
+        let sum: f64 = (0..m[2])
+            .flat_map(|z| (0..m[1]).flat_map(move |y| (0..m[0]).map(move |x| f(0, x, y, z))))
+            .sum();
+        fft.forward(&mut buf);
+        assert!((buf.as_slice()[0].to_f64() - sum).abs() < tol * 100.0);
+        fft.backward(&mut buf);
+        let n = layout.points() as f64;
+        for c in 0..2 {
+            for z in 0..m[2] {
+                for y in 0..m[1] {
+                    for x in 0..m[0] {
+                        let v =
+                            buf.as_slice()[c * stride + layout.real_index(x, y, z)].to_f64() / n;
+                        assert!((v - f(c, x, y, z)).abs() < tol, "{v} vs {}", f(c, x, y, z));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn roundtrip_f64() {
+        roundtrip::<f64>(1e-12);
+    }
+
+    #[test]
+    fn roundtrip_f32() {
+        roundtrip::<f32>(1e-4);
+    }
+}
