@@ -12,6 +12,7 @@
 pub mod domain;
 pub mod error;
 pub mod kernel;
+pub mod par;
 pub mod real;
 pub mod sources;
 pub mod timing;
@@ -20,6 +21,7 @@ pub mod validate;
 pub use domain::Domain;
 pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelPart};
+pub use par::Par;
 pub use real::Real;
 pub use sources::Sources;
 pub use timing::{Stage, StageTimes};

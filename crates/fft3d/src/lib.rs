@@ -13,7 +13,7 @@ mod ffi;
 use std::sync::Once;
 
 use fftw::array::AlignedVec;
-use parki_core::{Error, Real, Result};
+use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
 pub use ffi::FftReal;

@@ -1,0 +1,130 @@
+//! The window on a periodic grid: anchors, offsets and weights of a particle, the grid
+//! densities P2G spreads, and the periodic index runs along x.
+
+use parki_core::{Kernel, Real, Sources};
+use parki_decomp::GridLayout;
+
+use crate::window::WindowPoly;
+
+/// Largest supported window support.
+pub const MAX_P: usize = 32;
+
+/// The window of support `P` on a grid of spacing `h_d`.
+#[derive(Clone, Debug)]
+pub struct GridWindow<T> {
+    /// Grid layout.
+    pub layout: GridLayout,
+    /// `1/h_d`.
+    pub inv_h: [f64; 3],
+    /// Support in points.
+    pub p: usize,
+    degree: usize,
+    coeffs: Vec<T>,
+}
+
+/// Where a particle sits on the grid: anchors (first grid index of the support, wrapped into
+/// `0..M_d`) and the window weights per axis.
+#[derive(Clone, Copy, Debug)]
+pub struct Footprint<T> {
+    /// First support index per axis, in `0..M_d`.
+    pub anchor: [usize; 3],
+    /// Weights `w[d][l]`, `l < P`.
+    pub w: [[T; MAX_P]; 3],
+}
+
+impl<T: Real> GridWindow<T> {
+    /// A window for `layout` with spacings `h` from the fitted polynomial.
+    pub fn new(layout: GridLayout, h: [f64; 3], poly: &WindowPoly) -> Self {
+        assert!(
+            poly.p <= MAX_P && poly.p % 2 == 0,
+            "window support must be even and at most {MAX_P}"
+        );
+        assert!(
+            layout.global.iter().all(|&m| m >= poly.p),
+            "the grid must be at least P points wide"
+        );
+        Self {
+            layout,
+            inv_h: h.map(|v| 1.0 / v),
+            p: poly.p,
+            degree: poly.degree,
+            coeffs: poly.coeffs.iter().map(|&c| T::from_f64(c)).collect(),
+        }
+    }
+
+    /// Anchor (wrapped) and weights of a point in the box.
+    #[inline(always)]
+    pub fn footprint(&self, pos: &[T; 3]) -> Footprint<T> {
+        let mut f = Footprint {
+            anchor: [0; 3],
+            w: [[T::ZERO; MAX_P]; 3],
+        };
+        let half = (self.p / 2) as i64;
+        for d in 0..3 {
+            let m = self.layout.global[d] as i64;
+            let g = pos[d].to_f64() * self.inv_h[d];
+            let i0 = g.floor();
+            let delta = g - i0;
+            let a = (i0 as i64 - half + 1).rem_euclid(m);
+            f.anchor[d] = a as usize;
+            self.weights(T::from_f64(delta), &mut f.w[d]);
+        }
+        f
+    }
+
+    /// Weights of all `P` bins at offset `delta in [0, 1)` (Horner over all bins at once).
+    #[inline(always)]
+    pub fn weights(&self, delta: T, out: &mut [T; MAX_P]) {
+        let p = self.p;
+        let z = delta + delta - T::ONE;
+        let out = &mut out[..p];
+        out.copy_from_slice(&self.coeffs[self.degree * p..(self.degree + 1) * p]);
+        for k in (0..self.degree).rev() {
+            let c = &self.coeffs[k * p..(k + 1) * p];
+            for (o, &ck) in out.iter_mut().zip(c) {
+                *o = o.mul_add(z, ck);
+            }
+        }
+    }
+
+    /// The periodic run of `P` x-indices starting at `ax`: `(start, len1)`; indices
+    /// `start..start+len1` take weights `0..len1`, indices `0..P-len1` weights `len1..P`.
+    #[inline(always)]
+    pub fn x_run(&self, ax: usize) -> (usize, usize) {
+        let mx = self.layout.global[0];
+        (ax, self.p.min(mx - ax))
+    }
+}
+
+/// Components P2G spreads per source (see `Kernel::grid_components`): Laplace `[q]`;
+/// Stokeslet `[f]`; stresslet the symmetric part of `q (x) n`,
+/// `[S11, S22, S33, S12, S13, S23]` with `Sab = (q_a n_b + q_b n_a)/2`; Stokes `[f, S]`.
+#[inline]
+pub fn grid_density<T: Real>(kernel: Kernel, s: &Sources<T>, j: usize, out: &mut [T; 9]) {
+    let sym = |q: [T; 3], n: [T; 3], out: &mut [T]| {
+        let half = T::from_f64(0.5);
+        out[0] = q[0] * n[0];
+        out[1] = q[1] * n[1];
+        out[2] = q[2] * n[2];
+        out[3] = half * (q[0] * n[1] + q[1] * n[0]);
+        out[4] = half * (q[0] * n[2] + q[2] * n[0]);
+        out[5] = half * (q[1] * n[2] + q[2] * n[1]);
+    };
+    match kernel {
+        Kernel::Laplace => out[0] = s.charges.expect("charges")[j],
+        Kernel::Stokeslet => out[..3].copy_from_slice(&s.forces.expect("forces")[j]),
+        Kernel::Stresslet => sym(
+            s.dipoles.expect("dipoles")[j],
+            s.normals.expect("normals")[j],
+            &mut out[..6],
+        ),
+        Kernel::Stokes => {
+            out[..3].copy_from_slice(&s.forces.expect("forces")[j]);
+            sym(
+                s.dipoles.expect("dipoles")[j],
+                s.normals.expect("normals")[j],
+                &mut out[3..9],
+            );
+        }
+    }
+}

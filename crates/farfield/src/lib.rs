@@ -1,0 +1,24 @@
+//! Far field of parki-dist: `u^F = G2P(IFFT(CNV(FFT(P2G(sources)))))`.
+//!
+//! - [`window`]: the Kaiser–Bessel window, its exact Fourier transform, its per-bin polynomials.
+//! - [`gridwin`]: the window on a periodic grid (anchors, weights, grid densities).
+//! - [`p2g`]: spreading, scatter baseline and slab-blocked hybrid.
+//! - [`cnv`]: Fourier-space kernels and deconvolution.
+//! - [`g2p`]: interpolation, base and target-sorted.
+//! - [`params`]: the error model, the cost model and the parameter selection from a tolerance.
+
+pub mod cnv;
+pub mod error_model;
+pub mod g2p;
+pub mod gridwin;
+pub mod p2g;
+pub mod params;
+mod quad;
+pub mod window;
+
+pub use cnv::Cnv;
+pub use g2p::{g2p, G2pVariant};
+pub use gridwin::GridWindow;
+pub use p2g::{p2g, AtomicReal, P2gVariant};
+pub use params::{select, CostModel, ErrorEstimate, Params, Request};
+pub use window::{KaiserBessel, WindowPoly};

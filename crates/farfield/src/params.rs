@@ -1,0 +1,406 @@
+//! Parameters from a tolerance: `xi`, `r_c`, the grid, `P` and the window polynomial, chosen by
+//! the error model ([`crate::error_model`]) and a cost model of this implementation's stages.
+//!
+//! For every candidate cell count (cells of width `r_c` or more, at least 3 per axis):
+//! 1. `xi` from `E_N(xi, r_eff) = f tol` (bisection; `r_eff` the smallest cell width);
+//! 2. the kept wave numbers `K` from `E_F(xi, K) = f tol`, then FFT-friendly even grid sizes
+//!    `M_d >= 2 (K L_d / 2 pi + 1)`;
+//! 3. for grid oversampling factors `sigma` from 1 to 2 (`M_d >= 2 (sigma K L_d / 2 pi + 1)`),
+//!    the smallest even `P >= 4` with `E_w(P) <= f tol` (a finer grid allows a smaller `P`);
+//!
+//! where `f = 0.5` splits the tolerance so that the three terms add to at most `0.87 tol`. For
+//! the combined kernel each step takes the maximum over the Stokeslet and stresslet parts. The
+//! candidate with the smallest predicted time ([`CostModel`]) that fits the memory limit wins.
+//! The user may fix `r_c` (or the mean particles per cell) and `P`.
+
+use parki_core::{Domain, Error, Kernel, Result};
+use parki_decomp::{fft_friendly_size, GridLayout};
+
+use crate::error_model::ErrorModel;
+use crate::window::{KaiserBessel, WindowPoly};
+
+/// Cost constants of this implementation, nanoseconds per unit of work on one thread, measured
+/// by `parki-bench calibrate` (docs/performance.md; AMD EPYC Zen 5, f64).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// P2P per evaluated pair (padding included), per kernel: Laplace, Stokeslet, stresslet, Stokes.
+    pub p2p_pair: [f64; 4],
+    /// P2G per source, per `P^3`, per grid component.
+    pub p2g: f64,
+    /// FFT per grid point, per `log2` of the grid size, per component.
+    pub fft: f64,
+    /// CNV per half-spectrum mode.
+    pub cnv: f64,
+    /// G2P per target, per `P^3`, per output component.
+    pub g2p: f64,
+    /// Ratio of f32 to f64 cost (applied to every stage in single precision).
+    pub f32_ratio: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        Self {
+            p2p_pair: [1.6, 2.0, 2.3, 2.6],
+            p2g: 0.35,
+            fft: 0.25,
+            cnv: 6.0,
+            g2p: 0.4,
+            f32_ratio: 0.6,
+        }
+    }
+}
+
+/// What the caller asks for.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Box.
+    pub domain: Domain,
+    /// Number of sources.
+    pub sources: usize,
+    /// Number of targets.
+    pub targets: usize,
+    /// Relative RMS tolerance.
+    pub tolerance: f64,
+    /// Bytes per real (4 or 8).
+    pub real_bytes: usize,
+    /// Fixed real-space cut-off (cell width at least this).
+    pub rc: Option<f64>,
+    /// Fixed window support.
+    pub window_p: Option<usize>,
+    /// SIMD lanes the cell lists are padded to.
+    pub lanes: usize,
+    /// Largest grid memory allowed, bytes.
+    pub max_grid_bytes: usize,
+    /// Cost constants.
+    pub cost: CostModel,
+}
+
+/// Estimated relative RMS errors of the chosen parameters (largest over the kernel's parts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ErrorEstimate {
+    /// Real-space truncation.
+    pub near: f64,
+    /// Fourier truncation.
+    pub fourier: f64,
+    /// Window aliasing (and polynomial approximation).
+    pub window: f64,
+    /// `sqrt(near^2 + fourier^2 + window^2)`.
+    pub total: f64,
+}
+
+/// Predicted seconds per stage (one thread, this implementation's constants).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostEstimate {
+    /// P2P.
+    pub p2p: f64,
+    /// P2G.
+    pub p2g: f64,
+    /// FFT (forward and inverse).
+    pub fft: f64,
+    /// CNV.
+    pub cnv: f64,
+    /// G2P.
+    pub g2p: f64,
+}
+
+impl CostEstimate {
+    /// Sum of the stages.
+    pub fn total(&self) -> f64 {
+        self.p2p + self.p2g + self.fft + self.cnv + self.g2p
+    }
+}
+
+/// The chosen Ewald parameters.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Splitting parameter.
+    pub xi: f64,
+    /// Real-space cut-off asked for (the cells are at least this wide).
+    pub rc: f64,
+    /// Smallest cell width (every pair closer than this is summed).
+    pub rc_effective: f64,
+    /// Cells per axis.
+    pub cells: [usize; 3],
+    /// Mean sources per cell.
+    pub sources_per_cell: f64,
+    /// Grid points per axis.
+    pub grid: [usize; 3],
+    /// Grid spacing per axis.
+    pub h: [f64; 3],
+    /// Largest kept wave number per axis.
+    pub kmax: [f64; 3],
+    /// Window support in grid points.
+    pub p: usize,
+    /// Window shape `beta = 2.5 P`.
+    pub beta: f64,
+    /// Window half-width `a_w = P h / 2` per axis.
+    pub window_half_width: [f64; 3],
+    /// The window polynomials.
+    pub poly: WindowPoly,
+    /// Error of the window polynomial against the exact window.
+    pub poly_error: f64,
+    /// Error estimate.
+    pub estimate: ErrorEstimate,
+    /// Predicted cost.
+    pub cost: CostEstimate,
+    /// Grid memory in bytes.
+    pub grid_bytes: usize,
+    /// Grid oversampling over what the Fourier truncation alone needs.
+    pub oversampling: f64,
+    /// Candidates the selection compared.
+    pub candidates: usize,
+}
+
+/// Share of the tolerance given to each error term.
+const SPLIT: f64 = 0.5;
+
+fn bisect_log(f: &dyn Fn(f64) -> f64, mut lo: f64, mut hi: f64, target: f64) -> f64 {
+    // f decreasing in its argument: smallest x with f(x) <= target
+    for _ in 0..60 {
+        let mid = (lo * hi).sqrt();
+        if f(mid) <= target {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+        if hi / lo < 1.0 + 1e-6 {
+            break;
+        }
+    }
+    hi
+}
+
+struct Candidate {
+    params: Params,
+    cost: f64,
+}
+
+fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
+    let l = domain.lengths();
+    let mut n = [0usize; 3];
+    for d in 0..3 {
+        let c = (l[d] / rc).floor();
+        if !(c >= 3.0) {
+            return None;
+        }
+        n[d] = c as usize;
+    }
+    let w = (0..3)
+        .map(|d| l[d] / n[d] as f64)
+        .fold(f64::INFINITY, f64::min);
+    Some((n, w))
+}
+
+/// Grid oversampling factors tried: a finer grid than the Fourier truncation needs lowers the
+/// aliasing of the modes near Nyquist and so the window support `P`.
+const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
+
+fn evaluate(req: &Request, models: &[ErrorModel], rc: f64) -> Result<Option<Candidate>> {
+    let Some((cells, r_eff)) = cells_for(&req.domain, rc) else {
+        return Ok(None);
+    };
+    let target = SPLIT * req.tolerance;
+    let l = req.domain.lengths();
+    let two_pi = 2.0 * std::f64::consts::PI;
+    // 1. xi from the real-space error
+    let xi = models
+        .iter()
+        .map(|m| bisect_log(&|xi| m.near(xi, r_eff), 0.5 / r_eff, 40.0 / r_eff, target))
+        .fold(0.0, f64::max);
+    // 2. kept wave numbers from the Fourier error
+    let kneed = models
+        .iter()
+        .map(|m| bisect_log(&|k| m.fourier(xi, [k; 3]), 0.1 * xi, 60.0 * xi, target))
+        .fold(0.0, f64::max);
+    let k_hi =
+        1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
+    let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
+    let near = models.iter().map(|m| m.near(xi, r_eff)).fold(0.0, f64::max);
+    let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
+    let per_cell = req.sources as f64 * cellvol / req.domain.volume();
+    let ncomp = req.kernel.grid_components();
+    let mut best: Option<Candidate> = None;
+    // 3. for each oversampling: grid sizes, then the smallest P that meets the window error
+    for sigma in OVERSAMPLING {
+        let mut grid = [0usize; 3];
+        for d in 0..3 {
+            let modes = (sigma * kneed * l[d] / two_pi).ceil() as usize;
+            grid[d] = fft_friendly_size(2 * (modes + 1));
+        }
+        let window_at = |grid: [usize; 3], p: usize| -> (f64, [f64; 3], [f64; 3]) {
+            let h = [0, 1, 2].map(|d| l[d] / grid[d] as f64);
+            let kmax = [0, 1, 2].map(|d| two_pi * (grid[d] / 2 - 1) as f64 / l[d]);
+            (
+                far.iter().map(|f| f.window(p, kmax, h)).fold(0.0, f64::max),
+                kmax,
+                h,
+            )
+        };
+        let p = match req.window_p {
+            Some(p) => p,
+            None => match (2..=16)
+                .map(|k| 2 * k)
+                .find(|&p| window_at(grid, p).0 <= target)
+            {
+                Some(p) => p,
+                None => continue,
+            },
+        };
+        for m in grid.iter_mut() {
+            *m = fft_friendly_size((*m).max(p + 2));
+        }
+        let (window, kmax, h) = window_at(grid, p);
+        let fourier = models
+            .iter()
+            .map(|m| m.fourier(xi, kmax))
+            .fold(0.0, f64::max);
+        let total = (near * near + fourier * fourier + window * window).sqrt();
+        let estimate = ErrorEstimate {
+            near,
+            fourier,
+            window,
+            total,
+        };
+        let layout = GridLayout::new(grid)?;
+        let grid_bytes = ncomp * layout.real_len() * req.real_bytes;
+        if grid_bytes > req.max_grid_bytes {
+            continue;
+        }
+        // cost model
+        let c = &req.cost;
+        let scale = if req.real_bytes == 4 {
+            c.f32_ratio
+        } else {
+            1.0
+        };
+        let pairs = req.targets as f64 * 27.0 * (per_cell + 0.5 * (req.lanes as f64 - 1.0));
+        let kidx = Kernel::ALL
+            .iter()
+            .position(|&k| k == req.kernel)
+            .unwrap_or(0);
+        let ng = layout.points() as f64;
+        let p3 = (p * p * p) as f64;
+        let dim = req.kernel.output_dim() as f64;
+        let cost = CostEstimate {
+            p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
+            p2g: 1e-9 * scale * c.p2g * req.sources as f64 * p3 * ncomp as f64,
+            fft: 1e-9 * scale * c.fft * ng * ng.log2() * (ncomp as f64 + dim),
+            cnv: 1e-9 * scale * c.cnv * layout.complex_len() as f64,
+            g2p: 1e-9 * scale * c.g2p * req.targets as f64 * p3 * dim,
+        };
+        let total_cost = cost.total();
+        if best.as_ref().is_some_and(|b| b.cost <= total_cost) {
+            continue;
+        }
+        let kb = KaiserBessel::new(p);
+        let poly_target = (0.05 * target).max(if req.real_bytes == 4 { 2e-8 } else { 1e-16 });
+        let (poly, poly_error) = WindowPoly::fit_to(&kb, poly_target);
+        best = Some(Candidate {
+            params: Params {
+                xi,
+                rc,
+                rc_effective: r_eff,
+                cells,
+                sources_per_cell: per_cell,
+                grid,
+                h,
+                kmax,
+                p,
+                beta: kb.beta,
+                window_half_width: h.map(|hd| 0.5 * p as f64 * hd),
+                poly,
+                poly_error,
+                estimate,
+                cost,
+                grid_bytes,
+                oversampling: sigma,
+                candidates: 1,
+            },
+            cost: total_cost,
+        });
+    }
+    Ok(best)
+}
+
+/// Chooses the parameters for `req`.
+pub fn select(req: &Request) -> Result<Params> {
+    if req.domain.periodicity() != 3 {
+        return Err(Error::Unsupported {
+            what: format!(
+                "periodic = {:?}: this version solves triply periodic problems only (free and 1-/2-periodic directions arrive with later issues)",
+                req.domain.periodic()
+            ),
+        });
+    }
+    if let Some(p) = req.window_p {
+        if !(4..=32).contains(&p) || p % 2 != 0 {
+            return Err(Error::OutOfRange {
+                field: "ewald.window_support".into(),
+                value: p.to_string(),
+                allowed: "an even number from 4 to 32".into(),
+            });
+        }
+    }
+    let models: Vec<ErrorModel> = req
+        .kernel
+        .parts()
+        .iter()
+        .map(|&part| ErrorModel::new(part, &req.domain, req.sources))
+        .collect();
+    let lmin = req.domain.min_length();
+    let candidates: Vec<f64> = match req.rc {
+        Some(rc) => {
+            if !(rc.is_finite() && rc > 0.0 && rc <= lmin / 3.0) {
+                return Err(Error::OutOfRange {
+                    field: "ewald.rc".into(),
+                    value: format!("{rc}"),
+                    allowed: format!("(0, {}] (the box must hold 3 cells per axis)", lmin / 3.0),
+                });
+            }
+            vec![rc]
+        }
+        None => {
+            // cells per shortest axis from 3 up to ~4 per particle spacing, geometric steps
+            let spacing = (req.domain.volume() / req.sources.max(1) as f64).cbrt();
+            let nmax = ((4.0 * lmin / spacing).ceil() as usize).max(3);
+            let mut v = Vec::new();
+            let mut n = 3.0f64;
+            while n <= nmax as f64 + 0.5 {
+                v.push(lmin / n.round());
+                n = (n * 1.08).max(n + 1.0);
+            }
+            v
+        }
+    };
+    let mut best: Option<Candidate> = None;
+    let mut count = 0;
+    for &rc in &candidates {
+        if let Some(c) = evaluate(req, &models, rc)? {
+            count += 1;
+            if best.as_ref().is_none_or(|b| c.cost < b.cost) {
+                best = Some(c);
+            }
+        }
+    }
+    match best {
+        Some(mut b) => {
+            b.params.candidates = count;
+            Ok(b.params)
+        }
+        None => Err(Error::Resource {
+            message: format!(
+                "no parameters reach tolerance {:e} within the grid memory limit of {:.2} GB \
+                 (raise [run] max_grid_gb, loosen the tolerance{})",
+                req.tolerance,
+                req.max_grid_bytes as f64 / 1e9,
+                if req.rc.is_some() || req.window_p.is_some() {
+                    ", or drop the fixed rc/P"
+                } else {
+                    ""
+                }
+            ),
+        }),
+    }
+}

@@ -1,0 +1,391 @@
+//! Ewald-screened P2P (near field) over padded cell lists.
+//!
+//! `u^N(x_i) = sum_j sum_p G^N(x_i - y_j + p) s_j` over the sources in the 27 colleague cells of
+//! the target's cell. With `A = erfc(xi r)/r`, `B = 2 xi e^{-xi^2 r^2}/sqrt(pi)`, `D = 2 xi^2 B`
+//! (ParkiPy digest §1.2, §9.4; the Hasimoto splitting, eq. (4) of the Ewald paper):
+//!
+//! - Laplace: `u += A q`;
+//! - Stokeslet: `u += (A - B) f + (A + B) (r.f) r / r^2`;
+//! - stresslet: `u += D [(q.n) r + (r.n) q + (r.q) n] - (r.q)(r.n) r [6 (A + B)/r^4 + 2 D/r^2]`
+//!   (this is `T - T^F` with `T^F` from the derivation in `parki_reference::classical`);
+//! - Stokes: the sum of the Stokeslet and stresslet terms, sharing `A`, `B`, `1/r`.
+//!
+//! A source that coincides with the target (`r = 0` exactly) contributes `-G^F(0) s`: the
+//! singular free-space part is skipped, `erf(xi r)/r -> 2 xi/sqrt(pi)` remains, i.e. `-2 xi/sqrt(pi) q`
+//! (Laplace), `-4 xi/sqrt(pi) f` (Stokeslet) and `0` (stresslet, `T^F` is odd). This is the self
+//! correction, applied inside the kernel.
+//!
+//! All pairs in colleague cells are summed (not only those with `r < r_c`): the extra terms are
+//! below the error estimate and cost nothing in SIMD. Parallelism is over target cells; each
+//! target accumulates in SIMD lanes over sources, so the result is independent of the thread count.
+
+use parki_core::{Kernel, Par, Real};
+use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
+
+use crate::cells::{CellGrid, PaddedSources, SortedTargets};
+use crate::simd::{Isa, Simd};
+use crate::special::{erfc_with_gauss, exp_neg, KernelReal};
+
+/// Floating-point operations per evaluated pair (FMA = 2; selects, min/max and rounding are not
+/// counted), read off the kernels below. Used to report the achieved FP rate of P2P.
+pub struct P2pFlops;
+
+impl P2pFlops {
+    /// Flops per pair for `kernel` in precision `T` (the f32 polynomials are shorter).
+    pub fn per_pair<T: KernelReal>(kernel: Kernel) -> f64 {
+        let exp = 2.0 + 4.0 + 2.0 * (T::EXP_COEFFS.len() - 1) as f64 + 1.0;
+        let erfc = 1.0 + 2.0 + 1.0 + 1.0 + 3.0 + 2.0 * (T::ERFC_COEFFS.len() - 1) as f64 + 3.0;
+        // r (3 sub, 1 mul, 2 fma), 1/r (sqrt, div), r, x, -xi^2 r^2, B, A
+        let common = 8.0 + 2.0 + 1.0 + 1.0 + 1.0 + exp + 1.0 + erfc + 1.0;
+        let stokeslet = 1.0 + 1.0 + 2.0 + 5.0 + 1.0 + 12.0; // A-B, A+B, (A+B)/r^2, r.f, c, 3x(2 fma)
+        let stresslet = 1.0 + 15.0 + 6.0 + 18.0 + 2.0 + 12.0; // D, r.q r.n q.n, e, 3 comps, s
+        common
+            + match kernel {
+                Kernel::Laplace => 2.0,
+                Kernel::Stokeslet => stokeslet,
+                Kernel::Stresslet => stresslet,
+                Kernel::Stokes => stokeslet + stresslet - 2.0,
+            }
+    }
+}
+
+/// Constants of the kernels, splatted once per cell.
+struct Consts<V> {
+    xi: V,
+    neg_xi2: V,
+    two_xi_sqrt_pi: V,
+    self_a: V,
+    two_xi2: V,
+    zero: V,
+    one: V,
+    two: V,
+    six: V,
+}
+
+impl<V: Simd> Consts<V> {
+    #[inline(always)]
+    fn new(xi: f64) -> Self {
+        let s = |x: f64| V::splat(V::Scalar::from_f64(x));
+        let c = 2.0 * xi / std::f64::consts::PI.sqrt();
+        Self {
+            xi: s(xi),
+            neg_xi2: s(-xi * xi),
+            two_xi_sqrt_pi: s(c),
+            self_a: s(-c),
+            two_xi2: s(2.0 * xi * xi),
+            zero: s(0.0),
+            one: s(1.0),
+            two: s(2.0),
+            six: s(6.0),
+        }
+    }
+}
+
+/// Shared radial quantities of one pair.
+struct Radial<V> {
+    r2: V,
+    rinv: V,
+    /// `erfc(xi r)/r` (0 at r = 0).
+    a: V,
+    /// `2 xi e^{-xi^2 r^2}/sqrt(pi)`.
+    b: V,
+}
+
+#[inline(always)]
+fn radial<V: Simd>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
+where
+    V::Scalar: KernelReal,
+{
+    let r2 = d[0].mul_add(d[0], d[1].mul_add(d[1], d[2] * d[2]));
+    let rinv = V::select_positive(r2, c.one.div(r2.sqrt()), c.zero);
+    let r = r2 * rinv;
+    let g = exp_neg(c.neg_xi2 * r2);
+    let b = c.two_xi_sqrt_pi * g;
+    let erfc = erfc_with_gauss(c.xi * r, g);
+    Radial {
+        r2,
+        rinv,
+        a: erfc * rinv,
+        b,
+    }
+}
+
+/// One kernel's pair interaction.
+trait PairKernel {
+    /// Output components.
+    const DIM: usize;
+    /// Density components read per source.
+    const COMPS: usize;
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    where
+        V::Scalar: KernelReal;
+}
+
+struct Laplace;
+struct Stokeslet;
+struct Stresslet;
+struct Stokes;
+
+#[inline(always)]
+fn stokeslet_terms<V: Simd>(
+    c: &Consts<V>,
+    d: &[V; 3],
+    f: [V; 3],
+    rad: &Radial<V>,
+    acc: &mut [V; 3],
+) {
+    let a = V::select_positive(rad.r2, rad.a, c.self_a) - rad.b;
+    let cr = (rad.a + rad.b) * rad.rinv * rad.rinv;
+    let rf = d[0].mul_add(f[0], d[1].mul_add(f[1], d[2] * f[2]));
+    let k = cr * rf;
+    for i in 0..3 {
+        acc[i] = a.mul_add(f[i], k.mul_add(d[i], acc[i]));
+    }
+}
+
+#[inline(always)]
+fn stresslet_terms<V: Simd>(
+    c: &Consts<V>,
+    d: &[V; 3],
+    q: [V; 3],
+    n: [V; 3],
+    rad: &Radial<V>,
+    acc: &mut [V; 3],
+) {
+    let dd = c.two_xi2 * rad.b;
+    let rq = d[0].mul_add(q[0], d[1].mul_add(q[1], d[2] * q[2]));
+    let rn = d[0].mul_add(n[0], d[1].mul_add(n[1], d[2] * n[2]));
+    let qn = q[0].mul_add(n[0], q[1].mul_add(n[1], q[2] * n[2]));
+    let ri2 = rad.rinv * rad.rinv;
+    let e = ri2 * (c.six * (rad.a + rad.b)).mul_add(ri2, c.two * dd);
+    let s = rq * rn * e;
+    for i in 0..3 {
+        let t = qn.mul_add(d[i], rn.mul_add(q[i], rq * n[i]));
+        acc[i] = dd.mul_add(t, (-s).mul_add(d[i], acc[i]));
+    }
+}
+
+impl PairKernel for Laplace {
+    const DIM: usize = 1;
+    const COMPS: usize = 1;
+    #[inline(always)]
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    where
+        V::Scalar: KernelReal,
+    {
+        let rad = radial(c, d);
+        let a = V::select_positive(rad.r2, rad.a, c.self_a);
+        acc[0] = a.mul_add(s[0], acc[0]);
+    }
+}
+
+impl PairKernel for Stokeslet {
+    const DIM: usize = 3;
+    const COMPS: usize = 3;
+    #[inline(always)]
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    where
+        V::Scalar: KernelReal,
+    {
+        let rad = radial(c, d);
+        stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
+    }
+}
+
+impl PairKernel for Stresslet {
+    const DIM: usize = 3;
+    const COMPS: usize = 6;
+    #[inline(always)]
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    where
+        V::Scalar: KernelReal,
+    {
+        let rad = radial(c, d);
+        stresslet_terms(c, d, [s[0], s[1], s[2]], [s[3], s[4], s[5]], &rad, acc);
+    }
+}
+
+impl PairKernel for Stokes {
+    const DIM: usize = 3;
+    const COMPS: usize = 9;
+    #[inline(always)]
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    where
+        V::Scalar: KernelReal,
+    {
+        let rad = radial(c, d);
+        stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
+        stresslet_terms(c, d, [s[3], s[4], s[5]], [s[6], s[7], s[8]], &rad, acc);
+    }
+}
+
+/// Everything one P2P evaluation reads (an implementation detail of [`P2pReal`]).
+#[doc(hidden)]
+pub struct Job<'a, T> {
+    grid: &'a CellGrid,
+    src: &'a PaddedSources<T>,
+    trg: &'a SortedTargets<T>,
+    xi: f64,
+}
+
+/// The targets of cell `c` against its colleagues; `out` holds `DIM` values per target of `c`.
+#[inline(always)]
+fn cell_kernel<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+where
+    V::Scalar: KernelReal,
+{
+    let consts = Consts::<V>::new(job.xi);
+    let colleagues = job.grid.colleagues(c);
+    let t0 = job.trg.binned.offsets[c];
+    let t1 = job.trg.binned.offsets[c + 1];
+    let src = job.src;
+    let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| {
+        if q < K::COMPS {
+            &src.density[q][..]
+        } else {
+            &[][..]
+        }
+    });
+    for (k, t) in (t0..t1).enumerate() {
+        let tx = [
+            job.trg.x[t].to_f64(),
+            job.trg.y[t].to_f64(),
+            job.trg.z[t].to_f64(),
+        ];
+        let mut acc = [consts.zero; 3];
+        for &(cell, shift) in colleagues.iter() {
+            let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
+            if a == b {
+                continue;
+            }
+            // r = x - (y + s) = (x - s) - y
+            let p = [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[d] - shift[d])));
+            let mut j = a;
+            while j < b {
+                let d = [
+                    p[0] - V::load(&src.x[j..]),
+                    p[1] - V::load(&src.y[j..]),
+                    p[2] - V::load(&src.z[j..]),
+                ];
+                let mut s = [consts.zero; 9];
+                for q in 0..K::COMPS {
+                    s[q] = V::load(&dens[q][j..]);
+                }
+                K::add(&consts, &d, &s, &mut acc);
+                j += V::LANES;
+            }
+        }
+        for dim in 0..K::DIM {
+            out[k * K::DIM + dim] = acc[dim].reduce_add();
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn cell_avx512<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+where
+    V::Scalar: KernelReal,
+{
+    cell_kernel::<V, K>(job, c, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn cell_avx2<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+where
+    V::Scalar: KernelReal,
+{
+    cell_kernel::<V, K>(job, c, out)
+}
+
+/// A real type with SIMD P2P instantiations.
+pub trait P2pReal: KernelReal {
+    #[doc(hidden)]
+    fn run_cell(isa: Isa, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]);
+}
+
+macro_rules! impl_p2p_real {
+    ($t:ty, $v512:ty, $v256:ty) => {
+        impl P2pReal for $t {
+            fn run_cell(isa: Isa, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]) {
+                macro_rules! go {
+                            ($k:ty) => {
+                                match isa {
+                                    #[cfg(target_arch = "x86_64")]
+                                    // SAFETY: `Isa::Avx512` is only produced by `Isa::detect` on CPUs with AVX-512F.
+                                    Isa::Avx512 => unsafe { cell_avx512::<$v512, $k>(job, c, out) },
+                                    #[cfg(target_arch = "x86_64")]
+                                    // SAFETY: `Isa::Avx2` is only produced on CPUs with AVX2 and FMA.
+                                    Isa::Avx2 => unsafe { cell_avx2::<$v256, $k>(job, c, out) },
+                                    _ => cell_kernel::<$t, $k>(job, c, out),
+                                }
+                            };
+                        }
+                match kernel {
+                    Kernel::Laplace => go!(Laplace),
+                    Kernel::Stokeslet => go!(Stokeslet),
+                    Kernel::Stresslet => go!(Stresslet),
+                    Kernel::Stokes => go!(Stokes),
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+impl_p2p_real!(f64, crate::simd::F64x8, crate::simd::F64x4);
+#[cfg(target_arch = "x86_64")]
+impl_p2p_real!(f32, crate::simd::F32x16, crate::simd::F32x8);
+#[cfg(not(target_arch = "x86_64"))]
+impl_p2p_real!(f64, f64, f64);
+#[cfg(not(target_arch = "x86_64"))]
+impl_p2p_real!(f32, f32, f32);
+
+/// Near field of all targets: writes `kernel.output_dim()` values per target into `out`, in the
+/// sorted (cell) order of `targets`.
+///
+/// `isa` must come from [`Isa::detect`] (or be [`Isa::Scalar`]); `sources` must be padded to a
+/// multiple of `isa.lanes::<T>()`.
+#[allow(clippy::too_many_arguments)]
+pub fn p2p<T: P2pReal>(
+    kernel: Kernel,
+    xi: f64,
+    grid: &CellGrid,
+    sources: &PaddedSources<T>,
+    targets: &SortedTargets<T>,
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    let dim = kernel.output_dim();
+    assert_eq!(out.len(), targets.len() * dim, "P2P output length");
+    assert!(
+        sources.offsets.iter().all(|o| o % isa.lanes::<T>() == 0),
+        "sources padded for another ISA"
+    );
+    let job = Job {
+        grid,
+        src: sources,
+        trg: targets,
+        xi,
+    };
+    let offsets = &targets.binned.offsets;
+    let writer = parki_core::par::DisjointSlice::new(out);
+    let work = |c: usize| {
+        let (t0, t1) = (offsets[c], offsets[c + 1]);
+        if t0 == t1 {
+            return;
+        }
+        // SAFETY: target cells own disjoint ranges t0..t1 of the sorted targets.
+        let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
+        T::run_cell(isa, kernel, &job, c, o);
+    };
+    match par {
+        Par::Seq => (0..grid.cells()).for_each(work),
+        Par::Rayon(_) => (0..grid.cells())
+            .into_par_iter()
+            .with_min_len(4)
+            .for_each(work),
+    }
+}

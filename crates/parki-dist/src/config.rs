@@ -1,0 +1,165 @@
+//! The run.toml schema. Unknown keys are errors, so that a typo does not silently fall back to
+//! a default. Relative paths are relative to the run.toml.
+
+use std::path::{Path, PathBuf};
+
+use parki_core::{Error, Result};
+use serde::Deserialize;
+
+/// A whole run.toml.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// `[problem]`.
+    pub problem: ProblemSection,
+    /// `[sources]`.
+    pub sources: ParticleSection,
+    /// `[targets]` (absent: the targets are the sources).
+    pub targets: Option<ParticleSection>,
+    /// `[output]`.
+    #[serde(default)]
+    pub output: OutputSection,
+    /// `[ewald]`: optional overrides of the automatic parameters.
+    #[serde(default)]
+    pub ewald: EwaldSection,
+    /// `[run]`: threads, checks, repetitions.
+    #[serde(default)]
+    pub run: RunSection,
+}
+
+/// `[problem]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemSection {
+    /// `"laplace"`, `"stokeslet"`, `"stresslet"` or `"stokes"`.
+    pub kernel: String,
+    /// Box side lengths.
+    #[serde(rename = "box")]
+    pub box_lengths: [f64; 3],
+    /// Periodic axes (default: all).
+    #[serde(default = "all_periodic")]
+    pub periodic: [bool; 3],
+    /// Relative RMS tolerance.
+    pub tolerance: f64,
+    /// `"f64"` (default) or `"f32"`.
+    #[serde(default = "default_precision")]
+    pub precision: String,
+    /// Map coordinates outside the box into it along periodic axes (default false: error).
+    #[serde(default)]
+    pub wrap: bool,
+}
+
+fn all_periodic() -> [bool; 3] {
+    [true; 3]
+}
+
+fn default_precision() -> String {
+    "f64".into()
+}
+
+/// `[sources]` or `[targets]`: files or a generator.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParticleSection {
+    /// Positions, `(N, 3)`.
+    pub positions: Option<PathBuf>,
+    /// Charges, `(N,)` (Laplace).
+    pub charges: Option<PathBuf>,
+    /// Forces, `(N, 3)` (Stokeslet, Stokes).
+    pub forces: Option<PathBuf>,
+    /// Dipoles `q`, `(N, 3)` (stresslet, Stokes).
+    pub dipoles: Option<PathBuf>,
+    /// Normals `n`, `(N, 3)` (stresslet, Stokes).
+    pub normals: Option<PathBuf>,
+    /// Generate instead of reading files.
+    pub generate: Option<Generate>,
+}
+
+/// `generate = { distribution = "uniform", count = 1000000, seed = 1 }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generate {
+    /// `"uniform"`, `"normal"` or `"sphere"`.
+    pub distribution: String,
+    /// Number of particles.
+    pub count: usize,
+    /// Seed (default 1).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    /// Potential, `(Nt,)` or `(Nt, 3)` float64 in input order.
+    pub potential: Option<PathBuf>,
+    /// JSON report.
+    pub report: Option<PathBuf>,
+}
+
+/// `[ewald]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EwaldSection {
+    /// Fixed real-space cut-off.
+    pub rc: Option<f64>,
+    /// Fixed mean number of sources per cell.
+    pub cell_size: Option<f64>,
+    /// Fixed window support (even, 4..=32).
+    pub window_support: Option<usize>,
+    /// `"blocked"` (default) or `"scatter"`.
+    pub p2g: Option<String>,
+    /// `"sorted"` (default) or `"base"`.
+    pub g2p: Option<String>,
+    /// `"estimate"` (default) or `"measure"`.
+    pub fft_plan: Option<String>,
+    /// `"avx512"`, `"avx2"` or `"scalar"` (default: the best available).
+    pub isa: Option<String>,
+}
+
+/// `[run]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Threads (default: all cores).
+    pub threads: Option<usize>,
+    /// Measure the error on this many random targets against the classical Ewald sum.
+    pub check: Option<usize>,
+    /// Evaluate this many times (timings are reported per evaluation, the last one kept).
+    pub repeat: Option<usize>,
+    /// Grid memory limit in GB (default: half the available memory).
+    pub max_grid_gb: Option<f64>,
+}
+
+impl RunConfig {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses run.toml text (`path` for messages).
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::Config {
+            path: path.into(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// `path` relative to the directory of the run.toml `base`.
+pub fn resolve(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.into()
+    } else {
+        base.parent().unwrap_or(Path::new(".")).join(path)
+    }
+}

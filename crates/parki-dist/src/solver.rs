@@ -1,0 +1,431 @@
+//! [`EwaldSolver`]: plan once, evaluate many times.
+//!
+//! ```no_run
+//! use parki_dist::{EwaldOptions, EwaldSolver, Targets};
+//! use parki_core::{Domain, Kernel, Sources};
+//!
+//! let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+//! let opts = EwaldOptions::new(Kernel::Stokeslet, domain, 1e-9);
+//! let (pos, f): (Vec<[f64; 3]>, Vec<[f64; 3]>) = (vec![], vec![]);
+//! let mut solver = EwaldSolver::<f64>::new(&opts, pos.len(), pos.len()).unwrap();
+//! let mut u = vec![0.0; 3 * pos.len()];
+//! let report = solver.evaluate(&Sources::stokeslet(&pos, &f), Targets::Sources, &mut u).unwrap();
+//! println!("{:?}", report.times);
+//! ```
+
+use std::f64::consts::PI;
+
+use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources, Stage, StageTimes};
+use parki_farfield::{
+    g2p, p2g, AtomicReal, Cnv, CostModel, G2pVariant, GridWindow, KaiserBessel, P2gVariant, Params,
+};
+use parki_fft3d::{Fft3d, FftReal, GridBuffer, PlanRigor};
+use parki_nearfield::{p2p, CellGrid, Isa, P2pReal, PaddedSources, SortedTargets};
+
+/// A real type the whole solver runs in: `f32` or `f64`.
+pub trait SolverReal: P2pReal + AtomicReal + FftReal {}
+impl SolverReal for f64 {}
+impl SolverReal for f32 {}
+
+/// Everything that defines a solver.
+#[derive(Clone, Debug)]
+pub struct EwaldOptions {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Box.
+    pub domain: Domain,
+    /// Relative RMS tolerance.
+    pub tolerance: f64,
+    /// Fixed real-space cut-off (the cells are at least this wide).
+    pub rc: Option<f64>,
+    /// Fixed mean number of sources per cell (sets `rc`), as ParkiPy's `cell_size`.
+    pub cell_size: Option<f64>,
+    /// Fixed window support (even, 4 to 32).
+    pub window_support: Option<usize>,
+    /// P2G algorithm.
+    pub p2g: P2gVariant,
+    /// G2P algorithm.
+    pub g2p: G2pVariant,
+    /// Threads (0: all available).
+    pub threads: usize,
+    /// FFTW planning effort.
+    pub fft_rigor: PlanRigor,
+    /// Largest grid memory, bytes (default: half the available memory).
+    pub max_grid_bytes: Option<usize>,
+    /// Cost constants for the choice of `rc`.
+    pub cost: CostModel,
+    /// Force an instruction set for P2P (default: the best this CPU has).
+    pub isa: Option<Isa>,
+}
+
+impl EwaldOptions {
+    /// Defaults for `kernel` on `domain` at `tolerance`.
+    pub fn new(kernel: Kernel, domain: Domain, tolerance: f64) -> Self {
+        Self {
+            kernel,
+            domain,
+            tolerance,
+            rc: None,
+            cell_size: None,
+            window_support: None,
+            p2g: P2gVariant::default(),
+            g2p: G2pVariant::default(),
+            threads: 0,
+            fft_rigor: PlanRigor::Estimate,
+            max_grid_bytes: None,
+            cost: CostModel::default(),
+            isa: None,
+        }
+    }
+}
+
+/// Where the potential is evaluated.
+#[derive(Clone, Copy, Debug)]
+pub enum Targets<'a, T> {
+    /// At the sources themselves (each skips its own free-space term).
+    Sources,
+    /// At separate points.
+    Points(&'a [[T; 3]]),
+}
+
+/// What one evaluation reports.
+#[derive(Clone, Debug, Default)]
+pub struct Evaluation {
+    /// Wall time per stage.
+    pub times: StageTimes,
+    /// Warnings about the input (non-neutral charge, net force).
+    pub warnings: Vec<String>,
+    /// Real sources per padded slot in the cell lists (padding overhead).
+    pub padding_efficiency: f64,
+    /// Evaluated P2P pairs (padding included).
+    pub pairs: u64,
+}
+
+/// A planned spectral Ewald solver for one kernel, box, tolerance and precision.
+pub struct EwaldSolver<T: SolverReal> {
+    opts: EwaldOptions,
+    params: Params,
+    threads: usize,
+    pool: rayon::ThreadPool,
+    isa: Isa,
+    cells: CellGrid,
+    window: GridWindow<T>,
+    cnv: Cnv,
+    buffer: GridBuffer<T>,
+    fft: Fft3d<T>,
+    far: Vec<T>,
+    near: Vec<T>,
+}
+
+fn available_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .map(|kb| kb * 1024)
+                })
+        })
+        .unwrap_or(8 << 30)
+}
+
+impl<T: SolverReal> EwaldSolver<T> {
+    /// Plans a solver for `sources` sources and `targets` targets: chooses the parameters,
+    /// builds the window, the FFT plans and the grid buffer.
+    pub fn new(opts: &EwaldOptions, sources: usize, targets: usize) -> Result<Self> {
+        parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
+        if opts.rc.is_some() && opts.cell_size.is_some() {
+            return Err(Error::OutOfRange {
+                field: "ewald.cell_size".into(),
+                value: format!("{}", opts.cell_size.unwrap_or(0.0)),
+                allowed: "unset when ewald.rc is given (they fix the same thing)".into(),
+            });
+        }
+        let rc = match opts.cell_size {
+            Some(s) => {
+                if !(s.is_finite() && s > 0.0) {
+                    return Err(Error::OutOfRange {
+                        field: "ewald.cell_size".into(),
+                        value: format!("{s}"),
+                        allowed: "a positive mean number of sources per cell".into(),
+                    });
+                }
+                Some((opts.domain.volume() * s / sources.max(1) as f64).cbrt())
+            }
+            None => opts.rc,
+        };
+        let threads = if opts.threads == 0 {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        } else {
+            opts.threads
+        };
+        let isa = match opts.isa {
+            None => Isa::detect(),
+            Some(i) if i.available() => i,
+            Some(i) => {
+                return Err(Error::Unsupported {
+                    what: format!("instruction set {} on this CPU", i.name()),
+                })
+            }
+        };
+        let request = parki_farfield::Request {
+            kernel: opts.kernel,
+            domain: opts.domain,
+            sources,
+            targets,
+            tolerance: opts.tolerance,
+            real_bytes: T::BYTES,
+            rc,
+            window_p: opts.window_support,
+            lanes: isa.lanes::<T>(),
+            max_grid_bytes: opts
+                .max_grid_bytes
+                .unwrap_or_else(|| available_memory() / 2),
+            cost: opts.cost,
+        };
+        let params = parki_farfield::select(&request)?;
+        let cells = CellGrid::new(&opts.domain, params.rc)?;
+        let layout = parki_decomp::GridLayout::new(params.grid)?;
+        let window = GridWindow::new(layout, params.h, &params.poly);
+        let cnv = Cnv::new(
+            opts.kernel,
+            layout,
+            opts.domain.lengths(),
+            &KaiserBessel::new(params.p),
+            params.xi,
+        );
+        let mut buffer = GridBuffer::new(layout, opts.kernel.grid_components());
+        let fft = Fft3d::plan(
+            &mut buffer,
+            opts.kernel.grid_components(),
+            opts.kernel.output_dim(),
+            threads,
+            opts.fft_rigor,
+        )?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| Error::Resource {
+                message: format!("cannot start {threads} threads: {e}"),
+            })?;
+        Ok(Self {
+            opts: opts.clone(),
+            params,
+            threads,
+            pool,
+            isa,
+            cells,
+            window,
+            cnv,
+            buffer,
+            fft,
+            far: Vec::new(),
+            near: Vec::new(),
+        })
+    }
+
+    /// The chosen parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The options the solver was planned with.
+    pub fn options(&self) -> &EwaldOptions {
+        &self.opts
+    }
+
+    /// Threads used.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Instruction set of P2P.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The cell grid of the near field.
+    pub fn cells(&self) -> &CellGrid {
+        &self.cells
+    }
+
+    fn par(&self) -> Par {
+        if self.threads <= 1 {
+            Par::Seq
+        } else {
+            Par::Rayon(self.threads)
+        }
+    }
+
+    /// Evaluates the potential at `targets` into `out` (`output_dim` values per target, input
+    /// order), overwriting it.
+    pub fn evaluate(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+    ) -> Result<Evaluation> {
+        self.evaluate_with_progress(sources, targets, out, &mut |_, _| {})
+    }
+
+    /// As [`evaluate`](Self::evaluate), calling `progress(stage, seconds)` after every stage.
+    pub fn evaluate_with_progress(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+        progress: &mut dyn FnMut(Stage, f64),
+    ) -> Result<Evaluation> {
+        let kernel = self.opts.kernel;
+        let dim = kernel.output_dim();
+        let domain = self.opts.domain;
+        let par = self.par();
+        let mut ev = Evaluation::default();
+        let mut stage = |ev: &mut Evaluation, s: Stage, t: std::time::Instant| {
+            let dt = t.elapsed().as_secs_f64();
+            ev.times.add(s, dt);
+            progress(s, dt);
+        };
+
+        // prepare: checks and cell lists
+        let t = std::time::Instant::now();
+        parki_core::validate::check_positions("sources.positions", sources.positions, &domain)?;
+        sources.check_densities(kernel)?;
+        let target_positions = match targets {
+            Targets::Sources => sources.positions,
+            Targets::Points(p) => {
+                parki_core::validate::check_positions("targets.positions", p, &domain)?;
+                p
+            }
+        };
+        let nt = target_positions.len();
+        if out.len() != nt * dim {
+            return Err(Error::LengthMismatch {
+                field: "output".into(),
+                found: out.len(),
+                reference: format!("targets x {dim} components"),
+                expected: nt * dim,
+            });
+        }
+        ev.warnings = neutrality_warnings(kernel, sources);
+        let (cells, isa) = (&self.cells, self.isa);
+        let (padded, sorted) = self.pool.install(|| {
+            let padded = PaddedSources::build(cells, kernel, sources, isa.lanes::<T>(), par);
+            let sorted = SortedTargets::build(cells, target_positions, par);
+            (padded, sorted)
+        });
+        ev.padding_efficiency = padded.count as f64 / padded.slots().max(1) as f64;
+        ev.pairs = (0..cells.cells())
+            .map(|c| {
+                let n_t = sorted.binned.count(c) as u64;
+                let n_s: usize = cells
+                    .colleagues(c)
+                    .iter()
+                    .map(|&(s, _)| padded.offsets[s + 1] - padded.offsets[s])
+                    .sum();
+                n_t * n_s as u64
+            })
+            .sum();
+        stage(&mut ev, Stage::Prepare, t);
+
+        // P2P
+        let t = std::time::Instant::now();
+        self.near.resize(nt * dim, T::ZERO);
+        let (xi, near) = (self.params.xi, &mut self.near);
+        self.pool
+            .install(|| p2p(kernel, xi, cells, &padded, &sorted, near, isa, par));
+        sorted.unsort(&self.near, dim, out);
+        drop(padded);
+        drop(sorted);
+        stage(&mut ev, Stage::P2P, t);
+
+        // P2G
+        let t = std::time::Instant::now();
+        let (window, buffer) = (&self.window, &mut self.buffer);
+        let variant = self.opts.p2g;
+        self.pool
+            .install(|| p2g(variant, kernel, window, sources, buffer.as_mut_slice(), par));
+        stage(&mut ev, Stage::P2G, t);
+
+        // FFT, CNV, IFFT
+        let t = std::time::Instant::now();
+        self.fft.forward(&mut self.buffer);
+        stage(&mut ev, Stage::FFT, t);
+        let t = std::time::Instant::now();
+        let (cnv, buffer) = (&self.cnv, &mut self.buffer);
+        self.pool.install(|| cnv.apply(buffer.as_mut_slice(), par));
+        stage(&mut ev, Stage::CNV, t);
+        let t = std::time::Instant::now();
+        self.fft.backward(&mut self.buffer);
+        stage(&mut ev, Stage::IFFT, t);
+
+        // G2P and sum
+        let t = std::time::Instant::now();
+        self.far.resize(nt * dim, T::ZERO);
+        let (window, grid, far) = (&self.window, self.buffer.as_slice(), &mut self.far);
+        let variant = self.opts.g2p;
+        self.pool
+            .install(|| g2p(variant, dim, window, grid, target_positions, far, par));
+        let background = background_shift(kernel, sources, domain.volume(), self.params.xi);
+        for (o, f) in out.iter_mut().zip(&self.far) {
+            *o += *f + T::from_f64(background);
+        }
+        stage(&mut ev, Stage::G2P, t);
+        Ok(ev)
+    }
+}
+
+/// The Laplace real-space kernel has mean `pi/xi^2`; dropping the zero mode of the whole sum
+/// subtracts `pi Q/(V xi^2)` for a net charge `Q` (zero for neutral input).
+fn background_shift<T: Real>(kernel: Kernel, sources: &Sources<T>, volume: f64, xi: f64) -> f64 {
+    if kernel != Kernel::Laplace {
+        return 0.0;
+    }
+    let q: f64 = sources
+        .charges
+        .map(|c| c.iter().map(|v| v.to_f64()).sum())
+        .unwrap_or(0.0);
+    -PI * q / (volume * xi * xi)
+}
+
+fn neutrality_warnings<T: Real>(kernel: Kernel, sources: &Sources<T>) -> Vec<String> {
+    let mut w = Vec::new();
+    let rel = if T::BYTES == 4 { 1e-5 } else { 1e-10 };
+    if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
+        let net: f64 = q.iter().map(|v| v.to_f64()).sum();
+        let abs: f64 = q.iter().map(|v| v.to_f64().abs()).sum();
+        if net.abs() > rel * abs.max(f64::MIN_POSITIVE) {
+            w.push(format!(
+                "sources.charges: net charge {net:.6e} is not zero; the zero Fourier mode is dropped, \
+                 which adds a uniform neutralising background"
+            ));
+        }
+    }
+    if let (true, Some(f)) = (kernel.needs_forces(), sources.forces) {
+        let mut net = [0.0f64; 3];
+        let mut abs = 0.0f64;
+        for v in f {
+            for d in 0..3 {
+                net[d] += v[d].to_f64();
+                abs += v[d].to_f64().abs();
+            }
+        }
+        if net
+            .iter()
+            .any(|n| n.abs() > rel * abs.max(f64::MIN_POSITIVE))
+        {
+            w.push(format!(
+                "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is \
+                 dropped, which balances it by a uniform pressure gradient (zero mean flow)",
+                net[0], net[1], net[2]
+            ));
+        }
+    }
+    w
+}
