@@ -23,6 +23,11 @@
 //!   `Phi(k) = pi int_{k^2}^inf |G^F(sqrt s)|^2 ds` (the transverse plane integral), `U_F` the
 //!   far-field magnitude.
 //!
+//! - Self interaction (targets at sources): the dropped modes and the window's first aliases do
+//!   not average out over a source's own contribution; [`ErrorModel::self_truncation`] and
+//!   [`FarModel::self_alias`] estimate these coherent terms, which dominate on grids that barely
+//!   resolve the Fourier truncation.
+//!
 //! `G^N`, `G^F` are the Hasimoto split (Laplace: erfc screening). The validation report
 //! (docs/validation.md) compares these estimates with measured errors term by term.
 
@@ -127,6 +132,37 @@ impl ErrorModel {
         self.c() * (sum + tail) / (self.volume * self.volume)
     }
 
+    /// Isotropic part of `G^F(k)` seen by a source at its own position: Laplace
+    /// `4 pi e^{-k^2/4xi^2}/k^2`, Stokeslet `tr/3 = 16 pi gamma / (3 k^2)`, stresslet 0 (odd).
+    fn self_kernel(&self, k2: f64, xi: f64) -> f64 {
+        let s = k2 / (4.0 * xi * xi);
+        match self.part {
+            KernelPart::Laplace => 4.0 * PI * (-s).exp() / k2,
+            KernelPart::Stokeslet => 16.0 * PI * (1.0 + s) * (-s).exp() / (3.0 * k2),
+            KernelPart::Stresslet => 0.0,
+        }
+    }
+
+    /// Relative error of the self interaction that the kept modes `kmax` miss: a target at a
+    /// source sees `-(1/V) sum_{dropped k} G^F(k) s_i`, the same for every target (coherent), so it
+    /// is `|T_D| / (sqrt(Ns) U)` relative, not part of the random-phase `E_F`.
+    pub fn self_truncation(&self, xi: f64, kmax: [f64; 3], sources: usize) -> f64 {
+        if self.part == KernelPart::Stresslet {
+            return 0.0;
+        }
+        let kmin = kmax.iter().cloned().fold(f64::INFINITY, f64::min);
+        let f = |k: f64| {
+            let area: f64 = kmax
+                .iter()
+                .map(|&kd| 4.0 * PI * k * (k - kd).max(0.0))
+                .sum();
+            area * self.self_kernel(k * k, xi)
+        };
+        let hi = kmax.iter().cloned().fold(0.0, f64::max) + 16.0 * xi;
+        let td = integrate(&f, kmin, hi, 32) / (8.0 * PI * PI * PI);
+        td / ((sources.max(1) as f64).sqrt() * self.magnitude2.sqrt())
+    }
+
     /// `U^2`: mean square of the solution per unit `Q`.
     pub fn magnitude2(&self) -> f64 {
         self.magnitude2
@@ -196,12 +232,27 @@ impl ErrorModel {
                 k * k * self.transverse(xi, k)
             })
             .collect();
+        // Psi(k) = pi int_{k^2}^inf g_self(sqrt s) ds, the transverse integral of the self kernel
+        let psi = (0..=n)
+            .map(|i| {
+                let k = (i as f64 * dk).max(1e-3 * dk);
+                let k2 = k * k;
+                let scale = k2.min(xi * xi).max(1e-300) * 0.25;
+                PI * integrate_geometric(
+                    &|t| self.self_kernel(k2 + t, xi),
+                    0.0,
+                    80.0 * xi * xi,
+                    scale,
+                )
+            })
+            .collect();
         FarModel {
             far2: self.far_magnitude2(xi),
             magnitude2: self.magnitude2,
             pre: self.c() / self.volume / (8.0 * PI * PI * PI),
             dk,
             k2phi,
+            psi,
         }
     }
 }
@@ -214,9 +265,36 @@ pub struct FarModel {
     pre: f64,
     dk: f64,
     k2phi: Vec<f64>,
+    psi: Vec<f64>,
 }
 
 impl FarModel {
+    /// Relative error of the position-dependent part of a source's own interaction through the
+    /// grid: the products of the window with its first aliases, `r = W^(kappa -+ 2 pi)/W^(kappa)`,
+    /// carry the phase `e^{+-2 pi i y_d/h_d}` of the source's offset in its grid cell, so a source
+    /// sees `cos(2 pi y_d/h_d) (2pi)^-3 int_box g_self(k) 2 r(k_d h_d) dk` per axis (rms over the
+    /// offset: that amplitude over `sqrt 2`). `r` changes sign where the alias falls on the
+    /// oscillating branch of `W^`, so only the band near Nyquist adds up.
+    pub fn self_alias(&self, p: usize, kmax: [f64; 3], h: [f64; 3], sources: usize) -> f64 {
+        let table = alias_table(p);
+        let top = self.dk * (self.psi.len() - 1) as f64;
+        let mut e2 = 0.0;
+        for d in 0..3 {
+            let g = |k: f64| table.ratio_at(k * h[d]) * self.psi_at(k);
+            let a = 2.0 * integrate_geometric(&g, 0.0, kmax[d].min(top), self.dk)
+                / (8.0 * PI * PI * PI);
+            e2 += 2.0 * a * a;
+        }
+        (e2 / (sources.max(1) as f64 * self.magnitude2)).sqrt()
+    }
+
+    fn psi_at(&self, k: f64) -> f64 {
+        let x = k / self.dk;
+        let i = (x.floor() as usize).min(self.psi.len() - 2);
+        let t = x - i as f64;
+        self.psi[i] * (1.0 - t) + self.psi[i + 1] * t
+    }
+
     fn phi(&self, k: f64) -> f64 {
         let x = k / self.dk;
         let i = (x.floor() as usize).min(self.k2phi.len() - 2);
@@ -253,9 +331,19 @@ impl FarModel {
 /// `rho(kappa)^2` of one window, tabulated on `[0, pi]`.
 struct AliasTable {
     values: Vec<f64>,
+    ratio: Vec<f64>,
 }
 
 impl AliasTable {
+    /// `W^(kappa - 2 pi) / W^(kappa)` (signed), `kappa in [0, pi]`.
+    fn ratio_at(&self, kappa: f64) -> f64 {
+        let n = self.ratio.len() - 1;
+        let x = (kappa.abs() / PI * n as f64).min(n as f64);
+        let i = (x.floor() as usize).min(n - 1);
+        let t = x - i as f64;
+        self.ratio[i] * (1.0 - t) + self.ratio[i + 1] * t
+    }
+
     fn at(&self, kappa: f64) -> f64 {
         let n = self.values.len() - 1;
         let x = (kappa.abs() / PI * n as f64).min(n as f64);
@@ -275,9 +363,11 @@ fn alias_table(p: usize) -> std::sync::Arc<AliasTable> {
         .or_insert_with(|| {
             let kb = KaiserBessel::new(p);
             let n = 1024;
+            let kappa = |i: usize| PI * i as f64 / n as f64;
             Arc::new(AliasTable {
-                values: (0..=n)
-                    .map(|i| alias2(&kb, PI * i as f64 / n as f64))
+                values: (0..=n).map(|i| alias2(&kb, kappa(i))).collect(),
+                ratio: (0..=n)
+                    .map(|i| kb.fourier(kappa(i) - 2.0 * PI) / kb.fourier(kappa(i)))
                     .collect(),
             })
         })

@@ -6,7 +6,8 @@
 //! 2. the kept wave numbers `K` from `E_F(xi, K) = f tol`, then FFT-friendly even grid sizes
 //!    `M_d >= 2 (K L_d / 2 pi + 1)`;
 //! 3. for grid oversampling factors `sigma` from 1 to 2 (`M_d >= 2 (sigma K L_d / 2 pi + 1)`),
-//!    the smallest even `P >= 4` with `E_w(P) <= f tol` (a finer grid allows a smaller `P`);
+//!    the smallest even `P >= 4` with `E_w(P) <= f tol` (a finer grid allows a smaller `P`),
+//!    keeping the grid only if the Fourier and self-interaction terms together stay below `f tol`;
 //!
 //! where `f = 0.5` splits the tolerance so that the three terms add to at most `0.87 tol`. For
 //! the combined kernel each step takes the maximum over the Stokeslet and stresslet parts. The
@@ -69,6 +70,8 @@ pub struct Request {
     pub rc: Option<f64>,
     /// Fixed window support.
     pub window_p: Option<usize>,
+    /// Fixed grid oversampling (1 to 4) over what the Fourier truncation needs.
+    pub oversampling: Option<f64>,
     /// SIMD lanes the cell lists are padded to.
     pub lanes: usize,
     /// Largest grid memory allowed, bytes.
@@ -86,7 +89,9 @@ pub struct ErrorEstimate {
     pub fourier: f64,
     /// Window aliasing (and polynomial approximation).
     pub window: f64,
-    /// `sqrt(near^2 + fourier^2 + window^2)`.
+    /// Coherent error of a source's interaction with itself through the grid (targets at sources).
+    pub self_interaction: f64,
+    /// `sqrt(near^2 + fourier^2 + window^2 + self_interaction^2)`.
     pub total: f64,
 }
 
@@ -197,7 +202,12 @@ fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
 /// aliasing of the modes near Nyquist and so the window support `P`.
 const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
 
-fn evaluate(req: &Request, models: &[ErrorModel], rc: f64) -> Result<Option<Candidate>> {
+fn evaluate(
+    req: &Request,
+    models: &[ErrorModel],
+    rc: f64,
+    smallest_rejected: &mut usize,
+) -> Result<Option<Candidate>> {
     let Some((cells, r_eff)) = cells_for(&req.domain, rc) else {
         return Ok(None);
     };
@@ -223,7 +233,11 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64) -> Result<Option<Cand
     let ncomp = req.kernel.grid_components();
     let mut best: Option<Candidate> = None;
     // 3. for each oversampling: grid sizes, then the smallest P that meets the window error
-    for sigma in OVERSAMPLING {
+    let sigmas: Vec<f64> = match req.oversampling {
+        Some(s) => vec![s],
+        None => OVERSAMPLING.to_vec(),
+    };
+    for sigma in sigmas {
         let mut grid = [0usize; 3];
         for d in 0..3 {
             let modes = (sigma * kneed * l[d] / two_pi).ceil() as usize;
@@ -256,16 +270,31 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64) -> Result<Option<Cand
             .iter()
             .map(|m| m.fourier(xi, kmax))
             .fold(0.0, f64::max);
-        let total = (near * near + fourier * fourier + window * window).sqrt();
+        let self_term = models
+            .iter()
+            .zip(&far)
+            .map(|(m, f)| {
+                let t = m.self_truncation(xi, kmax, req.sources);
+                let a = f.self_alias(p, kmax, h, req.sources);
+                (t * t + a * a).sqrt()
+            })
+            .fold(0.0, f64::max);
+        if (fourier * fourier + self_term * self_term).sqrt() > target {
+            continue;
+        }
+        let total =
+            (near * near + fourier * fourier + window * window + self_term * self_term).sqrt();
         let estimate = ErrorEstimate {
             near,
             fourier,
             window,
+            self_interaction: self_term,
             total,
         };
         let layout = GridLayout::new(grid)?;
         let grid_bytes = ncomp * layout.real_len() * req.real_bytes;
         if grid_bytes > req.max_grid_bytes {
+            *smallest_rejected = (*smallest_rejected).min(grid_bytes);
             continue;
         }
         // cost model
@@ -343,6 +372,15 @@ pub fn select(req: &Request) -> Result<Params> {
             });
         }
     }
+    if let Some(s) = req.oversampling {
+        if !(s.is_finite() && (1.0..=4.0).contains(&s)) {
+            return Err(Error::OutOfRange {
+                field: "ewald.oversampling".into(),
+                value: format!("{s}"),
+                allowed: "1 to 4".into(),
+            });
+        }
+    }
     let models: Vec<ErrorModel> = req
         .kernel
         .parts()
@@ -376,8 +414,9 @@ pub fn select(req: &Request) -> Result<Params> {
     };
     let mut best: Option<Candidate> = None;
     let mut count = 0;
+    let mut smallest_rejected = usize::MAX;
     for &rc in &candidates {
-        if let Some(c) = evaluate(req, &models, rc)? {
+        if let Some(c) = evaluate(req, &models, rc, &mut smallest_rejected)? {
             count += 1;
             if best.as_ref().is_none_or(|b| c.cost < b.cost) {
                 best = Some(c);
@@ -389,17 +428,23 @@ pub fn select(req: &Request) -> Result<Params> {
             b.params.candidates = count;
             Ok(b.params)
         }
-        None => Err(Error::Resource {
+        None if smallest_rejected < usize::MAX => Err(Error::Resource {
             message: format!(
-                "no parameters reach tolerance {:e} within the grid memory limit of {:.2} GB \
-                 (raise [run] max_grid_gb, loosen the tolerance{})",
+                "tolerance {:e} needs a grid of at least {:.2} GB, above the limit of {:.2} GB \
+                 (raise [run] max_grid_gb or loosen the tolerance)",
                 req.tolerance,
-                req.max_grid_bytes as f64 / 1e9,
-                if req.rc.is_some() || req.window_p.is_some() {
-                    ", or drop the fixed rc/P"
-                } else {
-                    ""
-                }
+                smallest_rejected as f64 / 1e9,
+                req.max_grid_bytes as f64 / 1e9
+            ),
+        }),
+        None => Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: format!("{:e}", req.tolerance),
+            allowed: format!(
+                "a tolerance the fixed parameters can reach ({}{}{}); drop them to let parki-dist choose",
+                req.rc.map(|r| format!("rc = {r} ")).unwrap_or_default(),
+                req.window_p.map(|p| format!("window_support = {p} ")).unwrap_or_default(),
+                req.oversampling.map(|o| format!("oversampling = {o}")).unwrap_or_default(),
             ),
         }),
     }

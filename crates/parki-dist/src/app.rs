@@ -232,6 +232,7 @@ pub fn options(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<EwaldO
     o.rc = e.rc;
     o.cell_size = e.cell_size;
     o.window_support = e.window_support;
+    o.oversampling = e.oversampling;
     o.p2g = match e.p2g.as_deref() {
         None | Some("blocked") => P2gVariant::Blocked,
         Some("scatter") => P2gVariant::Scatter,
@@ -473,7 +474,8 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
             "candidates_compared": p.candidates,
         },
         "error_estimate": {
-            "near": p.estimate.near, "fourier": p.estimate.fourier, "window": p.estimate.window, "total": p.estimate.total,
+            "near": p.estimate.near, "fourier": p.estimate.fourier, "window": p.estimate.window,
+            "self_interaction": p.estimate.self_interaction, "total": p.estimate.total,
         },
         "predicted_seconds_one_thread": {
             "P2P": p.cost.p2p, "P2G": p.cost.p2g, "FFT": p.cost.fft, "CNV": p.cost.cnv, "G2P": p.cost.g2p,

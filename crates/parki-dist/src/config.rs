@@ -112,6 +112,8 @@ pub struct EwaldSection {
     pub cell_size: Option<f64>,
     /// Fixed window support (even, 4..=32).
     pub window_support: Option<usize>,
+    /// Fixed grid oversampling (1 to 4).
+    pub oversampling: Option<f64>,
     /// `"blocked"` (default) or `"scatter"`.
     pub p2g: Option<String>,
     /// `"sorted"` (default) or `"base"`.

@@ -37,6 +37,7 @@ run.toml (relative paths are relative to the file):
   [ewald]                     # optional overrides of the automatic parameters
   rc = 0.1                    # real-space cut-off (or cell_size = mean sources per cell)
   window_support = 8          # P, even, 4..32
+  oversampling = 1.2          # grid refinement over the Fourier truncation's need, 1..4
   p2g = \"blocked\"             # or \"scatter\" (atomic baseline)
   g2p = \"sorted\"              # or \"base\"
   fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs)

@@ -42,6 +42,8 @@ pub struct EwaldOptions {
     pub cell_size: Option<f64>,
     /// Fixed window support (even, 4 to 32).
     pub window_support: Option<usize>,
+    /// Fixed grid oversampling (1 to 4) over the Fourier truncation's need.
+    pub oversampling: Option<f64>,
     /// P2G algorithm.
     pub p2g: P2gVariant,
     /// G2P algorithm.
@@ -68,6 +70,7 @@ impl EwaldOptions {
             rc: None,
             cell_size: None,
             window_support: None,
+            oversampling: None,
             p2g: P2gVariant::default(),
             g2p: G2pVariant::default(),
             threads: 0,
@@ -183,6 +186,7 @@ impl<T: SolverReal> EwaldSolver<T> {
             real_bytes: T::BYTES,
             rc,
             window_p: opts.window_support,
+            oversampling: opts.oversampling,
             lanes: isa.lanes::<T>(),
             max_grid_bytes: opts
                 .max_grid_bytes
