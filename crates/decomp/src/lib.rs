@@ -84,6 +84,21 @@ impl GridLayout {
     }
 }
 
+/// Cells per axis of the finest cell grid whose cells are at least `min_width` wide (up to a
+/// relative rounding slack of `1e-12`, so that `L / (L/n)` gives `n`), or `None` when an axis
+/// would hold fewer than 3 cells. Shared by the parameter selection and the cell lists.
+pub fn cells_per_axis(lengths: [f64; 3], min_width: f64) -> Option<[usize; 3]> {
+    let mut n = [0usize; 3];
+    for d in 0..3 {
+        let c = (lengths[d] / min_width * (1.0 + 1e-12)).floor();
+        if !(c >= 3.0) {
+            return None;
+        }
+        n[d] = (c as usize).min(1 << 20);
+    }
+    Some(n)
+}
+
 /// Smallest size `>= n` whose only prime factors are 2, 3, 5 and 7 and which is even
 /// (the sizes FFTW transforms fastest).
 pub fn fft_friendly_size(n: usize) -> usize {

@@ -184,14 +184,7 @@ struct Candidate {
 
 fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
     let l = domain.lengths();
-    let mut n = [0usize; 3];
-    for d in 0..3 {
-        let c = (l[d] / rc).floor();
-        if !(c >= 3.0) {
-            return None;
-        }
-        n[d] = c as usize;
-    }
+    let n = parki_decomp::cells_per_axis(l, rc)?;
     let w = (0..3)
         .map(|d| l[d] / n[d] as f64)
         .fold(f64::INFINITY, f64::min);

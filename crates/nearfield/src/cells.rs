@@ -35,21 +35,16 @@ impl CellGrid {
             });
         }
         let lengths = domain.lengths();
-        let mut n = [0usize; 3];
-        for d in 0..3 {
-            let c = (lengths[d] / min_width).floor();
-            if !(c >= 3.0) {
-                return Err(Error::OutOfRange {
-                    field: "rc".into(),
-                    value: format!("{min_width}"),
-                    allowed: format!(
-                        "at most L/3 = {} so that the box holds 3 cells per axis",
-                        domain.min_length() / 3.0
-                    ),
-                });
-            }
-            n[d] = (c as usize).min(1 << 20);
-        }
+        let Some(n) = parki_decomp::cells_per_axis(lengths, min_width) else {
+            return Err(Error::OutOfRange {
+                field: "rc".into(),
+                value: format!("{min_width}"),
+                allowed: format!(
+                    "at most L/3 = {} so that the box holds 3 cells per axis",
+                    domain.min_length() / 3.0
+                ),
+            });
+        };
         let width = [0, 1, 2].map(|d| lengths[d] / n[d] as f64);
         Ok(Self { n, width, lengths })
     }

@@ -398,8 +398,9 @@ fn fourier_kernel(kernel: Kernel, xi: f64, k: [f64; 3], s: &[(f64, f64)], u: &mu
     }
 }
 
-/// Adds the real-space term of source `j` at separation `r` (with `r2 = |r|^2 < R^2`).
-fn add_real_space(
+/// Adds the real-space (screened) term `G^N(r) s_j` of source `j` at separation `r`
+/// (`r2 = |r|^2`) to `acc`; at `r = 0` adds `-G^F(0) s_j` (the self term).
+pub fn add_real_space(
     kernel: Kernel,
     xi: f64,
     r: [f64; 3],

@@ -1,0 +1,184 @@
+//! P2G and G2P stage by stage: the variants agree (P2G to 1e-13, G2P bitwise), for any thread
+//! count; G2P is the adjoint of P2G; spreading conserves mass up to the window's aliasing.
+
+use parki_core::{Kernel, Par, Sources};
+use parki_decomp::GridLayout;
+use parki_farfield::{g2p, p2g, G2pVariant, GridWindow, KaiserBessel, P2gVariant, WindowPoly};
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+    }
+}
+
+const L: [f64; 3] = [1.0, 1.2, 0.9];
+const N: usize = 700;
+
+fn setup(
+    p: usize,
+    grid: [usize; 3],
+) -> (
+    GridWindow<f64>,
+    Vec<[f64; 3]>,
+    Vec<f64>,
+    Vec<[f64; 3]>,
+    Vec<[f64; 3]>,
+    Vec<[f64; 3]>,
+) {
+    let layout = GridLayout::new(grid).unwrap();
+    let h = [0, 1, 2].map(|d| L[d] / grid[d] as f64);
+    let (poly, _) = WindowPoly::fit_to(&KaiserBessel::new(p), 1e-15);
+    let win = GridWindow::new(layout, h, &poly);
+    let mut g = Lcg(17);
+    let pos: Vec<[f64; 3]> = (0..N)
+        .map(|_| [g.next() * L[0], g.next() * L[1], g.next() * L[2]])
+        .collect();
+    let q: Vec<f64> = (0..N).map(|_| g.next() - 0.5).collect();
+    let mut v = || [g.next() - 0.5, g.next() - 0.5, g.next() - 0.5];
+    let f = (0..N).map(|_| v()).collect();
+    let d = (0..N).map(|_| v()).collect();
+    let n = (0..N).map(|_| v()).collect();
+    (win, pos, q, f, d, n)
+}
+
+#[test]
+fn p2g_variants_agree_for_any_thread_count() {
+    for (p, grid) in [
+        (8usize, [20usize, 24, 18]),
+        (6, [8, 10, 6]),
+        (12, [16, 14, 14]),
+    ] {
+        let (win, pos, q, f, d, n) = setup(p, grid);
+        let src = Sources {
+            positions: &pos,
+            charges: Some(&q),
+            forces: Some(&f),
+            dipoles: Some(&d),
+            normals: Some(&n),
+        };
+        for kernel in Kernel::ALL {
+            let len = kernel.grid_components() * win.layout.real_len();
+            let mut base = vec![0.0; len];
+            p2g(P2gVariant::Scatter, kernel, &win, &src, &mut base, Par::Seq);
+            let scale = base.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for (variant, par) in [
+                (P2gVariant::Scatter, Par::Rayon(3)),
+                (P2gVariant::Blocked, Par::Seq),
+                (P2gVariant::Blocked, Par::Rayon(2)),
+                (P2gVariant::Blocked, Par::Rayon(7)),
+            ] {
+                let mut g = vec![1.0; len];
+                p2g(variant, kernel, &win, &src, &mut g, par);
+                let diff = g
+                    .iter()
+                    .zip(&base)
+                    .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                assert!(
+                    diff <= 1e-13 * scale,
+                    "P={p} {} {variant:?} {par:?}: {:e}",
+                    kernel.name(),
+                    diff / scale
+                );
+            }
+            // blocked results do not depend on the thread count at all
+            let mut a = vec![0.0; len];
+            let mut b = vec![0.0; len];
+            p2g(
+                P2gVariant::Blocked,
+                kernel,
+                &win,
+                &src,
+                &mut a,
+                Par::Rayon(2),
+            );
+            p2g(
+                P2gVariant::Blocked,
+                kernel,
+                &win,
+                &src,
+                &mut b,
+                Par::Rayon(5),
+            );
+            assert!(a == b, "blocked P2G depends on the thread count");
+        }
+    }
+}
+
+#[test]
+fn g2p_variants_are_identical_and_adjoint_to_p2g() {
+    let (win, pos, q, ..) = setup(8, [20, 24, 18]);
+    let src = Sources::laplace(&pos, &q);
+    let len = win.layout.real_len();
+    // a smooth random grid function (padding entries are never read)
+    let mut g = Lcg(5);
+    let grid: Vec<f64> = (0..len).map(|_| g.next() - 0.5).collect();
+    let mut base = vec![0.0; N];
+    g2p(G2pVariant::Base, 1, &win, &grid, &pos, &mut base, Par::Seq);
+    for (variant, par) in [
+        (G2pVariant::Base, Par::Rayon(3)),
+        (G2pVariant::TargetSorted, Par::Seq),
+        (G2pVariant::TargetSorted, Par::Rayon(2)),
+    ] {
+        let mut u = vec![0.0; N];
+        g2p(variant, 1, &win, &grid, &pos, &mut u, par);
+        assert!(u == base, "{variant:?} {par:?} differs");
+    }
+    // <G2P v, q> = <v, P2G q>
+    let mut spread = vec![0.0; len];
+    p2g(
+        P2gVariant::Blocked,
+        Kernel::Laplace,
+        &win,
+        &src,
+        &mut spread,
+        Par::Seq,
+    );
+    let lhs: f64 = base.iter().zip(&q).map(|(a, b)| a * b).sum();
+    let [mx, my, mz] = win.layout.global;
+    let mut rhs = 0.0;
+    for z in 0..mz {
+        for y in 0..my {
+            for x in 0..mx {
+                let i = win.layout.real_index(x, y, z);
+                rhs += grid[i] * spread[i];
+            }
+        }
+    }
+    assert!(
+        (lhs - rhs).abs() < 1e-13 * lhs.abs().max(1.0),
+        "{lhs} vs {rhs}"
+    );
+}
+
+#[test]
+fn spreading_conserves_mass_up_to_aliasing() {
+    for p in [6usize, 8, 12] {
+        let (win, pos, ..) = setup(p, [24, 24, 24]);
+        let kb = KaiserBessel::new(p);
+        // one unit charge at arbitrary offsets: the grid sum is W^(0)^3 up to aliasing ~ e^-beta
+        for x in &pos[..20] {
+            let one = [1.0];
+            let src = Sources::laplace(std::slice::from_ref(x), &one);
+            let mut g = vec![0.0; win.layout.real_len()];
+            p2g(
+                P2gVariant::Blocked,
+                Kernel::Laplace,
+                &win,
+                &src,
+                &mut g,
+                Par::Seq,
+            );
+            let sum: f64 = g.iter().sum();
+            let expect = kb.fourier(0.0).powi(3);
+            assert!(
+                (sum / expect - 1.0).abs() < 20.0 * (-kb.beta).exp(),
+                "P={p}: {sum} vs {expect}"
+            );
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! P2P on padded cell lists against a plain O(N^2) sum of the reference's screened kernels over
+//! all periodic images, for every kernel, instruction set and precision.
+
+use parki_core::{Domain, Kernel, Par, Sources};
+use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
+use parki_reference::classical::add_real_space;
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+    }
+}
+
+const N: usize = 400;
+
+fn problem() -> (
+    Domain,
+    Vec<[f64; 3]>,
+    Vec<f64>,
+    Vec<[f64; 3]>,
+    Vec<[f64; 3]>,
+    Vec<[f64; 3]>,
+) {
+    let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+    let l = domain.lengths();
+    let mut g = Lcg(3);
+    let mut v = || [g.next() - 0.5, g.next() - 0.5, g.next() - 0.5];
+    let f: Vec<[f64; 3]> = (0..N).map(|_| v()).collect();
+    let d: Vec<[f64; 3]> = (0..N).map(|_| v()).collect();
+    let n: Vec<[f64; 3]> = (0..N).map(|_| v()).collect();
+    let mut g = Lcg(9);
+    let pos: Vec<[f64; 3]> = (0..N)
+        .map(|_| [g.next() * l[0], g.next() * l[1], g.next() * l[2]])
+        .collect();
+    let q: Vec<f64> = (0..N).map(|_| g.next() - 0.5).collect();
+    (domain, pos, q, f, d, n)
+}
+
+/// Every source image within `cut` of every target (cut below the colleague-cell reach).
+fn reference(kernel: Kernel, domain: &Domain, xi: f64, src: &Sources<f64>, cut: f64) -> Vec<f64> {
+    let l = domain.lengths();
+    let dim = kernel.output_dim();
+    let mut out = vec![0.0; N * dim];
+    for (i, x) in src.positions.iter().enumerate() {
+        let mut acc = [0.0; 3];
+        for j in 0..N {
+            let y = src.positions[j];
+            for a in -1..=1 {
+                for b in -1..=1 {
+                    for c in -1..=1 {
+                        let r = [
+                            x[0] - y[0] + a as f64 * l[0],
+                            x[1] - y[1] + b as f64 * l[1],
+                            x[2] - y[2] + c as f64 * l[2],
+                        ];
+                        let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                        if r2 < cut * cut {
+                            add_real_space(kernel, xi, r, r2, src, j, &mut acc);
+                        }
+                    }
+                }
+            }
+        }
+        out[i * dim..(i + 1) * dim].copy_from_slice(&acc[..dim]);
+    }
+    out
+}
+
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den).sqrt()
+}
+
+#[test]
+fn p2p_matches_the_reference_screened_sum() {
+    let (domain, pos, q, f, d, n) = problem();
+    let src = Sources {
+        positions: &pos,
+        charges: Some(&q),
+        forces: Some(&f),
+        dipoles: Some(&d),
+        normals: Some(&n),
+    };
+    // cells of width >= 0.15; xi = 50 puts G^N below 1e-24 beyond 0.15, so the colleague-cell
+    // sum equals the all-image sum within the smallest cell width
+    let grid = CellGrid::new(&domain, 0.15).unwrap();
+    let xi = 50.0;
+    for kernel in Kernel::ALL {
+        let expect = reference(kernel, &domain, xi, &src, grid.min_width());
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if !isa.available() {
+                continue;
+            }
+            for par in [Par::Seq, Par::Rayon(3)] {
+                let padded = PaddedSources::build(&grid, kernel, &src, isa.lanes::<f64>(), par);
+                let sorted = SortedTargets::build(&grid, &pos, par);
+                let mut near = vec![0.0; N * kernel.output_dim()];
+                p2p(kernel, xi, &grid, &padded, &sorted, &mut near, isa, par);
+                let mut u = vec![0.0; N * kernel.output_dim()];
+                sorted.unsort(&near, kernel.output_dim(), &mut u);
+                let e = rel(&u, &expect);
+                assert!(e < 1e-14, "{} {} {par:?}: {e:e}", kernel.name(), isa.name());
+            }
+            // single precision
+            let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(|x| x as f32)).collect::<Vec<_>>();
+            let (p32, f32_, d32, n32) = (c3(&pos), c3(&f), c3(&d), c3(&n));
+            let q32: Vec<f32> = q.iter().map(|&v| v as f32).collect();
+            let s32 = Sources {
+                positions: &p32,
+                charges: Some(&q32),
+                forces: Some(&f32_),
+                dipoles: Some(&d32),
+                normals: Some(&n32),
+            };
+            let padded = PaddedSources::build(&grid, kernel, &s32, isa.lanes::<f32>(), Par::Seq);
+            let sorted = SortedTargets::build(&grid, &p32, Par::Seq);
+            let mut near = vec![0.0f32; N * kernel.output_dim()];
+            p2p(
+                kernel,
+                xi,
+                &grid,
+                &padded,
+                &sorted,
+                &mut near,
+                isa,
+                Par::Seq,
+            );
+            let mut u = vec![0.0f32; N * kernel.output_dim()];
+            sorted.unsort(&near, kernel.output_dim(), &mut u);
+            let u: Vec<f64> = u.iter().map(|&v| v as f64).collect();
+            // the reference on the same f32-rounded data, so that only the arithmetic differs
+            let w3 = |v: &Vec<[f32; 3]>| v.iter().map(|p| p.map(|x| x as f64)).collect::<Vec<_>>();
+            let (pw, fw, dw, nw) = (w3(&p32), w3(&f32_), w3(&d32), w3(&n32));
+            let qw: Vec<f64> = q32.iter().map(|&v| v as f64).collect();
+            let sw = Sources {
+                positions: &pw,
+                charges: Some(&qw),
+                forces: Some(&fw),
+                dipoles: Some(&dw),
+                normals: Some(&nw),
+            };
+            let expect32 = reference(kernel, &domain, xi, &sw, grid.min_width());
+            let e = rel(&u, &expect32);
+            assert!(e < 1e-6, "{} {} f32: {e:e}", kernel.name(), isa.name());
+        }
+    }
+}
+
+#[test]
+fn cell_grid_rejects_too_few_cells() {
+    let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+    assert!(CellGrid::new(&domain, 0.31).is_err());
+    let g = CellGrid::new(&domain, 0.1).unwrap();
+    assert_eq!(g.dims(), [10, 12, 9]);
+    assert!(g.min_width() >= 0.1 * (1.0 - 1e-12));
+    let col = g.colleagues(0);
+    let mut cells: Vec<usize> = col.iter().map(|c| c.0).collect();
+    cells.sort();
+    cells.dedup();
+    assert_eq!(cells.len(), 27);
+}
