@@ -70,17 +70,9 @@ impl StageStats {
         comm.all_reduce_f64(&mut hi, ReduceOp::Max);
         comm.all_reduce_f64(&mut sum, ReduceOp::Sum);
         let n = comm.size() as f64;
-        let rows = Stage::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| (s, lo[i], sum[i] / n, hi[i]))
-            .collect();
+        let rows = Stage::ALL.iter().enumerate().map(|(i, &s)| (s, lo[i], sum[i] / n, hi[i])).collect();
         let k = Stage::ALL.len();
-        StageStats {
-            rows,
-            total: (lo[k], sum[k] / n, hi[k]),
-            ranks: comm.size(),
-        }
+        StageStats { rows, total: (lo[k], sum[k] / n, hi[k]), ranks: comm.size() }
     }
 
     /// The timing table printed at the end of a run.
@@ -95,13 +87,7 @@ impl StageStats {
             if self.ranks == 1 { "" } else { "s" }
         );
         for &(stage, lo, avg, hi) in &self.rows {
-            s += &format!(
-                "{:<10} {:>12.4} {:>12.4} {:>12.4}\n",
-                stage.name(),
-                lo,
-                avg,
-                hi
-            );
+            s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", stage.name(), lo, avg, hi);
         }
         let (lo, avg, hi) = self.total;
         s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", "total", lo, avg, hi);

@@ -99,48 +99,22 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NonFinite {
-                field,
-                index,
-                component,
-                value,
-            } => write!(
-                f,
-                "{field}[{index}][{component}] = {value}: values must be finite (no NaN or inf)"
-            ),
-            Error::OutsideBox {
-                field,
-                index,
-                axis,
-                value,
-                length,
-            } => write!(
+            Error::NonFinite { field, index, component, value } => {
+                write!(f, "{field}[{index}][{component}] = {value}: values must be finite (no NaN or inf)")
+            }
+            Error::OutsideBox { field, index, axis, value, length } => write!(
                 f,
                 "{field}[{index}] lies outside the box: coordinate {axis} is {value}, \
                  allowed is [0, {length}) (set `wrap = true` in [problem] to map periodic \
                  coordinates into the box)"
             ),
-            Error::LengthMismatch {
-                field,
-                found,
-                reference,
-                expected,
-            } => write!(
-                f,
-                "{field} has {found} rows but {reference} has {expected}: they must match"
-            ),
-            Error::Shape {
-                field,
-                expected,
-                found,
-            } => {
+            Error::LengthMismatch { field, found, reference, expected } => {
+                write!(f, "{field} has {found} rows but {reference} has {expected}: they must match")
+            }
+            Error::Shape { field, expected, found } => {
                 write!(f, "{field}: expected {expected}, found {found}")
             }
-            Error::OutOfRange {
-                field,
-                value,
-                allowed,
-            } => {
+            Error::OutOfRange { field, value, allowed } => {
                 write!(f, "{field} = {value} is out of range: allowed is {allowed}")
             }
             Error::Missing { field, reason } => write!(f, "{field} is missing: {reason}"),

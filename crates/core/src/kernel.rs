@@ -36,12 +36,7 @@ pub enum KernelPart {
 
 impl Kernel {
     /// All kernels, in the order used by tables.
-    pub const ALL: [Kernel; 4] = [
-        Kernel::Laplace,
-        Kernel::Stokeslet,
-        Kernel::Stresslet,
-        Kernel::Stokes,
-    ];
+    pub const ALL: [Kernel; 4] = [Kernel::Laplace, Kernel::Stokeslet, Kernel::Stresslet, Kernel::Stokes];
 
     /// Name used in run.toml and reports.
     pub fn name(self) -> &'static str {
@@ -142,11 +137,7 @@ pub mod free_space {
         let ri = 1.0 / r2.sqrt();
         let rf = r[0] * f[0] + r[1] * f[1] + r[2] * f[2];
         let c = rf * ri * ri * ri;
-        [
-            f[0] * ri + c * r[0],
-            f[1] * ri + c * r[1],
-            f[2] * ri + c * r[2],
-        ]
+        [f[0] * ri + c * r[0], f[1] * ri + c * r[1], f[2] * ri + c * r[2]]
     }
 
     /// Stresslet applied to `q (x) n`: `-6 (r.q)(r.n) r / |r|^5`.

@@ -11,6 +11,7 @@
 
 pub mod domain;
 pub mod error;
+pub mod isa;
 pub mod kernel;
 pub mod par;
 pub mod real;

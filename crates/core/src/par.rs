@@ -40,11 +40,7 @@ unsafe impl<T: Send> Sync for DisjointSlice<'_, T> {}
 impl<'a, T> DisjointSlice<'a, T> {
     /// Wraps a mutable slice.
     pub fn new(s: &'a mut [T]) -> Self {
-        Self {
-            ptr: s.as_mut_ptr(),
-            len: s.len(),
-            _life: PhantomData,
-        }
+        Self { ptr: s.as_mut_ptr(), len: s.len(), _life: PhantomData }
     }
 
     /// Length of the wrapped slice.
@@ -63,12 +59,29 @@ impl<'a, T> DisjointSlice<'a, T> {
     /// No two views that are alive at the same time may overlap.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn range_mut(&self, start: usize, end: usize) -> &mut [T] {
-        assert!(
-            start <= end && end <= self.len,
-            "range {start}..{end} outside 0..{}",
-            self.len
-        );
+        assert!(start <= end && end <= self.len, "range {start}..{end} outside 0..{}", self.len);
         // SAFETY: in bounds (checked); exclusivity is the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+}
+
+/// Scratch buffers that persist across calls, one per worker thread, so that hot stages
+/// allocate (and fault in pages) only on their first evaluation.
+#[derive(Debug, Default)]
+pub struct ThreadScratch<T> {
+    slots: Vec<std::sync::Mutex<Vec<T>>>,
+}
+
+impl<T> ThreadScratch<T> {
+    /// Buffers for `threads` workers.
+    pub fn new(threads: usize) -> Self {
+        Self { slots: (0..threads.max(1)).map(|_| std::sync::Mutex::new(Vec::new())).collect() }
+    }
+
+    /// The buffer of worker `index` (for example `rayon::current_thread_index()`); an index
+    /// past the end shares a buffer, which the lock keeps correct.
+    pub fn slot(&self, index: usize) -> std::sync::MutexGuard<'_, Vec<T>> {
+        let s = &self.slots[index % self.slots.len()];
+        s.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

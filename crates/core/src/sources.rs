@@ -29,55 +29,22 @@ pub struct Sources<'a, T> {
 impl<'a, T: Real> Sources<'a, T> {
     /// Laplace sources.
     pub fn laplace(positions: &'a [[T; 3]], charges: &'a [T]) -> Self {
-        Self {
-            positions,
-            charges: Some(charges),
-            forces: None,
-            dipoles: None,
-            normals: None,
-        }
+        Self { positions, charges: Some(charges), forces: None, dipoles: None, normals: None }
     }
 
     /// Stokeslet sources.
     pub fn stokeslet(positions: &'a [[T; 3]], forces: &'a [[T; 3]]) -> Self {
-        Self {
-            positions,
-            charges: None,
-            forces: Some(forces),
-            dipoles: None,
-            normals: None,
-        }
+        Self { positions, charges: None, forces: Some(forces), dipoles: None, normals: None }
     }
 
     /// Stresslet sources.
-    pub fn stresslet(
-        positions: &'a [[T; 3]],
-        dipoles: &'a [[T; 3]],
-        normals: &'a [[T; 3]],
-    ) -> Self {
-        Self {
-            positions,
-            charges: None,
-            forces: None,
-            dipoles: Some(dipoles),
-            normals: Some(normals),
-        }
+    pub fn stresslet(positions: &'a [[T; 3]], dipoles: &'a [[T; 3]], normals: &'a [[T; 3]]) -> Self {
+        Self { positions, charges: None, forces: None, dipoles: Some(dipoles), normals: Some(normals) }
     }
 
     /// Combined single + double layer sources.
-    pub fn stokes(
-        positions: &'a [[T; 3]],
-        forces: &'a [[T; 3]],
-        dipoles: &'a [[T; 3]],
-        normals: &'a [[T; 3]],
-    ) -> Self {
-        Self {
-            positions,
-            charges: None,
-            forces: Some(forces),
-            dipoles: Some(dipoles),
-            normals: Some(normals),
-        }
+    pub fn stokes(positions: &'a [[T; 3]], forces: &'a [[T; 3]], dipoles: &'a [[T; 3]], normals: &'a [[T; 3]]) -> Self {
+        Self { positions, charges: None, forces: Some(forces), dipoles: Some(dipoles), normals: Some(normals) }
     }
 
     /// Number of sources.

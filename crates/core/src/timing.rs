@@ -23,15 +23,8 @@ pub enum Stage {
 
 impl Stage {
     /// All stages in execution order.
-    pub const ALL: [Stage; 7] = [
-        Stage::Prepare,
-        Stage::P2P,
-        Stage::P2G,
-        Stage::FFT,
-        Stage::CNV,
-        Stage::IFFT,
-        Stage::G2P,
-    ];
+    pub const ALL: [Stage; 7] =
+        [Stage::Prepare, Stage::P2P, Stage::P2G, Stage::FFT, Stage::CNV, Stage::IFFT, Stage::G2P];
 
     /// Name used in reports and tables.
     pub fn name(self) -> &'static str {

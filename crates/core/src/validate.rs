@@ -8,12 +8,9 @@ use crate::real::Real;
 pub fn check_finite_scalars<T: Real>(field: &str, values: &[T]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
-        Some(index) => Err(Error::NonFinite {
-            field: field.into(),
-            index,
-            component: 0,
-            value: values[index].to_f64(),
-        }),
+        Some(index) => {
+            Err(Error::NonFinite { field: field.into(), index, component: 0, value: values[index].to_f64() })
+        }
     }
 }
 
@@ -22,12 +19,7 @@ pub fn check_finite_vectors<T: Real>(field: &str, values: &[[T; 3]]) -> Result<(
     for (index, v) in values.iter().enumerate() {
         for (component, c) in v.iter().enumerate() {
             if !c.is_finite() {
-                return Err(Error::NonFinite {
-                    field: field.into(),
-                    index,
-                    component,
-                    value: c.to_f64(),
-                });
+                return Err(Error::NonFinite { field: field.into(), index, component, value: c.to_f64() });
             }
         }
     }
@@ -72,11 +64,7 @@ pub fn wrap_coordinate<T: Real>(x: T, l: T) -> T {
 
 /// Wraps positions into the box along periodic axes (in place); free axes are left alone and
 /// checked afterwards by [`check_positions`].
-pub fn wrap_positions<T: Real>(
-    field: &str,
-    positions: &mut [[T; 3]],
-    domain: &Domain,
-) -> Result<()> {
+pub fn wrap_positions<T: Real>(field: &str, positions: &mut [[T; 3]], domain: &Domain) -> Result<()> {
     check_finite_vectors(field, positions)?;
     let lengths = domain.lengths();
     let periodic = domain.periodic();

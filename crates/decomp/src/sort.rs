@@ -7,9 +7,7 @@
 
 use parki_core::par::DisjointSlice;
 use parki_core::Par;
-use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator, ParallelSlice,
-};
+use rayon::prelude::{IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator, ParallelSlice};
 
 /// Particles grouped by bin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,10 +44,7 @@ impl Binned {
 ///
 /// Panics if there are more than `u32::MAX` particles or a key is out of range.
 pub fn counting_sort(keys: &[u32], bins: usize, par: Par) -> Binned {
-    assert!(
-        keys.len() <= u32::MAX as usize,
-        "at most 2^32-1 particles per process"
-    );
+    assert!(keys.len() <= u32::MAX as usize, "at most 2^32-1 particles per process");
     let n = keys.len();
     let chunks = match par {
         Par::Seq => 1,
@@ -110,9 +105,7 @@ mod tests {
 
     #[test]
     fn stable_and_independent_of_threads() {
-        let keys: Vec<u32> = (0..100_000u64)
-            .map(|i| ((i * 2654435761) % 97) as u32)
-            .collect();
+        let keys: Vec<u32> = (0..100_000u64).map(|i| ((i * 2654435761) % 97) as u32).collect();
         let a = counting_sort(&keys, 97, Par::Seq);
         for t in [2, 3, 8] {
             assert_eq!(a, counting_sort(&keys, 97, Par::Rayon(t)));

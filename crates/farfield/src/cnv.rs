@@ -40,13 +40,7 @@ pub struct Cnv {
 
 impl Cnv {
     /// Tables for `kernel` on `layout` over a box of sides `lengths`, window `kb`, splitting `xi`.
-    pub fn new(
-        kernel: Kernel,
-        layout: GridLayout,
-        lengths: [f64; 3],
-        kb: &KaiserBessel,
-        xi: f64,
-    ) -> Self {
+    pub fn new(kernel: Kernel, layout: GridLayout, lengths: [f64; 3], kb: &KaiserBessel, xi: f64) -> Self {
         let m = layout.global;
         let axis = |d: usize, n: usize| -> (Vec<f64>, Vec<f64>) {
             let h = lengths[d] / m[d] as f64;
@@ -64,14 +58,7 @@ impl Cnv {
         let (kx, fx) = axis(0, layout.complex_row());
         let (ky, fy) = axis(1, m[1]);
         let (kz, fz) = axis(2, m[2]);
-        Self {
-            kernel,
-            layout,
-            xi,
-            volume: lengths.iter().product(),
-            k: [kx, ky, kz],
-            f: [fx, fy, fz],
-        }
+        Self { kernel, layout, xi, volume: lengths.iter().product(), k: [kx, ky, kz], f: [fx, fy, fz] }
     }
 
     /// Applies the kernel in place: reads the `kernel.grid_components()` spectra of `grid` and

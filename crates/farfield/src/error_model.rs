@@ -55,13 +55,7 @@ impl ErrorModel {
         let lengths = domain.lengths();
         let volume = domain.volume();
         let k_cut = PI * (ns.max(1) as f64 / volume).cbrt();
-        let mut m = Self {
-            part,
-            lengths,
-            volume,
-            k_cut,
-            magnitude2: 0.0,
-        };
+        let mut m = Self { part, lengths, volume, k_cut, magnitude2: 0.0 };
         m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
         m
     }
@@ -98,9 +92,7 @@ impl ErrorModel {
     fn lattice(&self, f: &dyn Fn(f64) -> f64, unscreened: bool) -> f64 {
         let lmax = self.lengths.iter().cloned().fold(0.0, f64::max);
         let radius = 2.0 * PI * 10.0 / lmax;
-        let n = self
-            .lengths
-            .map(|l| (radius * l / (2.0 * PI)).ceil() as i64);
+        let n = self.lengths.map(|l| (radius * l / (2.0 * PI)).ceil() as i64);
         let mut sum = 0.0;
         for a in -n[0]..=n[0] {
             for b in -n[1]..=n[1] {
@@ -109,9 +101,7 @@ impl ErrorModel {
                         continue;
                     }
                     let idx = [a, b, c];
-                    let k2: f64 = (0..3)
-                        .map(|d| (2.0 * PI * idx[d] as f64 / self.lengths[d]).powi(2))
-                        .sum();
+                    let k2: f64 = (0..3).map(|d| (2.0 * PI * idx[d] as f64 / self.lengths[d]).powi(2)).sum();
                     if k2 < radius * radius {
                         sum += f(k2);
                     }
@@ -152,10 +142,7 @@ impl ErrorModel {
         }
         let kmin = kmax.iter().cloned().fold(f64::INFINITY, f64::min);
         let f = |k: f64| {
-            let area: f64 = kmax
-                .iter()
-                .map(|&kd| 4.0 * PI * k * (k - kd).max(0.0))
-                .sum();
+            let area: f64 = kmax.iter().map(|&kd| 4.0 * PI * k * (k - kd).max(0.0)).sum();
             area * self.self_kernel(k * k, xi)
         };
         let hi = kmax.iter().cloned().fold(0.0, f64::max) + 16.0 * xi;
@@ -203,10 +190,7 @@ impl ErrorModel {
     pub fn fourier(&self, xi: f64, kmax: [f64; 3]) -> f64 {
         let kmin = kmax.iter().cloned().fold(f64::INFINITY, f64::min);
         let f = |k: f64| {
-            let area: f64 = kmax
-                .iter()
-                .map(|&kd| 4.0 * PI * k * (k - kd).max(0.0))
-                .sum();
+            let area: f64 = kmax.iter().map(|&kd| 4.0 * PI * k * (k - kd).max(0.0)).sum();
             area * self.gf2(k * k, xi)
         };
         let hi = kmax.iter().cloned().fold(0.0, f64::max) + 16.0 * xi;
@@ -238,12 +222,7 @@ impl ErrorModel {
                 let k = (i as f64 * dk).max(1e-3 * dk);
                 let k2 = k * k;
                 let scale = k2.min(xi * xi).max(1e-300) * 0.25;
-                PI * integrate_geometric(
-                    &|t| self.self_kernel(k2 + t, xi),
-                    0.0,
-                    80.0 * xi * xi,
-                    scale,
-                )
+                PI * integrate_geometric(&|t| self.self_kernel(k2 + t, xi), 0.0, 80.0 * xi * xi, scale)
             })
             .collect();
         FarModel {
@@ -281,8 +260,7 @@ impl FarModel {
         let mut e2 = 0.0;
         for d in 0..3 {
             let g = |k: f64| table.ratio_at(k * h[d]) * self.psi_at(k);
-            let a = 2.0 * integrate_geometric(&g, 0.0, kmax[d].min(top), self.dk)
-                / (8.0 * PI * PI * PI);
+            let a = 2.0 * integrate_geometric(&g, 0.0, kmax[d].min(top), self.dk) / (8.0 * PI * PI * PI);
             e2 += 2.0 * a * a;
         }
         (e2 / (sources.max(1) as f64 * self.magnitude2)).sqrt()
@@ -314,15 +292,7 @@ impl FarModel {
         let mut e2 = 6.0 * rho0 * self.far2;
         for d in 0..3 {
             let g = |k: f64| (table.at(k * h[d]) - rho0).max(0.0) * self.phi(k);
-            e2 += 4.0
-                * self.pre
-                * 2.0
-                * integrate(
-                    &g,
-                    0.0,
-                    kmax[d].min(self.dk * (self.k2phi.len() - 1) as f64),
-                    8,
-                );
+            e2 += 4.0 * self.pre * 2.0 * integrate(&g, 0.0, kmax[d].min(self.dk * (self.k2phi.len() - 1) as f64), 8);
         }
         (e2 / self.magnitude2).sqrt()
     }
@@ -366,9 +336,7 @@ fn alias_table(p: usize) -> std::sync::Arc<AliasTable> {
             let kappa = |i: usize| PI * i as f64 / n as f64;
             Arc::new(AliasTable {
                 values: (0..=n).map(|i| alias2(&kb, kappa(i))).collect(),
-                ratio: (0..=n)
-                    .map(|i| kb.fourier(kappa(i) - 2.0 * PI) / kb.fourier(kappa(i)))
-                    .collect(),
+                ratio: (0..=n).map(|i| kb.fourier(kappa(i) - 2.0 * PI) / kb.fourier(kappa(i))).collect(),
             })
         })
         .clone()

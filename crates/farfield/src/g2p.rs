@@ -2,19 +2,23 @@
 //! `u_c(x) = sum_g W(x - g) v_c(g)` (the `1/V` of the paper's `h^3` and the FFT normalisation are
 //! folded into CNV).
 //!
-//! Two variants, bitwise identical per target:
+//! The grid is read as a [`GatherGrid`]: the output components interleaved per point, so that
+//! each grid row of a target's support is one contiguous run of `P * dim` values. Two variants,
+//! bitwise identical per target:
 //! - [`G2pVariant::Base`]: targets in input order.
 //! - [`G2pVariant::TargetSorted`]: targets sorted by far-field cell (`P/2` grid points wide, the
-//!   paper's C^F) so that neighbouring tasks gather overlapping grid regions; results are
-//!   scattered back to input order.
+//!   paper's C^F) so that consecutive targets gather overlapping grid regions; results are
+//!   written back in input order.
 //!
-//! The gather accumulates whole x-runs (`tmp[k] += w_y w_z v[row + k]`) and dots with the x
+//! The gather accumulates whole rows (`tmp[k] += w_y w_z v[row + k]`) and contracts with the x
 //! weights at the end, so the inner loop vectorises without reordering a reduction.
 
+use parki_core::isa::Isa;
 use parki_core::par::DisjointSlice;
-use parki_core::{Par, Real};
+use parki_core::{isa_dispatch, Par, Real};
 use parki_decomp::sort::counting_sort;
-use rayon::prelude::{IndexedParallelIterator, ParallelIterator, ParallelSliceMut};
+use parki_decomp::GridLayout;
+use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
 use crate::gridwin::{GridWindow, MAX_P};
 
@@ -38,37 +42,79 @@ impl G2pVariant {
     }
 }
 
-/// Interpolates the first `dim` components of `grid` at `targets`; writes `dim` values per
-/// target into `out` (input order), overwriting.
+/// A real grid of `dim` interleaved components: value `(x, y, z, c)` at
+/// `z * plane + y * row + x * dim + c`.
+#[derive(Clone, Copy, Debug)]
+pub struct GatherGrid<'a, T> {
+    data: &'a [T],
+    dim: usize,
+    row: usize,
+    plane: usize,
+}
+
+impl<'a, T: Real> GatherGrid<'a, T> {
+    /// One component in the (padded) FFT layout.
+    pub fn from_fft(layout: &GridLayout, data: &'a [T]) -> Self {
+        Self { data, dim: 1, row: layout.row_stride(), plane: layout.row_stride() * layout.global[1] }
+    }
+
+    /// `dim` components interleaved without padding, as written by [`interleave`].
+    pub fn interleaved(layout: &GridLayout, dim: usize, data: &'a [T]) -> Self {
+        let row = layout.global[0] * dim;
+        Self { data, dim, row, plane: row * layout.global[1] }
+    }
+
+    /// Components per point.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+}
+
+/// Copies the first `dim` components of an FFT-layout grid into `out`, interleaved.
+pub fn interleave<T: Real>(layout: &GridLayout, dim: usize, grid: &[T], out: &mut Vec<T>, par: Par) {
+    let [mx, my, mz] = layout.global;
+    let rl = layout.real_len();
+    let stride = layout.row_stride();
+    out.resize(mx * my * mz * dim, T::ZERO);
+    let plane = |(z, o): (usize, &mut [T])| {
+        for y in 0..my {
+            for c in 0..dim {
+                let src = &grid[c * rl + (z * my + y) * stride..][..mx];
+                for (x, &v) in src.iter().enumerate() {
+                    o[(y * mx + x) * dim + c] = v;
+                }
+            }
+        }
+    };
+    match par {
+        Par::Seq => out.chunks_mut(mx * my * dim).enumerate().for_each(plane),
+        Par::Rayon(_) => out.par_chunks_mut(mx * my * dim).enumerate().for_each(plane),
+    }
+}
+
+/// Interpolates `grid` at `targets`; writes `grid.dim()` values per target into `out` (input
+/// order), overwriting; the hot loops run compiled for `isa`.
 pub fn g2p<T: Real>(
     variant: G2pVariant,
-    dim: usize,
     win: &GridWindow<T>,
-    grid: &[T],
+    grid: &GatherGrid<T>,
     targets: &[[T; 3]],
     out: &mut [T],
+    isa: Isa,
     par: Par,
 ) {
+    let dim = grid.dim;
     assert_eq!(out.len(), targets.len() * dim, "G2P output length");
-    assert!(
-        grid.len() >= dim * win.layout.real_len(),
-        "grid buffer too short"
-    );
+    let chunk = 256;
     match variant {
         G2pVariant::Base => {
-            let one = |(u, x): (&mut [T], &[T; 3])| gather(win, grid, dim, x, u);
+            let work = |(i, u): (usize, &mut [T])| {
+                let range = (i * chunk, i * chunk + u.len() / dim);
+                gather_chunk(isa, win, grid, targets, &[], range, &DisjointSlice::new(u), i * chunk);
+            };
             match par {
-                Par::Seq => out.chunks_mut(dim).zip(targets).for_each(one),
-                Par::Rayon(_) => {
-                    let chunk = 64;
-                    out.par_chunks_mut(dim * chunk)
-                        .enumerate()
-                        .for_each(|(i, us)| {
-                            for (k, u) in us.chunks_mut(dim).enumerate() {
-                                gather(win, grid, dim, &targets[i * chunk + k], u);
-                            }
-                        })
-                }
+                Par::Seq => out.chunks_mut(chunk * dim).enumerate().for_each(work),
+                Par::Rayon(_) => out.par_chunks_mut(chunk * dim).enumerate().for_each(work),
             }
         }
         G2pVariant::TargetSorted => {
@@ -84,60 +130,65 @@ pub fn g2p<T: Real>(
             let keys: Vec<u32> = targets.iter().map(key).collect();
             let b = counting_sort(&keys, ncell.iter().product(), par);
             let writer = DisjointSlice::new(out);
-            let chunk = 64;
-            let run = |(ci, ks): (usize, &[u32])| {
-                let _ = ci;
-                for &j in ks {
-                    let j = j as usize;
-                    // SAFETY: each target index appears once in the sort order, so its output
-                    // range is written by one task only.
-                    let u = unsafe { writer.range_mut(j * dim, (j + 1) * dim) };
-                    gather(win, grid, dim, &targets[j], u);
-                }
+            let chunks = b.order.len().div_ceil(chunk);
+            let work = |i: usize| {
+                let range = (i * chunk, ((i + 1) * chunk).min(b.order.len()));
+                gather_chunk(isa, win, grid, targets, &b.order, range, &writer, 0);
             };
             match par {
-                Par::Seq => b.order.chunks(chunk).enumerate().for_each(run),
-                Par::Rayon(_) => {
-                    use rayon::prelude::ParallelSlice;
-                    b.order.par_chunks(chunk).enumerate().for_each(run)
-                }
+                Par::Seq => (0..chunks).for_each(work),
+                Par::Rayon(_) => (0..chunks).into_par_iter().for_each(work),
             }
         }
     }
 }
 
-#[inline(always)]
-fn gather<T: Real>(win: &GridWindow<T>, grid: &[T], dim: usize, x: &[T; 3], u: &mut [T]) {
-    let layout = &win.layout;
-    let [_, my, mz] = layout.global;
-    let rl = layout.real_len();
-    let p = win.p;
-    let f = win.footprint(x);
-    let (x0, len1) = win.x_run(f.anchor[0]);
-    let mut tmp = [[T::ZERO; MAX_P]; 3];
-    for l in 0..p {
-        let iz = (f.anchor[2] + l) % mz;
-        for m in 0..p {
-            let iy = (f.anchor[1] + m) % my;
-            let wyz = f.w[2][l] * f.w[1][m];
-            let row = layout.real_index(0, iy, iz);
-            for (c, t) in tmp.iter_mut().enumerate().take(dim) {
-                let g = &grid[c * rl + row..c * rl + row + layout.row_stride()];
-                let (ta, tb) = t[..p].split_at_mut(len1);
-                for (ti, &gi) in ta.iter_mut().zip(&g[x0..x0 + len1]) {
-                    *ti = gi.mul_add(wyz, *ti);
-                }
-                for (ti, &gi) in tb.iter_mut().zip(&g[..p - len1]) {
-                    *ti = gi.mul_add(wyz, *ti);
+isa_dispatch! {
+    /// Gathers targets `order[k]` (or `k` when `order` is empty), `k` in `range`, into `out`
+    /// (`dim` values at `(j - offset) * dim` for target `j`).
+    fn gather_chunk<T: Real>(
+        win: &GridWindow<T>,
+        grid: &GatherGrid<T>,
+        targets: &[[T; 3]],
+        order: &[u32],
+        range: (usize, usize),
+        out: &DisjointSlice<T>,
+        offset: usize,
+    ) {
+        let dim = grid.dim;
+        let [_, my, mz] = win.layout.global;
+        let p = win.p;
+        for k in range.0..range.1 {
+            let j = if order.is_empty() { k } else { order[k] as usize };
+            let f = win.footprint(&targets[j]);
+            let (x0, len1) = win.x_run(f.anchor[0]);
+            let mut tmp = [T::ZERO; 3 * MAX_P];
+            {
+                let (ta, tb) = tmp[..p * dim].split_at_mut(len1 * dim);
+                for l in 0..p {
+                    let iz = (f.anchor[2] + l) % mz;
+                    for m in 0..p {
+                        let iy = (f.anchor[1] + m) % my;
+                        let wyz = f.w[2][l] * f.w[1][m];
+                        let row = &grid.data[iz * grid.plane + iy * grid.row..];
+                        for (t, &g) in ta.iter_mut().zip(&row[x0 * dim..(x0 + len1) * dim]) {
+                            *t = g.mul_add(wyz, *t);
+                        }
+                        for (t, &g) in tb.iter_mut().zip(&row[..(p - len1) * dim]) {
+                            *t = g.mul_add(wyz, *t);
+                        }
+                    }
                 }
             }
+            // SAFETY: every target index is gathered by exactly one chunk.
+            let u = unsafe { out.range_mut((j - offset) * dim, (j - offset + 1) * dim) };
+            for (c, uc) in u.iter_mut().enumerate() {
+                let mut acc = T::ZERO;
+                for k in 0..p {
+                    acc = tmp[k * dim + c].mul_add(f.w[0][k], acc);
+                }
+                *uc = acc;
+            }
         }
-    }
-    for (c, t) in tmp.iter().enumerate().take(dim) {
-        let mut acc = T::ZERO;
-        for k in 0..p {
-            acc = t[k].mul_add(f.w[0][k], acc);
-        }
-        u[c] = acc;
     }
 }

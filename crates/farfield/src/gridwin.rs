@@ -35,14 +35,8 @@ pub struct Footprint<T> {
 impl<T: Real> GridWindow<T> {
     /// A window for `layout` with spacings `h` from the fitted polynomial.
     pub fn new(layout: GridLayout, h: [f64; 3], poly: &WindowPoly) -> Self {
-        assert!(
-            poly.p <= MAX_P && poly.p % 2 == 0,
-            "window support must be even and at most {MAX_P}"
-        );
-        assert!(
-            layout.global.iter().all(|&m| m >= poly.p),
-            "the grid must be at least P points wide"
-        );
+        assert!(poly.p <= MAX_P && poly.p % 2 == 0, "window support must be even and at most {MAX_P}");
+        assert!(layout.global.iter().all(|&m| m >= poly.p), "the grid must be at least P points wide");
         Self {
             layout,
             inv_h: h.map(|v| 1.0 / v),
@@ -55,10 +49,7 @@ impl<T: Real> GridWindow<T> {
     /// Anchor (wrapped) and weights of a point in the box.
     #[inline(always)]
     pub fn footprint(&self, pos: &[T; 3]) -> Footprint<T> {
-        let mut f = Footprint {
-            anchor: [0; 3],
-            w: [[T::ZERO; MAX_P]; 3],
-        };
+        let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         let half = (self.p / 2) as i64;
         for d in 0..3 {
             let m = self.layout.global[d] as i64;
@@ -70,6 +61,17 @@ impl<T: Real> GridWindow<T> {
             self.weights(T::from_f64(delta), &mut f.w[d]);
         }
         f
+    }
+
+    /// Anchor (wrapped first support index per axis) of a point in the box.
+    #[inline(always)]
+    pub fn anchor(&self, pos: &[T; 3]) -> [usize; 3] {
+        let half = (self.p / 2) as i64;
+        [0, 1, 2].map(|d| {
+            let m = self.layout.global[d] as i64;
+            let i0 = (pos[d].to_f64() * self.inv_h[d]).floor() as i64;
+            (i0 - half + 1).rem_euclid(m) as usize
+        })
     }
 
     /// Weights of all `P` bins at offset `delta in [0, 1)` (Horner over all bins at once).
@@ -113,18 +115,10 @@ pub fn grid_density<T: Real>(kernel: Kernel, s: &Sources<T>, j: usize, out: &mut
     match kernel {
         Kernel::Laplace => out[0] = s.charges.expect("charges")[j],
         Kernel::Stokeslet => out[..3].copy_from_slice(&s.forces.expect("forces")[j]),
-        Kernel::Stresslet => sym(
-            s.dipoles.expect("dipoles")[j],
-            s.normals.expect("normals")[j],
-            &mut out[..6],
-        ),
+        Kernel::Stresslet => sym(s.dipoles.expect("dipoles")[j], s.normals.expect("normals")[j], &mut out[..6]),
         Kernel::Stokes => {
             out[..3].copy_from_slice(&s.forces.expect("forces")[j]);
-            sym(
-                s.dipoles.expect("dipoles")[j],
-                s.normals.expect("normals")[j],
-                &mut out[3..9],
-            );
+            sym(s.dipoles.expect("dipoles")[j], s.normals.expect("normals")[j], &mut out[3..9]);
         }
     }
 }

@@ -17,8 +17,8 @@ mod quad;
 pub mod window;
 
 pub use cnv::Cnv;
-pub use g2p::{g2p, G2pVariant};
+pub use g2p::{g2p, interleave, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
-pub use p2g::{p2g, AtomicReal, P2gVariant};
+pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};
 pub use params::{select, CostModel, ErrorEstimate, Params, Request};
 pub use window::{KaiserBessel, WindowPoly};

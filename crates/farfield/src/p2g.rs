@@ -3,24 +3,26 @@
 //!
 //! Two variants, which agree to rounding:
 //! - [`P2gVariant::Scatter`], the baseline (the paper's P2G-base, Alg. 3): one task per source in
-//!   input order, `P^3` atomic adds per component (compare-and-swap on the bit pattern).
+//!   input order, `P^3` atomic adds per component (compare-and-swap on the bit pattern) straight
+//!   into the FFT layout.
 //! - [`P2gVariant::Blocked`], the cell-blocked hybrid of the paper's Alg. 5 adapted to CPU
-//!   threads: the grid is cut into slabs of `z`-planes, each owned by one task; sources are
-//!   sorted by the plane of their anchor (counting sort), their footprints computed once, and a
-//!   slab task adds every source whose support meets the slab, clipped to its planes. No atomics,
-//!   no false sharing; each grid value receives its sources in plane order, so the result does not
-//!   depend on the slab thickness or the thread count.
+//!   threads. Sources are sorted by far-field cell (anchor plane, then `P/2`-wide cells in y and
+//!   x; counting sort) and their footprints computed once. The grid is cut into slabs of
+//!   `z`-planes, each owned by one task: the task accumulates every source whose support meets
+//!   its slab into a slab-local buffer with the components interleaved (`[z][y][x][c]`, so each
+//!   grid row of a source is one contiguous run of `P * ncomp` FMAs), then copies its planes into
+//!   the FFT layout. No atomics, no false sharing, no zeroing pass; every grid value receives its
+//!   sources in sort order, so the result does not depend on the slab thickness or thread count.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use parki_core::isa::Isa;
 use parki_core::par::DisjointSlice;
-use parki_core::{Kernel, Par, Real, Sources};
+use parki_core::{isa_dispatch, Kernel, Par, Real, Sources};
 use parki_decomp::sort::counting_sort;
-use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut,
-};
+use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
-use crate::gridwin::{grid_density, Footprint, GridWindow};
+use crate::gridwin::{grid_density, GridWindow};
 
 /// Which P2G algorithm to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -83,123 +85,187 @@ impl AtomicReal for f32 {
 }
 
 /// Spreads `sources` onto the first `kernel.grid_components()` components of `grid`
-/// (components back to back, each `layout.real_len()` long), overwriting them.
+/// (components back to back, each `layout.real_len()` long), overwriting them; the hot loops
+/// run compiled for `isa`.
 pub fn p2g<T: AtomicReal>(
     variant: P2gVariant,
     kernel: Kernel,
     win: &GridWindow<T>,
     sources: &Sources<T>,
     grid: &mut [T],
+    scratch: &mut P2gScratch<T>,
+    isa: Isa,
     par: Par,
 ) {
     let ncomp = kernel.grid_components();
     let rl = win.layout.real_len();
     assert!(grid.len() >= ncomp * rl, "grid buffer too short");
     let grid = &mut grid[..ncomp * rl];
-    match par {
-        Par::Seq => grid.iter_mut().for_each(|v| *v = T::ZERO),
-        Par::Rayon(_) => grid
-            .par_chunks_mut(1 << 16)
-            .for_each(|c| c.iter_mut().for_each(|v| *v = T::ZERO)),
-    }
     match variant {
-        P2gVariant::Scatter => scatter(kernel, win, sources, grid, par),
-        P2gVariant::Blocked => blocked(kernel, win, sources, grid, par),
+        P2gVariant::Scatter => {
+            match par {
+                Par::Seq => grid.iter_mut().for_each(|v| *v = T::ZERO),
+                Par::Rayon(_) => grid.par_chunks_mut(1 << 16).for_each(|c| c.iter_mut().for_each(|v| *v = T::ZERO)),
+            }
+            let base = SharedGrid(grid.as_mut_ptr());
+            let chunk = 256;
+            let work = |c: usize| {
+                scatter_chunk(isa, kernel, win, sources, c * chunk, ((c + 1) * chunk).min(sources.len()), &base)
+            };
+            let chunks = sources.len().div_ceil(chunk);
+            match par {
+                Par::Seq => (0..chunks).for_each(work),
+                Par::Rayon(_) => (0..chunks).into_par_iter().for_each(work),
+            }
+        }
+        P2gVariant::Blocked => blocked(kernel, win, sources, grid, scratch, isa, par),
     }
 }
 
-fn scatter<T: AtomicReal>(
-    kernel: Kernel,
-    win: &GridWindow<T>,
-    sources: &Sources<T>,
-    grid: &mut [T],
-    par: Par,
-) {
-    let ncomp = kernel.grid_components();
-    let layout = win.layout;
-    let rl = layout.real_len();
-    let [mx, my, mz] = layout.global;
-    let p = win.p;
-    let base = grid.as_mut_ptr() as usize;
-    let work = |j: usize| {
-        let f = win.footprint(&sources.positions[j]);
-        let mut s = [T::ZERO; 9];
-        grid_density(kernel, sources, j, &mut s);
-        let (x0, len1) = win.x_run(f.anchor[0]);
-        for l in 0..p {
-            let iz = (f.anchor[2] + l) % mz;
-            for m in 0..p {
-                let iy = (f.anchor[1] + m) % my;
-                let wyz = f.w[2][l] * f.w[1][m];
-                let row = layout.real_index(0, iy, iz);
-                for (c, &sc) in s[..ncomp].iter().enumerate() {
-                    let v = wyz * sc;
-                    let ptr = (base as *mut T).wrapping_add(c * rl + row);
-                    for k in 0..p {
-                        let ix = if k < len1 { x0 + k } else { k - len1 };
-                        debug_assert!(ix < mx);
-                        // SAFETY: ix < Mx, row + ix lies in component c; all concurrent access to
-                        // the grid is through atomic_add.
-                        unsafe { T::atomic_add(ptr.add(ix), f.w[0][k] * v) };
+/// The grid shared by the atomic scatter.
+struct SharedGrid<T>(*mut T);
+// SAFETY: all concurrent access through the pointer is by `atomic_add`.
+unsafe impl<T> Sync for SharedGrid<T> {}
+
+isa_dispatch! {
+    fn scatter_chunk<T: AtomicReal>(
+        kernel: Kernel,
+        win: &GridWindow<T>,
+        sources: &Sources<T>,
+        start: usize,
+        end: usize,
+        grid: &SharedGrid<T>,
+    ) {
+        let ncomp = kernel.grid_components();
+        let layout = win.layout;
+        let rl = layout.real_len();
+        let [_, my, mz] = layout.global;
+        let p = win.p;
+        for j in start..end {
+            let f = win.footprint(&sources.positions[j]);
+            let mut s = [T::ZERO; 9];
+            grid_density(kernel, sources, j, &mut s);
+            let (x0, len1) = win.x_run(f.anchor[0]);
+            for l in 0..p {
+                let iz = (f.anchor[2] + l) % mz;
+                for m in 0..p {
+                    let iy = (f.anchor[1] + m) % my;
+                    let wyz = f.w[2][l] * f.w[1][m];
+                    let row = layout.real_index(0, iy, iz);
+                    for (c, &sc) in s[..ncomp].iter().enumerate() {
+                        let v = wyz * sc;
+                        let ptr = grid.0.wrapping_add(c * rl + row);
+                        for k in 0..p {
+                            let ix = if k < len1 { x0 + k } else { k - len1 };
+                            // SAFETY: ix < Mx, so row + ix lies in component c; all concurrent
+                            // access to the grid is through atomic_add.
+                            unsafe { T::atomic_add(ptr.add(ix), f.w[0][k] * v) };
+                        }
                     }
                 }
             }
         }
-    };
-    match par {
-        Par::Seq => (0..sources.len()).for_each(work),
-        Par::Rayon(_) => (0..sources.len())
-            .into_par_iter()
-            .with_min_len(256)
-            .for_each(work),
     }
 }
 
-/// Footprints and densities of the sources, sorted by anchor plane.
-struct SortedFootprints<T> {
-    offsets: Vec<usize>,
-    foot: Vec<Footprint<T>>,
-    dens: Vec<[T; 9]>,
+/// Scratch of the blocked P2G, kept by the caller across evaluations: the sources sorted by
+/// far-field cell with their anchors, window weights (`3P` per source) and grid densities, and
+/// one slab buffer per thread.
+#[derive(Debug, Default)]
+pub struct P2gScratch<T> {
+    keys: Vec<u32>,
+    plane_start: Vec<usize>,
+    anchors: Vec<[u32; 3]>,
+    weights: Vec<T>,
+    dens: Vec<T>,
+    slabs: parki_core::par::ThreadScratch<T>,
 }
 
-fn sort_by_plane<T: Real>(
+impl<T: Real> P2gScratch<T> {
+    /// Scratch for `threads` workers.
+    pub fn new(threads: usize) -> Self {
+        Self {
+            keys: Vec::new(),
+            plane_start: Vec::new(),
+            anchors: Vec::new(),
+            weights: Vec::new(),
+            dens: Vec::new(),
+            slabs: parki_core::par::ThreadScratch::new(threads),
+        }
+    }
+}
+
+isa_dispatch! {
+    /// Anchors, weights and densities of the sources `order[start..end]`, written to the
+    /// sorted positions `start..end` of the output slices (which begin at `start`).
+    fn sorted_footprints<T: Real>(
+        kernel: Kernel,
+        win: &GridWindow<T>,
+        sources: &Sources<T>,
+        order: &[u32],
+        start: usize,
+        anchors: &mut [[u32; 3]],
+        weights: &mut [T],
+        dens: &mut [T],
+    ) {
+        let p = win.p;
+        let ncomp = kernel.grid_components();
+        let mut s = [T::ZERO; 9];
+        for (k, a) in anchors.iter_mut().enumerate() {
+            let j = order[start + k] as usize;
+            let f = win.footprint(&sources.positions[j]);
+            *a = f.anchor.map(|v| v as u32);
+            for d in 0..3 {
+                weights[(3 * k + d) * p..(3 * k + d + 1) * p].copy_from_slice(&f.w[d][..p]);
+            }
+            grid_density(kernel, sources, j, &mut s);
+            dens[k * ncomp..(k + 1) * ncomp].copy_from_slice(&s[..ncomp]);
+        }
+    }
+}
+
+fn sort_sources<T: Real>(
     kernel: Kernel,
     win: &GridWindow<T>,
     sources: &Sources<T>,
+    scratch: &mut P2gScratch<T>,
+    isa: Isa,
     par: Par,
-) -> SortedFootprints<T> {
+) {
     let n = sources.len();
-    let mz = win.layout.global[2];
-    let foot_of = |j: usize| win.footprint(&sources.positions[j]);
-    let feet: Vec<Footprint<T>> = match par {
-        Par::Seq => (0..n).map(foot_of).collect(),
-        Par::Rayon(_) => (0..n)
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(foot_of)
-            .collect(),
+    let [mx, my, mz] = win.layout.global;
+    let p = win.p;
+    let ncomp = kernel.grid_components();
+    let half = (p / 2).max(1);
+    let (ncx, ncy) = (mx.div_ceil(half), my.div_ceil(half));
+    let key = |x: &[T; 3]| -> u32 {
+        let a = win.anchor(x);
+        ((a[2] * ncy + a[1] / half) * ncx + a[0] / half) as u32
     };
-    let keys: Vec<u32> = feet.iter().map(|f| f.anchor[2] as u32).collect();
-    let b = counting_sort(&keys, mz, par);
-    let gather = |k: usize| {
-        let j = b.order[k] as usize;
-        let mut s = [T::ZERO; 9];
-        grid_density(kernel, sources, j, &mut s);
-        (feet[j], s)
-    };
-    let pairs: Vec<(Footprint<T>, [T; 9])> = match par {
-        Par::Seq => (0..n).map(gather).collect(),
-        Par::Rayon(_) => (0..n)
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(gather)
-            .collect(),
-    };
-    let (foot, dens) = pairs.into_iter().unzip();
-    SortedFootprints {
-        offsets: b.offsets,
-        foot,
-        dens,
+    scratch.keys.clear();
+    match par {
+        Par::Seq => scratch.keys.extend(sources.positions.iter().map(key)),
+        Par::Rayon(_) => {
+            use rayon::prelude::{IntoParallelRefIterator, ParallelExtend};
+            scratch.keys.par_extend(sources.positions.par_iter().map(key))
+        }
+    }
+    let b = counting_sort(&scratch.keys, mz * ncy * ncx, par);
+    scratch.plane_start.clear();
+    scratch.plane_start.extend((0..=mz).map(|z| b.offsets[z * ncy * ncx]));
+    scratch.anchors.resize(n, [0; 3]);
+    scratch.weights.resize(3 * p * n, T::ZERO);
+    scratch.dens.resize(ncomp * n, T::ZERO);
+    let chunk = 1024;
+    let (anchors, weights, dens) = (&mut scratch.anchors, &mut scratch.weights, &mut scratch.dens);
+    match par {
+        Par::Seq => sorted_footprints(isa, kernel, win, sources, &b.order, 0, anchors, weights, dens),
+        Par::Rayon(_) => anchors
+            .par_chunks_mut(chunk)
+            .zip(weights.par_chunks_mut(chunk * 3 * p))
+            .zip(dens.par_chunks_mut(chunk * ncomp))
+            .enumerate()
+            .for_each(|(i, ((a, w), d))| sorted_footprints(isa, kernel, win, sources, &b.order, i * chunk, a, w, d)),
     }
 }
 
@@ -208,37 +274,27 @@ fn blocked<T: Real>(
     win: &GridWindow<T>,
     sources: &Sources<T>,
     grid: &mut [T],
+    scratch: &mut P2gScratch<T>,
+    isa: Isa,
     par: Par,
 ) {
     let ncomp = kernel.grid_components();
-    let layout = win.layout;
-    let rl = layout.real_len();
-    let [_, my, mz] = layout.global;
+    let [mx, my, mz] = win.layout.global;
     let p = win.p;
-    let plane = my * layout.row_stride();
-    let sorted = sort_by_plane(kernel, win, sources, par);
-    // slabs of B planes: enough slabs to balance the threads
-    let slab = (mz / (4 * par.threads())).max(p / 2).max(1).min(mz);
+    sort_sources(kernel, win, sources, scratch, isa, par);
+    // slabs of P/2 planes: the working set of a band of sources stays in cache
+    let slab = (p / 2).clamp(1, mz);
     let nslabs = mz.div_ceil(slab);
     let writer = DisjointSlice::new(grid);
+    let sorted = &*scratch;
     let work = |b: usize| {
         let (z0, z1) = (b * slab, ((b + 1) * slab).min(mz));
+        let mut local = sorted.slabs.slot(rayon::current_thread_index().unwrap_or(0));
+        local.clear();
+        local.resize((z1 - z0) * my * mx * ncomp, T::ZERO);
+        spread_slab(isa, win, sorted, ncomp, z0, z1, &mut local);
         // SAFETY: slab b owns planes z0..z1 of every component; slabs are disjoint.
-        let mut comps: [&mut [T]; 9] = Default::default();
-        for (c, slot) in comps.iter_mut().enumerate().take(ncomp) {
-            *slot = unsafe { writer.range_mut(c * rl + z0 * plane, c * rl + z1 * plane) };
-        }
-        // anchor planes whose support meets z0..z1: z0-P+1 ..= z1-1 (mod Mz), each visited once
-        let visit = (z1 - z0 + p - 1).min(mz);
-        let first = (z0 + mz * (p / mz + 1) - (p - 1)) % mz;
-        for off in 0..visit {
-            let az = (first + off) % mz;
-            for k in sorted.offsets[az]..sorted.offsets[az + 1] {
-                let f = &sorted.foot[k];
-                let s = &sorted.dens[k];
-                add_source(win, f, &s[..ncomp], z0, z1, &mut comps[..ncomp], plane);
-            }
-        }
+        unsafe { copy_out(win, ncomp, z0, z1, &local, &writer) };
     };
     match par {
         Par::Seq => (0..nslabs).for_each(work),
@@ -246,41 +302,88 @@ fn blocked<T: Real>(
     }
 }
 
-/// Adds one source's footprint to the planes `z0..z1` held in `comps` (plane `z0` first).
-#[inline(always)]
-fn add_source<T: Real>(
+isa_dispatch! {
+    /// Adds every source whose support meets planes `z0..z1` into `local`
+    /// (`[z - z0][y][x][c]`).
+    fn spread_slab<T: Real>(
+        win: &GridWindow<T>,
+        sorted: &P2gScratch<T>,
+        ncomp: usize,
+        z0: usize,
+        z1: usize,
+        local: &mut [T],
+    ) {
+        let [mx, my, mz] = win.layout.global;
+        let p = win.p;
+        let row_len = mx * ncomp;
+        // anchor planes whose support meets z0..z1: z0-P+1 ..= z1-1 (mod Mz), each visited once
+        let visit = (z1 - z0 + p - 1).min(mz);
+        let first = (z0 + mz * (p / mz + 1) - (p - 1)) % mz;
+        // B0 = w_x (x) s: the source's row, components interleaved, the same for every (z, y)
+        let mut b0 = [T::ZERO; 9 * crate::gridwin::MAX_P];
+        for off in 0..visit {
+            let az = (first + off) % mz;
+            for k in sorted.plane_start[az]..sorted.plane_start[az + 1] {
+                let a = sorted.anchors[k].map(|v| v as usize);
+                let w = &sorted.weights[3 * p * k..3 * p * (k + 1)];
+                let (wx, wy, wz) = (&w[..p], &w[p..2 * p], &w[2 * p..]);
+                let s = &sorted.dens[ncomp * k..ncomp * (k + 1)];
+                for kx in 0..p {
+                    for c in 0..ncomp {
+                        b0[kx * ncomp + c] = wx[kx] * s[c];
+                    }
+                }
+                let (x0, len1) = win.x_run(a[0]);
+                let (ba, bb) = b0[..p * ncomp].split_at(len1 * ncomp);
+                for (l, &wzl) in wz.iter().enumerate() {
+                    let iz = (a[2] + l) % mz;
+                    if iz < z0 || iz >= z1 {
+                        continue;
+                    }
+                    for (m, &wym) in wy.iter().enumerate() {
+                        let iy = (a[1] + m) % my;
+                        let wyz = wzl * wym;
+                        let row = ((iz - z0) * my + iy) * row_len;
+                        let ga = &mut local[row + x0 * ncomp..row + (x0 + len1) * ncomp];
+                        for (g, &b) in ga.iter_mut().zip(ba) {
+                            *g = b.mul_add(wyz, *g);
+                        }
+                        let gb = &mut local[row..row + (p - len1) * ncomp];
+                        for (g, &b) in gb.iter_mut().zip(bb) {
+                            *g = b.mul_add(wyz, *g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Copies a slab-local interleaved buffer into the FFT layout.
+///
+/// # Safety
+/// Planes `z0..z1` of every component must be owned by the caller.
+unsafe fn copy_out<T: Real>(
     win: &GridWindow<T>,
-    f: &Footprint<T>,
-    s: &[T],
+    ncomp: usize,
     z0: usize,
     z1: usize,
-    comps: &mut [&mut [T]],
-    plane: usize,
+    local: &[T],
+    writer: &DisjointSlice<T>,
 ) {
     let layout = &win.layout;
-    let [_, my, mz] = layout.global;
-    let p = win.p;
-    let stride = layout.row_stride();
-    let (x0, len1) = win.x_run(f.anchor[0]);
-    let (wa, wb) = f.w[0][..p].split_at(len1);
-    for l in 0..p {
-        let iz = (f.anchor[2] + l) % mz;
-        if iz < z0 || iz >= z1 {
-            continue;
-        }
-        let zoff = (iz - z0) * plane;
-        for m in 0..p {
-            let iy = (f.anchor[1] + m) % my;
-            let wyz = f.w[2][l] * f.w[1][m];
-            let row = zoff + iy * stride;
-            for (c, &sc) in s.iter().enumerate() {
-                let v = wyz * sc;
-                let g = &mut comps[c][row..row + stride];
-                for (gi, &wi) in g[x0..x0 + len1].iter_mut().zip(wa) {
-                    *gi = wi.mul_add(v, *gi);
-                }
-                for (gi, &wi) in g[..p - len1].iter_mut().zip(wb) {
-                    *gi = wi.mul_add(v, *gi);
+    let [mx, my, _] = layout.global;
+    let rl = layout.real_len();
+    let plane = my * layout.row_stride();
+    for c in 0..ncomp {
+        // SAFETY: forwarded to the caller.
+        let out = unsafe { writer.range_mut(c * rl + z0 * plane, c * rl + z1 * plane) };
+        for z in z0..z1 {
+            for y in 0..my {
+                let src = ((z - z0) * my + y) * mx * ncomp;
+                let dst = (z - z0) * plane + y * layout.row_stride();
+                for x in 0..mx {
+                    out[dst + x] = local[src + x * ncomp + c];
                 }
             }
         }

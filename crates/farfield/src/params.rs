@@ -40,14 +40,7 @@ pub struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
-        Self {
-            p2p_pair: [1.6, 2.0, 2.3, 2.6],
-            p2g: 0.35,
-            fft: 0.25,
-            cnv: 6.0,
-            g2p: 0.4,
-            f32_ratio: 0.6,
-        }
+        Self { p2p_pair: [1.6, 2.0, 2.3, 2.6], p2g: 0.35, fft: 0.25, cnv: 6.0, g2p: 0.4, f32_ratio: 0.6 }
     }
 }
 
@@ -185,9 +178,7 @@ struct Candidate {
 fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
     let l = domain.lengths();
     let n = parki_decomp::cells_per_axis(l, rc)?;
-    let w = (0..3)
-        .map(|d| l[d] / n[d] as f64)
-        .fold(f64::INFINITY, f64::min);
+    let w = (0..3).map(|d| l[d] / n[d] as f64).fold(f64::INFINITY, f64::min);
     Some((n, w))
 }
 
@@ -195,12 +186,7 @@ fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
 /// aliasing of the modes near Nyquist and so the window support `P`.
 const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
 
-fn evaluate(
-    req: &Request,
-    models: &[ErrorModel],
-    rc: f64,
-    smallest_rejected: &mut usize,
-) -> Result<Option<Candidate>> {
+fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &mut usize) -> Result<Option<Candidate>> {
     let Some((cells, r_eff)) = cells_for(&req.domain, rc) else {
         return Ok(None);
     };
@@ -213,12 +199,9 @@ fn evaluate(
         .map(|m| bisect_log(&|xi| m.near(xi, r_eff), 0.5 / r_eff, 40.0 / r_eff, target))
         .fold(0.0, f64::max);
     // 2. kept wave numbers from the Fourier error
-    let kneed = models
-        .iter()
-        .map(|m| bisect_log(&|k| m.fourier(xi, [k; 3]), 0.1 * xi, 60.0 * xi, target))
-        .fold(0.0, f64::max);
-    let k_hi =
-        1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
+    let kneed =
+        models.iter().map(|m| bisect_log(&|k| m.fourier(xi, [k; 3]), 0.1 * xi, 60.0 * xi, target)).fold(0.0, f64::max);
+    let k_hi = 1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
     let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
     let near = models.iter().map(|m| m.near(xi, r_eff)).fold(0.0, f64::max);
     let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
@@ -239,18 +222,11 @@ fn evaluate(
         let window_at = |grid: [usize; 3], p: usize| -> (f64, [f64; 3], [f64; 3]) {
             let h = [0, 1, 2].map(|d| l[d] / grid[d] as f64);
             let kmax = [0, 1, 2].map(|d| two_pi * (grid[d] / 2 - 1) as f64 / l[d]);
-            (
-                far.iter().map(|f| f.window(p, kmax, h)).fold(0.0, f64::max),
-                kmax,
-                h,
-            )
+            (far.iter().map(|f| f.window(p, kmax, h)).fold(0.0, f64::max), kmax, h)
         };
         let p = match req.window_p {
             Some(p) => p,
-            None => match (2..=16)
-                .map(|k| 2 * k)
-                .find(|&p| window_at(grid, p).0 <= target)
-            {
+            None => match (2..=16).map(|k| 2 * k).find(|&p| window_at(grid, p).0 <= target) {
                 Some(p) => p,
                 None => continue,
             },
@@ -259,10 +235,7 @@ fn evaluate(
             *m = fft_friendly_size((*m).max(p + 2));
         }
         let (window, kmax, h) = window_at(grid, p);
-        let fourier = models
-            .iter()
-            .map(|m| m.fourier(xi, kmax))
-            .fold(0.0, f64::max);
+        let fourier = models.iter().map(|m| m.fourier(xi, kmax)).fold(0.0, f64::max);
         let self_term = models
             .iter()
             .zip(&far)
@@ -275,33 +248,22 @@ fn evaluate(
         if (fourier * fourier + self_term * self_term).sqrt() > target {
             continue;
         }
-        let total =
-            (near * near + fourier * fourier + window * window + self_term * self_term).sqrt();
-        let estimate = ErrorEstimate {
-            near,
-            fourier,
-            window,
-            self_interaction: self_term,
-            total,
-        };
+        let total = (near * near + fourier * fourier + window * window + self_term * self_term).sqrt();
+        let estimate = ErrorEstimate { near, fourier, window, self_interaction: self_term, total };
         let layout = GridLayout::new(grid)?;
-        let grid_bytes = ncomp * layout.real_len() * req.real_bytes;
+        // FFT buffer, plus the interleaved copy G2P gathers from (vector kernels)
+        let dim_out = req.kernel.output_dim();
+        let gather = if dim_out > 1 { dim_out * layout.points() } else { 0 };
+        let grid_bytes = (ncomp * layout.real_len() + gather) * req.real_bytes;
         if grid_bytes > req.max_grid_bytes {
             *smallest_rejected = (*smallest_rejected).min(grid_bytes);
             continue;
         }
         // cost model
         let c = &req.cost;
-        let scale = if req.real_bytes == 4 {
-            c.f32_ratio
-        } else {
-            1.0
-        };
+        let scale = if req.real_bytes == 4 { c.f32_ratio } else { 1.0 };
         let pairs = req.targets as f64 * 27.0 * (per_cell + 0.5 * (req.lanes as f64 - 1.0));
-        let kidx = Kernel::ALL
-            .iter()
-            .position(|&k| k == req.kernel)
-            .unwrap_or(0);
+        let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
         let ng = layout.points() as f64;
         let p3 = (p * p * p) as f64;
         let dim = req.kernel.output_dim() as f64;
@@ -374,12 +336,8 @@ pub fn select(req: &Request) -> Result<Params> {
             });
         }
     }
-    let models: Vec<ErrorModel> = req
-        .kernel
-        .parts()
-        .iter()
-        .map(|&part| ErrorModel::new(part, &req.domain, req.sources))
-        .collect();
+    let models: Vec<ErrorModel> =
+        req.kernel.parts().iter().map(|&part| ErrorModel::new(part, &req.domain, req.sources)).collect();
     let lmin = req.domain.min_length();
     let candidates: Vec<f64> = match req.rc {
         Some(rc) => {

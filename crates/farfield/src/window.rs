@@ -43,11 +43,7 @@ impl KaiserBessel {
     /// The window used by parki-dist: `beta = 2.5 P`.
     pub fn new(p: usize) -> Self {
         let beta = 2.5 * p as f64;
-        Self {
-            p,
-            beta,
-            i0_beta: bessel_i0(beta),
-        }
+        Self { p, beta, i0_beta: bessel_i0(beta) }
     }
 
     /// Half-support `a = P/2` in grid units.
@@ -98,9 +94,7 @@ impl WindowPoly {
     pub fn fit(kb: &KaiserBessel, degree: usize) -> Self {
         let p = kb.p;
         let n = degree + 1;
-        let nodes: Vec<f64> = (0..n)
-            .map(|j| (std::f64::consts::PI * (j as f64 + 0.5) / n as f64).cos())
-            .collect();
+        let nodes: Vec<f64> = (0..n).map(|j| (std::f64::consts::PI * (j as f64 + 0.5) / n as f64).cos()).collect();
         let mut coeffs = vec![0.0; n * p];
         for l in 0..p {
             let vals: Vec<f64> = nodes
@@ -114,11 +108,7 @@ impl WindowPoly {
             let cheb: Vec<f64> = (0..n)
                 .map(|k| {
                     let s: f64 = (0..n)
-                        .map(|j| {
-                            vals[j]
-                                * (std::f64::consts::PI * k as f64 * (j as f64 + 0.5) / n as f64)
-                                    .cos()
-                        })
+                        .map(|j| vals[j] * (std::f64::consts::PI * k as f64 * (j as f64 + 0.5) / n as f64).cos())
                         .sum();
                     if k == 0 {
                         s / n as f64
@@ -249,10 +239,7 @@ mod tests {
                 }
                 s *= h / 3.0;
                 let exact = kb.fourier(kappa);
-                assert!(
-                    (s - exact).abs() < 1e-13 * kb.fourier(0.0),
-                    "P={p} kappa={kappa}: {s} vs {exact}"
-                );
+                assert!((s - exact).abs() < 1e-13 * kb.fourier(0.0), "P={p} kappa={kappa}: {s} vs {exact}");
             }
         }
     }

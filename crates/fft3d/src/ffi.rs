@@ -233,9 +233,8 @@ impl<T: FftReal> Plan<T> {
         }
         let [mx, my, mz] = layout.global;
         let to_int = |v: usize| -> Result<c_int> {
-            c_int::try_from(v).map_err(|_| Error::Resource {
-                message: format!("grid dimension {v} exceeds FFTW's int range"),
-            })
+            c_int::try_from(v)
+                .map_err(|_| Error::Resource { message: format!("grid dimension {v} exceeds FFTW's int range") })
         };
         let n = [to_int(mz)?, to_int(my)?, to_int(mx)?];
         let real_embed = [n[0], n[1], to_int(layout.row_stride())?];
@@ -264,14 +263,9 @@ impl<T: FftReal> Plan<T> {
             }
         };
         if T::is_null(raw) {
-            return Err(Error::Resource {
-                message: format!("FFTW could not plan a {mx}x{my}x{mz} transform"),
-            });
+            return Err(Error::Resource { message: format!("FFTW could not plan a {mx}x{my}x{mz} transform") });
         }
-        Ok(Self {
-            raw: Some(raw),
-            forward,
-        })
+        Ok(Self { raw: Some(raw), forward })
     }
 
     /// # Safety

@@ -40,11 +40,7 @@ impl<T: FftReal> GridBuffer<T> {
     pub fn new(layout: GridLayout, components: usize) -> Self {
         let mut data = AlignedVec::new(layout.real_len() * components);
         data.as_slice_mut().iter_mut().for_each(|v| *v = T::ZERO);
-        Self {
-            data,
-            layout,
-            components,
-        }
+        Self { data, layout, components }
     }
 
     /// The layout of each component.
@@ -114,14 +110,7 @@ impl<T: FftReal> Fft3d<T> {
         let ptr = buffer.data.as_slice_mut().as_mut_ptr();
         let forward = ffi::Plan::<T>::many(&layout, forward_count, ptr, true, threads, rigor)?;
         let backward = ffi::Plan::<T>::many(&layout, backward_count, ptr, false, threads, rigor)?;
-        Ok(Self {
-            layout,
-            forward,
-            forward_count,
-            backward,
-            backward_count,
-            threads,
-        })
+        Ok(Self { layout, forward, forward_count, backward, backward_count, threads })
     }
 
     /// Forward r2c of the planned components of `buffer`, in place.
@@ -129,20 +118,14 @@ impl<T: FftReal> Fft3d<T> {
         assert!(buffer.layout == self.layout && buffer.components >= self.forward_count);
         // SAFETY: the buffer has the planned layout and at least the planned component count;
         // AlignedVec keeps FFTW's alignment.
-        unsafe {
-            self.forward
-                .execute(buffer.data.as_slice_mut().as_mut_ptr())
-        }
+        unsafe { self.forward.execute(buffer.data.as_slice_mut().as_mut_ptr()) }
     }
 
     /// Backward c2r of the planned components of `buffer`, in place (unnormalised).
     pub fn backward(&self, buffer: &mut GridBuffer<T>) {
         assert!(buffer.layout == self.layout && buffer.components >= self.backward_count);
         // SAFETY: as in `forward`.
-        unsafe {
-            self.backward
-                .execute(buffer.data.as_slice_mut().as_mut_ptr())
-        }
+        unsafe { self.backward.execute(buffer.data.as_slice_mut().as_mut_ptr()) }
     }
 
     /// Threads the plans run on.
@@ -167,23 +150,18 @@ mod tests {
         let fft = Fft3d::plan(&mut buf, 2, 2, 2, PlanRigor::Estimate).unwrap();
         let m = layout.global;
         let stride = layout.real_len();
-        let f = |c: usize, x: usize, y: usize, z: usize| {
-            ((c + 1) * (x * 7 + y * 3 + z * z)) as f64 % 5.0 - 2.0
-        };
+        let f = |c: usize, x: usize, y: usize, z: usize| ((c + 1) * (x * 7 + y * 3 + z * z)) as f64 % 5.0 - 2.0;
         for c in 0..2 {
             for z in 0..m[2] {
                 for y in 0..m[1] {
                     for x in 0..m[0] {
-                        buf.as_mut_slice()[c * stride + layout.real_index(x, y, z)] =
-                            T::from_f64(f(c, x, y, z));
+                        buf.as_mut_slice()[c * stride + layout.real_index(x, y, z)] = T::from_f64(f(c, x, y, z));
                     }
                 }
             }
         }
         // The zero mode of the first component equals the sum of its values.
-        let sum: f64 = (0..m[2])
-            .flat_map(|z| (0..m[1]).flat_map(move |y| (0..m[0]).map(move |x| f(0, x, y, z))))
-            .sum();
+        let sum: f64 = (0..m[2]).flat_map(|z| (0..m[1]).flat_map(move |y| (0..m[0]).map(move |x| f(0, x, y, z)))).sum();
         fft.forward(&mut buf);
         assert!((buf.as_slice()[0].to_f64() - sum).abs() < tol * 100.0);
         fft.backward(&mut buf);
@@ -192,8 +170,7 @@ mod tests {
             for z in 0..m[2] {
                 for y in 0..m[1] {
                     for x in 0..m[0] {
-                        let v =
-                            buf.as_slice()[c * stride + layout.real_index(x, y, z)].to_f64() / n;
+                        let v = buf.as_slice()[c * stride + layout.real_index(x, y, z)].to_f64() / n;
                         assert!((v - f(c, x, y, z)).abs() < tol, "{v} vs {}", f(c, x, y, z));
                     }
                 }

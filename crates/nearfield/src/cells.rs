@@ -12,9 +12,7 @@
 
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources};
 use parki_decomp::sort::{counting_sort, Binned};
-use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut,
-};
+use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
 /// A cell grid on a triply periodic box.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,19 +28,14 @@ impl CellGrid {
     /// Errors unless the box is triply periodic and holds at least 3 cells per axis.
     pub fn new(domain: &Domain, min_width: f64) -> Result<Self> {
         if domain.periodicity() != 3 {
-            return Err(Error::Unsupported {
-                what: "cell lists on a box that is not triply periodic".into(),
-            });
+            return Err(Error::Unsupported { what: "cell lists on a box that is not triply periodic".into() });
         }
         let lengths = domain.lengths();
         let Some(n) = parki_decomp::cells_per_axis(lengths, min_width) else {
             return Err(Error::OutOfRange {
                 field: "rc".into(),
                 value: format!("{min_width}"),
-                allowed: format!(
-                    "at most L/3 = {} so that the box holds 3 cells per axis",
-                    domain.min_length() / 3.0
-                ),
+                allowed: format!("at most L/3 = {} so that the box holds 3 cells per axis", domain.min_length() / 3.0),
             });
         };
         let width = [0, 1, 2].map(|d| lengths[d] / n[d] as f64);
@@ -82,11 +75,7 @@ impl CellGrid {
 
     /// The 27 colleagues of cell `c`: `(cell, s)` where the source images to use are `y + s`.
     pub fn colleagues(&self, c: usize) -> [(usize, [f64; 3]); 27] {
-        let ix = [
-            c % self.n[0],
-            (c / self.n[0]) % self.n[1],
-            c / (self.n[0] * self.n[1]),
-        ];
+        let ix = [c % self.n[0], (c / self.n[0]) % self.n[1], c / (self.n[0] * self.n[1])];
         let mut out = [(0usize, [0.0; 3]); 27];
         let mut k = 0;
         for dz in -1i64..=1 {
@@ -184,26 +173,13 @@ pub struct PaddedSources<T> {
 
 impl<T: Real> PaddedSources<T> {
     /// Builds the padded list of `sources` on `grid`, padding cells to multiples of `lanes`.
-    pub fn build(
-        grid: &CellGrid,
-        kernel: Kernel,
-        sources: &Sources<T>,
-        lanes: usize,
-        par: Par,
-    ) -> Self {
+    pub fn build(grid: &CellGrid, kernel: Kernel, sources: &Sources<T>, lanes: usize, par: Par) -> Self {
         let keys = grid.keys(sources.positions, par);
         let binned = counting_sort(&keys, grid.cells(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, par)
     }
 
-    fn from_binned(
-        grid: &CellGrid,
-        kernel: Kernel,
-        sources: &Sources<T>,
-        b: &Binned,
-        lanes: usize,
-        par: Par,
-    ) -> Self {
+    fn from_binned(grid: &CellGrid, kernel: Kernel, sources: &Sources<T>, b: &Binned, lanes: usize, par: Par) -> Self {
         let ncells = grid.cells();
         let mut offsets = vec![0usize; ncells + 1];
         for c in 0..ncells {
@@ -221,22 +197,13 @@ impl<T: Real> PaddedSources<T> {
             let xs = parki_core::par::DisjointSlice::new(&mut x);
             let ys = parki_core::par::DisjointSlice::new(&mut y);
             let zs = parki_core::par::DisjointSlice::new(&mut z);
-            let ds: Vec<_> = density
-                .iter_mut()
-                .map(|d| parki_core::par::DisjointSlice::new(d))
-                .collect();
+            let ds: Vec<_> = density.iter_mut().map(|d| parki_core::par::DisjointSlice::new(d)).collect();
             let fill = |c: usize| {
                 let o = offsets[c];
                 let n = b.count(c);
                 let mut dens = [T::ZERO; 9];
                 // SAFETY: cell c owns slots offsets[c]..offsets[c]+n, disjoint from other cells.
-                let (cx, cy, cz) = unsafe {
-                    (
-                        xs.range_mut(o, o + n),
-                        ys.range_mut(o, o + n),
-                        zs.range_mut(o, o + n),
-                    )
-                };
+                let (cx, cy, cz) = unsafe { (xs.range_mut(o, o + n), ys.range_mut(o, o + n), zs.range_mut(o, o + n)) };
                 for (k, &j) in b.order[b.offsets[c]..b.offsets[c + 1]].iter().enumerate() {
                     let j = j as usize;
                     let p = sources.positions[j];
@@ -255,16 +222,7 @@ impl<T: Real> PaddedSources<T> {
                 Par::Rayon(_) => (0..ncells).into_par_iter().with_min_len(64).for_each(fill),
             }
         }
-        Self {
-            offsets,
-            x,
-            y,
-            z,
-            density,
-            max_count: b.max_count(),
-            nonempty: b.nonempty(),
-            count: sources.len(),
-        }
+        Self { offsets, x, y, z, density, max_count: b.max_count(), nonempty: b.nonempty(), count: sources.len() }
     }
 
     /// Padded slots in total.
@@ -291,13 +249,7 @@ impl<T: Real> SortedTargets<T> {
     pub fn build(grid: &CellGrid, positions: &[[T; 3]], par: Par) -> Self {
         let keys = grid.keys(positions, par);
         let binned = counting_sort(&keys, grid.cells(), par);
-        let gather = |d: usize| -> Vec<T> {
-            binned
-                .order
-                .iter()
-                .map(|&i| positions[i as usize][d])
-                .collect()
-        };
+        let gather = |d: usize| -> Vec<T> { binned.order.iter().map(|&i| positions[i as usize][d]).collect() };
         let (x, y, z) = (gather(0), gather(1), gather(2));
         Self { binned, x, y, z }
     }

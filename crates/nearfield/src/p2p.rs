@@ -102,12 +102,7 @@ where
     let g = exp_neg(c.neg_xi2 * r2);
     let b = c.two_xi_sqrt_pi * g;
     let erfc = erfc_with_gauss(c.xi * r, g);
-    Radial {
-        r2,
-        rinv,
-        a: erfc * rinv,
-        b,
-    }
+    Radial { r2, rinv, a: erfc * rinv, b }
 }
 
 /// One kernel's pair interaction.
@@ -127,13 +122,7 @@ struct Stresslet;
 struct Stokes;
 
 #[inline(always)]
-fn stokeslet_terms<V: Simd>(
-    c: &Consts<V>,
-    d: &[V; 3],
-    f: [V; 3],
-    rad: &Radial<V>,
-    acc: &mut [V; 3],
-) {
+fn stokeslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], f: [V; 3], rad: &Radial<V>, acc: &mut [V; 3]) {
     let a = V::select_positive(rad.r2, rad.a, c.self_a) - rad.b;
     let cr = (rad.a + rad.b) * rad.rinv * rad.rinv;
     let rf = d[0].mul_add(f[0], d[1].mul_add(f[1], d[2] * f[2]));
@@ -144,14 +133,7 @@ fn stokeslet_terms<V: Simd>(
 }
 
 #[inline(always)]
-fn stresslet_terms<V: Simd>(
-    c: &Consts<V>,
-    d: &[V; 3],
-    q: [V; 3],
-    n: [V; 3],
-    rad: &Radial<V>,
-    acc: &mut [V; 3],
-) {
+fn stresslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], q: [V; 3], n: [V; 3], rad: &Radial<V>, acc: &mut [V; 3]) {
     let dd = c.two_xi2 * rad.b;
     let rq = d[0].mul_add(q[0], d[1].mul_add(q[1], d[2] * q[2]));
     let rn = d[0].mul_add(n[0], d[1].mul_add(n[1], d[2] * n[2]));
@@ -239,19 +221,9 @@ where
     let t0 = job.trg.binned.offsets[c];
     let t1 = job.trg.binned.offsets[c + 1];
     let src = job.src;
-    let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| {
-        if q < K::COMPS {
-            &src.density[q][..]
-        } else {
-            &[][..]
-        }
-    });
+    let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &src.density[q][..] } else { &[][..] });
     for (k, t) in (t0..t1).enumerate() {
-        let tx = [
-            job.trg.x[t].to_f64(),
-            job.trg.y[t].to_f64(),
-            job.trg.z[t].to_f64(),
-        ];
+        let tx = [job.trg.x[t].to_f64(), job.trg.y[t].to_f64(), job.trg.z[t].to_f64()];
         let mut acc = [consts.zero; 3];
         for &(cell, shift) in colleagues.iter() {
             let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
@@ -262,11 +234,7 @@ where
             let p = [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[d] - shift[d])));
             let mut j = a;
             while j < b {
-                let d = [
-                    p[0] - V::load(&src.x[j..]),
-                    p[1] - V::load(&src.y[j..]),
-                    p[2] - V::load(&src.z[j..]),
-                ];
+                let d = [p[0] - V::load(&src.x[j..]), p[1] - V::load(&src.y[j..]), p[2] - V::load(&src.z[j..])];
                 let mut s = [consts.zero; 9];
                 for q in 0..K::COMPS {
                     s[q] = V::load(&dens[q][j..]);
@@ -310,18 +278,18 @@ macro_rules! impl_p2p_real {
         impl P2pReal for $t {
             fn run_cell(isa: Isa, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]) {
                 macro_rules! go {
-                            ($k:ty) => {
-                                match isa {
-                                    #[cfg(target_arch = "x86_64")]
-                                    // SAFETY: `Isa::Avx512` is only produced by `Isa::detect` on CPUs with AVX-512F.
-                                    Isa::Avx512 => unsafe { cell_avx512::<$v512, $k>(job, c, out) },
-                                    #[cfg(target_arch = "x86_64")]
-                                    // SAFETY: `Isa::Avx2` is only produced on CPUs with AVX2 and FMA.
-                                    Isa::Avx2 => unsafe { cell_avx2::<$v256, $k>(job, c, out) },
-                                    _ => cell_kernel::<$t, $k>(job, c, out),
-                                }
-                            };
+                    ($k:ty) => {
+                        match isa {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: `p2p` downgrades an `isa` the CPU lacks to `Isa::Scalar`.
+                            Isa::Avx512 => unsafe { cell_avx512::<$v512, $k>(job, c, out) },
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: as above.
+                            Isa::Avx2 => unsafe { cell_avx2::<$v256, $k>(job, c, out) },
+                            _ => cell_kernel::<$t, $k>(job, c, out),
                         }
+                    };
+                }
                 match kernel {
                     Kernel::Laplace => go!(Laplace),
                     Kernel::Stokeslet => go!(Stokeslet),
@@ -345,8 +313,8 @@ impl_p2p_real!(f32, f32, f32);
 /// Near field of all targets: writes `kernel.output_dim()` values per target into `out`, in the
 /// sorted (cell) order of `targets`.
 ///
-/// `isa` must come from [`Isa::detect`] (or be [`Isa::Scalar`]); `sources` must be padded to a
-/// multiple of `isa.lanes::<T>()`.
+/// `sources` must be padded to a multiple of `isa.lanes::<T>()`; an `isa` this CPU lacks runs
+/// the portable code.
 #[allow(clippy::too_many_arguments)]
 pub fn p2p<T: P2pReal>(
     kernel: Kernel,
@@ -359,17 +327,10 @@ pub fn p2p<T: P2pReal>(
     par: Par,
 ) {
     let dim = kernel.output_dim();
+    let isa = if isa.available() { isa } else { Isa::Scalar };
     assert_eq!(out.len(), targets.len() * dim, "P2P output length");
-    assert!(
-        sources.offsets.iter().all(|o| o % isa.lanes::<T>() == 0),
-        "sources padded for another ISA"
-    );
-    let job = Job {
-        grid,
-        src: sources,
-        trg: targets,
-        xi,
-    };
+    assert!(sources.offsets.iter().all(|o| o % isa.lanes::<T>() == 0), "sources padded for another ISA");
+    let job = Job { grid, src: sources, trg: targets, xi };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
     let work = |c: usize| {
@@ -383,9 +344,6 @@ pub fn p2p<T: P2pReal>(
     };
     match par {
         Par::Seq => (0..grid.cells()).for_each(work),
-        Par::Rayon(_) => (0..grid.cells())
-            .into_par_iter()
-            .with_min_len(4)
-            .for_each(work),
+        Par::Rayon(_) => (0..grid.cells()).into_par_iter().with_min_len(4).for_each(work),
     }
 }

@@ -12,84 +12,10 @@ use std::ops::{Add, Mul, Neg, Sub};
 
 use parki_core::Real;
 
-/// The instruction set the kernels were dispatched to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// AVX-512F (8 f64 or 16 f32 lanes).
-    Avx512,
-    /// AVX2 with FMA (4 f64 or 8 f32 lanes).
-    Avx2,
-    /// Portable scalar code.
-    Scalar,
-}
-
-impl Isa {
-    /// The widest instruction set this CPU supports.
-    pub fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Scalar
-    }
-
-    /// Whether this CPU can run code for this instruction set.
-    pub fn available(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            match self {
-                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-                Isa::Avx2 => {
-                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-                }
-                Isa::Scalar => true,
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self == Isa::Scalar
-        }
-    }
-
-    /// Parses `"avx512"`, `"avx2"` or `"scalar"`.
-    pub fn from_name(name: &str) -> Option<Isa> {
-        match name {
-            "avx512" => Some(Isa::Avx512),
-            "avx2" | "avx2+fma" => Some(Isa::Avx2),
-            "scalar" => Some(Isa::Scalar),
-            _ => None,
-        }
-    }
-
-    /// Name for reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Avx512 => "avx512",
-            Isa::Avx2 => "avx2+fma",
-            Isa::Scalar => "scalar",
-        }
-    }
-
-    /// Lanes of the vector type for `T` on this instruction set.
-    pub fn lanes<T: Real>(self) -> usize {
-        let bytes = match self {
-            Isa::Avx512 => 64,
-            Isa::Avx2 => 32,
-            Isa::Scalar => return 1,
-        };
-        bytes / T::BYTES
-    }
-}
+pub use parki_core::isa::Isa;
 
 /// A vector of `LANES` reals with the operations the kernels need.
-pub trait Simd:
-    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
-{
+pub trait Simd: Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self> {
     /// The scalar type.
     type Scalar: Real;
     /// Lanes per vector.
@@ -187,25 +113,21 @@ mod x86 {
     //! inside the caller's `#[target_feature]` function.
 
     use std::arch::x86_64::{
-        __m256, __m256d, __m512, __m512d, _mm256_add_epi32, _mm256_add_epi64, _mm256_add_pd,
-        _mm256_add_ps, _mm256_blendv_pd, _mm256_blendv_ps, _mm256_castpd256_pd128,
-        _mm256_castpd_si256, _mm256_castps256_ps128, _mm256_castps_si256, _mm256_castsi256_pd,
-        _mm256_castsi256_ps, _mm256_cmp_pd, _mm256_cmp_ps, _mm256_div_pd, _mm256_div_ps,
-        _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_fmadd_pd, _mm256_fmadd_ps,
-        _mm256_loadu_pd, _mm256_loadu_ps, _mm256_max_pd, _mm256_max_ps, _mm256_min_pd,
-        _mm256_min_ps, _mm256_mul_pd, _mm256_mul_ps, _mm256_round_pd, _mm256_round_ps,
-        _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_set1_pd, _mm256_set1_ps, _mm256_setzero_pd,
-        _mm256_setzero_ps, _mm256_slli_epi32, _mm256_slli_epi64, _mm256_sqrt_pd, _mm256_sqrt_ps,
-        _mm256_sub_pd, _mm256_sub_ps, _mm512_add_epi32, _mm512_add_epi64, _mm512_add_pd,
-        _mm512_add_ps, _mm512_castpd_si512, _mm512_castps_si512, _mm512_castsi512_pd,
-        _mm512_castsi512_ps, _mm512_cmp_pd_mask, _mm512_cmp_ps_mask, _mm512_div_pd, _mm512_div_ps,
-        _mm512_fmadd_pd, _mm512_fmadd_ps, _mm512_loadu_pd, _mm512_loadu_ps, _mm512_mask_blend_pd,
-        _mm512_mask_blend_ps, _mm512_max_pd, _mm512_max_ps, _mm512_min_pd, _mm512_min_ps,
-        _mm512_mul_pd, _mm512_mul_ps, _mm512_reduce_add_pd, _mm512_reduce_add_ps,
-        _mm512_roundscale_pd, _mm512_roundscale_ps, _mm512_set1_epi32, _mm512_set1_epi64,
-        _mm512_set1_pd, _mm512_set1_ps, _mm512_setzero_pd, _mm512_setzero_ps, _mm512_slli_epi32,
-        _mm512_slli_epi64, _mm512_sqrt_pd, _mm512_sqrt_ps, _mm512_sub_pd, _mm512_sub_ps,
-        _mm_add_pd, _mm_add_ps, _mm_cvtsd_f64, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps,
+        __m256, __m256d, __m512, __m512d, _mm256_add_epi32, _mm256_add_epi64, _mm256_add_pd, _mm256_add_ps,
+        _mm256_blendv_pd, _mm256_blendv_ps, _mm256_castpd256_pd128, _mm256_castpd_si256, _mm256_castps256_ps128,
+        _mm256_castps_si256, _mm256_castsi256_pd, _mm256_castsi256_ps, _mm256_cmp_pd, _mm256_cmp_ps, _mm256_div_pd,
+        _mm256_div_ps, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_fmadd_pd, _mm256_fmadd_ps, _mm256_loadu_pd,
+        _mm256_loadu_ps, _mm256_max_pd, _mm256_max_ps, _mm256_min_pd, _mm256_min_ps, _mm256_mul_pd, _mm256_mul_ps,
+        _mm256_round_pd, _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_set1_pd, _mm256_set1_ps,
+        _mm256_setzero_pd, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_slli_epi64, _mm256_sqrt_pd, _mm256_sqrt_ps,
+        _mm256_sub_pd, _mm256_sub_ps, _mm512_add_epi32, _mm512_add_epi64, _mm512_add_pd, _mm512_add_ps,
+        _mm512_castpd_si512, _mm512_castps_si512, _mm512_castsi512_pd, _mm512_castsi512_ps, _mm512_cmp_pd_mask,
+        _mm512_cmp_ps_mask, _mm512_div_pd, _mm512_div_ps, _mm512_fmadd_pd, _mm512_fmadd_ps, _mm512_loadu_pd,
+        _mm512_loadu_ps, _mm512_mask_blend_pd, _mm512_mask_blend_ps, _mm512_max_pd, _mm512_max_ps, _mm512_min_pd,
+        _mm512_min_ps, _mm512_mul_pd, _mm512_mul_ps, _mm512_reduce_add_pd, _mm512_reduce_add_ps, _mm512_roundscale_pd,
+        _mm512_roundscale_ps, _mm512_set1_epi32, _mm512_set1_epi64, _mm512_set1_pd, _mm512_set1_ps, _mm512_setzero_pd,
+        _mm512_setzero_ps, _mm512_slli_epi32, _mm512_slli_epi64, _mm512_sqrt_pd, _mm512_sqrt_ps, _mm512_sub_pd,
+        _mm512_sub_ps, _mm_add_pd, _mm_add_ps, _mm_cvtsd_f64, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps,
         _mm_unpackhi_pd, _CMP_GT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
     };
     use std::ops::{Add, Mul, Neg, Sub};
@@ -264,34 +186,10 @@ mod x86 {
     #[derive(Clone, Copy)]
     pub struct F32x8(__m256);
 
-    ops!(
-        F64x8,
-        _mm512_add_pd,
-        _mm512_sub_pd,
-        _mm512_mul_pd,
-        _mm512_setzero_pd
-    );
-    ops!(
-        F32x16,
-        _mm512_add_ps,
-        _mm512_sub_ps,
-        _mm512_mul_ps,
-        _mm512_setzero_ps
-    );
-    ops!(
-        F64x4,
-        _mm256_add_pd,
-        _mm256_sub_pd,
-        _mm256_mul_pd,
-        _mm256_setzero_pd
-    );
-    ops!(
-        F32x8,
-        _mm256_add_ps,
-        _mm256_sub_ps,
-        _mm256_mul_ps,
-        _mm256_setzero_ps
-    );
+    ops!(F64x8, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_setzero_pd);
+    ops!(F32x16, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_setzero_ps);
+    ops!(F64x4, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_setzero_pd);
+    ops!(F32x8, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_setzero_ps);
 
     // SAFETY (all impls below): executed only on CPUs with the instruction set of the type;
     // `load` reads exactly LANES elements, which the slice index bounds-checks.

@@ -8,24 +8,14 @@ use parki_reference::classical::add_real_space;
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
     }
 }
 
 const N: usize = 400;
 
-fn problem() -> (
-    Domain,
-    Vec<[f64; 3]>,
-    Vec<f64>,
-    Vec<[f64; 3]>,
-    Vec<[f64; 3]>,
-    Vec<[f64; 3]>,
-) {
+fn problem() -> (Domain, Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>) {
     let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
     let l = domain.lengths();
     let mut g = Lcg(3);
@@ -34,9 +24,7 @@ fn problem() -> (
     let d: Vec<[f64; 3]> = (0..N).map(|_| v()).collect();
     let n: Vec<[f64; 3]> = (0..N).map(|_| v()).collect();
     let mut g = Lcg(9);
-    let pos: Vec<[f64; 3]> = (0..N)
-        .map(|_| [g.next() * l[0], g.next() * l[1], g.next() * l[2]])
-        .collect();
+    let pos: Vec<[f64; 3]> = (0..N).map(|_| [g.next() * l[0], g.next() * l[1], g.next() * l[2]]).collect();
     let q: Vec<f64> = (0..N).map(|_| g.next() - 0.5).collect();
     (domain, pos, q, f, d, n)
 }
@@ -80,13 +68,7 @@ fn rel(a: &[f64], b: &[f64]) -> f64 {
 #[test]
 fn p2p_matches_the_reference_screened_sum() {
     let (domain, pos, q, f, d, n) = problem();
-    let src = Sources {
-        positions: &pos,
-        charges: Some(&q),
-        forces: Some(&f),
-        dipoles: Some(&d),
-        normals: Some(&n),
-    };
+    let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&n) };
     // cells of width >= 0.15; xi = 50 puts G^N below 1e-24 beyond 0.15, so the colleague-cell
     // sum equals the all-image sum within the smallest cell width
     let grid = CellGrid::new(&domain, 0.15).unwrap();
@@ -121,16 +103,7 @@ fn p2p_matches_the_reference_screened_sum() {
             let padded = PaddedSources::build(&grid, kernel, &s32, isa.lanes::<f32>(), Par::Seq);
             let sorted = SortedTargets::build(&grid, &p32, Par::Seq);
             let mut near = vec![0.0f32; N * kernel.output_dim()];
-            p2p(
-                kernel,
-                xi,
-                &grid,
-                &padded,
-                &sorted,
-                &mut near,
-                isa,
-                Par::Seq,
-            );
+            p2p(kernel, xi, &grid, &padded, &sorted, &mut near, isa, Par::Seq);
             let mut u = vec![0.0f32; N * kernel.output_dim()];
             sorted.unsort(&near, kernel.output_dim(), &mut u);
             let u: Vec<f64> = u.iter().map(|&v| v as f64).collect();

@@ -84,12 +84,7 @@ fn generate_positions(domain: &Domain, g: &Generate, field: &str) -> Result<Vec<
             allowed: "at least 1".into(),
         });
     }
-    Ok(generate::positions(
-        domain,
-        dist,
-        g.count,
-        &mut Rng::new(g.seed),
-    ))
+    Ok(generate::positions(domain, dist, g.count, &mut Rng::new(g.seed)))
 }
 
 fn read_rows(base: &Path, p: &Path, field: &str) -> Result<Vec<[f64; 3]>> {
@@ -132,8 +127,7 @@ pub fn load_problem(cfg: &RunConfig, path: &Path) -> Result<Problem> {
         (None, None) => {
             return Err(Error::Missing {
                 field: "sources.positions".into(),
-                reason: "give a .npy file or sources.generate = { distribution, count, seed }"
-                    .into(),
+                reason: "give a .npy file or sources.generate = { distribution, count, seed }".into(),
             })
         }
         (Some(g), None) => {
@@ -154,9 +148,7 @@ pub fn load_problem(cfg: &RunConfig, path: &Path) -> Result<Problem> {
         (None, Some(p)) => {
             prob.positions = read_rows(path, p, "sources.positions")?;
             if let Some(c) = &s.charges {
-                prob.charges = Some(
-                    npy::read(&resolve(path, c), "sources.charges")?.column("sources.charges")?,
-                );
+                prob.charges = Some(npy::read(&resolve(path, c), "sources.charges")?.column("sources.charges")?);
             }
             if let Some(f) = &s.forces {
                 prob.forces = Some(read_rows(path, f, "sources.forces")?);
@@ -206,9 +198,7 @@ pub fn run(args: &RunArgs) -> Result<RunSummary> {
         &format!(
             "{} sources, {} targets, kernel {}, {}, tolerance {:e}",
             prob.positions.len(),
-            prob.targets
-                .as_ref()
-                .map_or(prob.positions.len(), |t| t.len()),
+            prob.targets.as_ref().map_or(prob.positions.len(), |t| t.len()),
             prob.kernel.name(),
             prob.precision,
             prob.tolerance
@@ -218,10 +208,7 @@ pub fn run(args: &RunArgs) -> Result<RunSummary> {
         "f32" => run_typed::<f32>(&cfg, &prob, args),
         _ => run_typed::<f64>(&cfg, &prob, args),
     }?;
-    log(
-        args.quiet,
-        &format!("done in {:.2} s", t0.elapsed().as_secs_f64()),
-    );
+    log(args.quiet, &format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
     Ok(summary)
 }
 
@@ -299,10 +286,7 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
             wrap_positions("targets.positions", t, &domain)?;
         }
     }
-    let charges: Option<Vec<T>> = prob
-        .charges
-        .as_ref()
-        .map(|q| q.iter().map(|&v| T::from_f64(v)).collect());
+    let charges: Option<Vec<T>> = prob.charges.as_ref().map(|q| q.iter().map(|&v| T::from_f64(v)).collect());
     let forces = prob.forces.as_ref().map(|f| convert3::<T>(f));
     let dipoles = prob.dipoles.as_ref().map(|f| convert3::<T>(f));
     let normals = prob.normals.as_ref().map(|f| convert3::<T>(f));
@@ -352,14 +336,9 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
             Some(t) => Targets::Points(t),
             None => Targets::Sources,
         };
-        ev = solver.evaluate_with_progress(
-            &sources,
-            targets,
-            &mut u,
-            &mut |s: Stage, dt: f64| {
-                log(quiet, &format!("{:<8} {:>9.4} s", s.name(), dt));
-            },
-        )?;
+        ev = solver.evaluate_with_progress(&sources, targets, &mut u, &mut |s: Stage, dt: f64| {
+            log(quiet, &format!("{:<8} {:>9.4} s", s.name(), dt));
+        })?;
     }
     for w in &ev.warnings {
         eprintln!("[parki-dist] warning: {w}");
@@ -370,10 +349,7 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
     let check_count = args.check.or(cfg.run.check).unwrap_or(0);
     let check = if check_count > 0 {
         let k = check_count.min(nt);
-        log(
-            quiet,
-            &format!("checking {k} random targets against the classical Ewald sum"),
-        );
+        log(quiet, &format!("checking {k} random targets against the classical Ewald sum"));
         let tc = Instant::now();
         let mut rng = Rng::new(0xc4ec);
         let mut idx: Vec<usize> = (0..nt).collect();
@@ -387,14 +363,10 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
             Some(t) => idx.iter().map(|&i| t[i].map(|v| v.to_f64())).collect(),
             None => idx.iter().map(|&i| p64[i]).collect(),
         };
-        let to64 = |v: &Option<Vec<[T; 3]>>| {
-            v.as_ref()
-                .map(|f| f.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>())
-        };
+        let to64 =
+            |v: &Option<Vec<[T; 3]>>| v.as_ref().map(|f| f.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>());
         let (f64s, d64, n64) = (to64(&forces), to64(&dipoles), to64(&normals));
-        let q64: Option<Vec<f64>> = charges
-            .as_ref()
-            .map(|q| q.iter().map(|v| v.to_f64()).collect());
+        let q64: Option<Vec<f64>> = charges.as_ref().map(|q| q.iter().map(|v| v.to_f64()).collect());
         let src64 = Sources {
             positions: &p64,
             charges: q64.as_deref(),
@@ -402,8 +374,7 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
             dipoles: d64.as_deref(),
             normals: n64.as_deref(),
         };
-        let reference =
-            ClassicalEwald::new(domain, p64.len(), k).evaluate(prob.kernel, &src64, &tp);
+        let reference = ClassicalEwald::new(domain, p64.len(), k).evaluate(prob.kernel, &src64, &tp);
         let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
         for (a, &i) in idx.iter().enumerate() {
             for d in 0..dim {
@@ -417,10 +388,7 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
         let secs = tc.elapsed().as_secs_f64();
         log(
             quiet,
-            &format!(
-                "relative RMS error {rel:.3e} on {k} targets (tolerance {:e}), {secs:.2} s",
-                prob.tolerance
-            ),
+            &format!("relative RMS error {rel:.3e} on {k} targets (tolerance {:e}), {secs:.2} s", prob.tolerance),
         );
         Some(json!({
             "targets": k,
@@ -492,17 +460,10 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
     if let Some(path) = &cfg.output.report {
         let path = resolve(&args.config, path);
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
-        std::fs::write(&path, text + "\n").map_err(|e| Error::Io {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        std::fs::write(&path, text + "\n").map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
         log(quiet, &format!("wrote {}", path.display()));
     }
     let mut table = stats.table();
-    table += &format!(
-        "throughput {:.4e} particles/s ({} targets)\n",
-        nt as f64 / total,
-        nt
-    );
+    table += &format!("throughput {:.4e} particles/s ({} targets)\n", nt as f64 / total, nt);
     Ok(RunSummary { report, table })
 }

@@ -141,19 +141,14 @@ pub struct RunSection {
 impl RunConfig {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
-            path: path.into(),
-            message: e.to_string(),
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), message: e.to_string() })?;
         Self::parse(&text, path)
     }
 
     /// Parses run.toml text (`path` for messages).
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        toml::from_str(text).map_err(|e| Error::Config {
-            path: path.into(),
-            message: e.to_string(),
-        })
+        toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })
     }
 }
 

@@ -78,23 +78,14 @@ impl Distribution {
 }
 
 /// `count` positions in `domain` (strictly inside `[0, L)`).
-pub fn positions(
-    domain: &Domain,
-    dist: Distribution,
-    count: usize,
-    rng: &mut Rng,
-) -> Vec<[f64; 3]> {
+pub fn positions(domain: &Domain, dist: Distribution, count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
     let l = domain.lengths();
     let c = l.map(|v| 0.5 * v);
     let inside = |p: &[f64; 3]| (0..3).all(|d| p[d] >= 0.0 && p[d] < l[d]);
     (0..count)
         .map(|_| loop {
             let p = match dist {
-                Distribution::Uniform => [
-                    rng.uniform() * l[0],
-                    rng.uniform() * l[1],
-                    rng.uniform() * l[2],
-                ],
+                Distribution::Uniform => [rng.uniform() * l[0], rng.uniform() * l[1], rng.uniform() * l[2]],
                 Distribution::Normal => [0, 1, 2].map(|d| c[d] + 0.3 * l[d] * rng.normal()),
                 Distribution::Sphere => {
                     let v = unit_vector(rng);
@@ -130,9 +121,7 @@ pub fn neutral_scalars(count: usize, rng: &mut Rng) -> Vec<f64> {
 
 /// `count` standard normal vectors with the mean removed.
 pub fn neutral_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
-    let mut f: Vec<[f64; 3]> = (0..count)
-        .map(|_| [rng.normal(), rng.normal(), rng.normal()])
-        .collect();
+    let mut f: Vec<[f64; 3]> = (0..count).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect();
     for d in 0..3 {
         let mean = f.iter().map(|v| v[d]).sum::<f64>() / count.max(1) as f64;
         f.iter_mut().for_each(|v| v[d] -= mean);
@@ -142,7 +131,5 @@ pub fn neutral_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
 
 /// `count` standard normal vectors.
 pub fn normal_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
-    (0..count)
-        .map(|_| [rng.normal(), rng.normal(), rng.normal()])
-        .collect()
+    (0..count).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect()
 }

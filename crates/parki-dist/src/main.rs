@@ -90,28 +90,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run {
-            config,
-            check,
-            threads,
-            repeat,
-            quiet,
-            json,
-        } => {
-            let args = RunArgs {
-                config,
-                check,
-                threads,
-                repeat,
-                quiet,
-            };
+        Command::Run { config, check, threads, repeat, quiet, json } => {
+            let args = RunArgs { config, check, threads, repeat, quiet };
             match app::run(&args) {
                 Ok(s) => {
                     if json {
-                        println!(
-                            "{}",
-                            serde_json::to_string_pretty(&s.report).expect("report serialises")
-                        );
+                        println!("{}", serde_json::to_string_pretty(&s.report).expect("report serialises"));
                     } else {
                         print!("{}", s.table);
                         if let Some(c) = s.report.get("check").filter(|c| !c.is_null()) {

@@ -16,19 +16,12 @@ pub struct Array {
 }
 
 fn shape_err(field: &str, expected: &str, found: String) -> Error {
-    Error::Shape {
-        field: field.into(),
-        expected: expected.into(),
-        found,
-    }
+    Error::Shape { field: field.into(), expected: expected.into(), found }
 }
 
 /// Reads `path`; `field` names the input in error messages.
 pub fn read(path: &Path, field: &str) -> Result<Array> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io {
-        path: path.into(),
-        message: format!("{field}: {e}"),
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| Error::Io { path: path.into(), message: format!("{field}: {e}") })?;
     parse(&bytes, &format!("{field} ({})", path.display()))
 }
 
@@ -36,43 +29,22 @@ pub fn read(path: &Path, field: &str) -> Result<Array> {
 pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
     const MAGIC: &[u8] = b"\x93NUMPY";
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        return Err(shape_err(
-            field,
-            "a NumPy .npy file",
-            "no .npy magic number".into(),
-        ));
+        return Err(shape_err(field, "a NumPy .npy file", "no .npy magic number".into()));
     }
     let major = bytes[6];
     let (hlen, start) = match major {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => {
-            return Err(shape_err(
-                field,
-                ".npy format version 1, 2 or 3",
-                format!("version {v}"),
-            ))
-        }
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        v => return Err(shape_err(field, ".npy format version 1, 2 or 3", format!("version {v}"))),
     };
     if bytes.len() < start + hlen {
-        return Err(shape_err(
-            field,
-            "a complete .npy header",
-            "a truncated file".into(),
-        ));
+        return Err(shape_err(field, "a complete .npy header", "a truncated file".into()));
     }
     let header = std::str::from_utf8(&bytes[start..start + hlen])
         .map_err(|_| shape_err(field, "an ASCII header", "invalid UTF-8".into()))?;
-    let descr = dict_value(header, "descr")
-        .ok_or_else(|| shape_err(field, "a 'descr' key", header.into()))?;
-    let fortran = dict_value(header, "fortran_order")
-        .map(|v| v.trim() == "True")
-        .unwrap_or(false);
-    let shape_txt = dict_value(header, "shape")
-        .ok_or_else(|| shape_err(field, "a 'shape' key", header.into()))?;
+    let descr = dict_value(header, "descr").ok_or_else(|| shape_err(field, "a 'descr' key", header.into()))?;
+    let fortran = dict_value(header, "fortran_order").map(|v| v.trim() == "True").unwrap_or(false);
+    let shape_txt = dict_value(header, "shape").ok_or_else(|| shape_err(field, "a 'shape' key", header.into()))?;
     let shape: Vec<usize> = shape_txt
         .trim()
         .trim_start_matches('(')
@@ -80,31 +52,18 @@ pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
         .split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| shape_err(field, "integer dimensions", shape_txt.to_string()))
-        })
+        .map(|s| s.parse::<usize>().map_err(|_| shape_err(field, "integer dimensions", shape_txt.to_string())))
         .collect::<Result<_>>()?;
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
     let width = match descr {
         "<f8" | "=f8" | "f8" => 8,
         "<f4" | "=f4" | "f4" => 4,
-        other => {
-            return Err(shape_err(
-                field,
-                "float64 ('<f8') or float32 ('<f4') data",
-                format!("dtype '{other}'"),
-            ))
-        }
+        other => return Err(shape_err(field, "float64 ('<f8') or float32 ('<f4') data", format!("dtype '{other}'"))),
     };
     let count: usize = shape.iter().product();
     let body = &bytes[start + hlen..];
     if body.len() < count * width {
-        return Err(shape_err(
-            field,
-            &format!("{count} values"),
-            format!("{} bytes of data", body.len()),
-        ));
+        return Err(shape_err(field, &format!("{count} values"), format!("{} bytes of data", body.len())));
     }
     let mut data: Vec<f64> = (0..count)
         .map(|i| {
@@ -130,18 +89,12 @@ pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
 }
 
 fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
-    let k = header
-        .find(&format!("'{key}'"))
-        .or_else(|| header.find(&format!("\"{key}\"")))?;
+    let k = header.find(&format!("'{key}'")).or_else(|| header.find(&format!("\"{key}\"")))?;
     let rest = &header[k + key.len() + 2..];
     let colon = rest.find(':')?;
     let rest = &rest[colon + 1..];
     let rest = rest.trim_start();
-    let end = if rest.starts_with('(') {
-        rest.find(')')? + 1
-    } else {
-        rest.find([',', '}']).unwrap_or(rest.len())
-    };
+    let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find([',', '}']).unwrap_or(rest.len()) };
     Some(&rest[..end])
 }
 
@@ -149,17 +102,9 @@ impl Array {
     /// The array as `(N, 3)` rows.
     pub fn rows3(&self, field: &str) -> Result<Vec<[f64; 3]>> {
         if self.shape.len() != 2 || self.shape[1] != 3 {
-            return Err(shape_err(
-                field,
-                "shape (N, 3)",
-                format!("shape {:?}", self.shape),
-            ));
+            return Err(shape_err(field, "shape (N, 3)", format!("shape {:?}", self.shape)));
         }
-        Ok(self
-            .data
-            .chunks_exact(3)
-            .map(|c| [c[0], c[1], c[2]])
-            .collect())
+        Ok(self.data.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
     }
 
     /// The array as `(N,)` values (an `(N, 1)` array is accepted).
@@ -176,13 +121,7 @@ pub fn write(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
     assert_eq!(shape.iter().product::<usize>(), data.len());
     let dims = match shape {
         [n] => format!("({n},)"),
-        s => format!(
-            "({})",
-            s.iter()
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        s => format!("({})", s.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {dims}, }}");
     let total = 10 + header.len() + 1;
@@ -195,10 +134,7 @@ pub fn write(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
     for v in data {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    let io = |e: std::io::Error| Error::Io {
-        path: path.into(),
-        message: e.to_string(),
-    };
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: e.to_string() };
     let mut f = std::fs::File::create(path).map_err(io)?;
     f.write_all(&out).map_err(io)
 }
@@ -218,13 +154,8 @@ mod tests {
         assert_eq!(a.rows3("x").unwrap()[1], [4.0, 5.0, 6.0]);
         assert!(a.column("x").is_err());
         assert!(parse(b"not a file", "x").is_err());
-        let e = super::read(&dir.join("missing.npy"), "sources.positions")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("missing.npy") && e.contains("sources.positions"),
-            "{e}"
-        );
+        let e = super::read(&dir.join("missing.npy"), "sources.positions").unwrap_err().to_string();
+        assert!(e.contains("missing.npy") && e.contains("sources.positions"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

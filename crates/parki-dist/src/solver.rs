@@ -17,7 +17,8 @@ use std::f64::consts::PI;
 
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources, Stage, StageTimes};
 use parki_farfield::{
-    g2p, p2g, AtomicReal, Cnv, CostModel, G2pVariant, GridWindow, KaiserBessel, P2gVariant, Params,
+    g2p, interleave, p2g, AtomicReal, Cnv, CostModel, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch,
+    P2gVariant, Params,
 };
 use parki_fft3d::{Fft3d, FftReal, GridBuffer, PlanRigor};
 use parki_nearfield::{p2p, CellGrid, Isa, P2pReal, PaddedSources, SortedTargets};
@@ -118,6 +119,8 @@ pub struct EwaldSolver<T: SolverReal> {
     fft: Fft3d<T>,
     far: Vec<T>,
     near: Vec<T>,
+    gather: Vec<T>,
+    p2g_scratch: P2gScratch<T>,
 }
 
 fn available_memory() -> usize {
@@ -126,12 +129,7 @@ fn available_memory() -> usize {
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| {
-                    l.split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse::<usize>().ok())
-                        .map(|kb| kb * 1024)
-                })
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<usize>().ok()).map(|kb| kb * 1024))
         })
         .unwrap_or(8 << 30)
 }
@@ -162,20 +160,14 @@ impl<T: SolverReal> EwaldSolver<T> {
             None => opts.rc,
         };
         let threads = if opts.threads == 0 {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         } else {
             opts.threads
         };
         let isa = match opts.isa {
             None => Isa::detect(),
             Some(i) if i.available() => i,
-            Some(i) => {
-                return Err(Error::Unsupported {
-                    what: format!("instruction set {} on this CPU", i.name()),
-                })
-            }
+            Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
         };
         let request = parki_farfield::Request {
             kernel: opts.kernel,
@@ -188,36 +180,21 @@ impl<T: SolverReal> EwaldSolver<T> {
             window_p: opts.window_support,
             oversampling: opts.oversampling,
             lanes: isa.lanes::<T>(),
-            max_grid_bytes: opts
-                .max_grid_bytes
-                .unwrap_or_else(|| available_memory() / 2),
+            max_grid_bytes: opts.max_grid_bytes.unwrap_or_else(|| available_memory() / 2),
             cost: opts.cost,
         };
         let params = parki_farfield::select(&request)?;
         let cells = CellGrid::new(&opts.domain, params.rc)?;
         let layout = parki_decomp::GridLayout::new(params.grid)?;
         let window = GridWindow::new(layout, params.h, &params.poly);
-        let cnv = Cnv::new(
-            opts.kernel,
-            layout,
-            opts.domain.lengths(),
-            &KaiserBessel::new(params.p),
-            params.xi,
-        );
+        let cnv = Cnv::new(opts.kernel, layout, opts.domain.lengths(), &KaiserBessel::new(params.p), params.xi);
         let mut buffer = GridBuffer::new(layout, opts.kernel.grid_components());
-        let fft = Fft3d::plan(
-            &mut buffer,
-            opts.kernel.grid_components(),
-            opts.kernel.output_dim(),
-            threads,
-            opts.fft_rigor,
-        )?;
+        let fft =
+            Fft3d::plan(&mut buffer, opts.kernel.grid_components(), opts.kernel.output_dim(), threads, opts.fft_rigor)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
-            .map_err(|e| Error::Resource {
-                message: format!("cannot start {threads} threads: {e}"),
-            })?;
+            .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
         Ok(Self {
             opts: opts.clone(),
             params,
@@ -231,6 +208,8 @@ impl<T: SolverReal> EwaldSolver<T> {
             fft,
             far: Vec::new(),
             near: Vec::new(),
+            gather: Vec::new(),
+            p2g_scratch: P2gScratch::new(threads),
         })
     }
 
@@ -269,12 +248,7 @@ impl<T: SolverReal> EwaldSolver<T> {
 
     /// Evaluates the potential at `targets` into `out` (`output_dim` values per target, input
     /// order), overwriting it.
-    pub fn evaluate(
-        &mut self,
-        sources: &Sources<T>,
-        targets: Targets<T>,
-        out: &mut [T],
-    ) -> Result<Evaluation> {
+    pub fn evaluate(&mut self, sources: &Sources<T>, targets: Targets<T>, out: &mut [T]) -> Result<Evaluation> {
         self.evaluate_with_progress(sources, targets, out, &mut |_, _| {})
     }
 
@@ -328,11 +302,8 @@ impl<T: SolverReal> EwaldSolver<T> {
         ev.pairs = (0..cells.cells())
             .map(|c| {
                 let n_t = sorted.binned.count(c) as u64;
-                let n_s: usize = cells
-                    .colleagues(c)
-                    .iter()
-                    .map(|&(s, _)| padded.offsets[s + 1] - padded.offsets[s])
-                    .sum();
+                let n_s: usize =
+                    cells.colleagues(c).iter().map(|&(s, _)| padded.offsets[s + 1] - padded.offsets[s]).sum();
                 n_t * n_s as u64
             })
             .sum();
@@ -342,8 +313,7 @@ impl<T: SolverReal> EwaldSolver<T> {
         let t = std::time::Instant::now();
         self.near.resize(nt * dim, T::ZERO);
         let (xi, near) = (self.params.xi, &mut self.near);
-        self.pool
-            .install(|| p2p(kernel, xi, cells, &padded, &sorted, near, isa, par));
+        self.pool.install(|| p2p(kernel, xi, cells, &padded, &sorted, near, isa, par));
         sorted.unsort(&self.near, dim, out);
         drop(padded);
         drop(sorted);
@@ -351,10 +321,9 @@ impl<T: SolverReal> EwaldSolver<T> {
 
         // P2G
         let t = std::time::Instant::now();
-        let (window, buffer) = (&self.window, &mut self.buffer);
+        let (window, buffer, scratch) = (&self.window, &mut self.buffer, &mut self.p2g_scratch);
         let variant = self.opts.p2g;
-        self.pool
-            .install(|| p2g(variant, kernel, window, sources, buffer.as_mut_slice(), par));
+        self.pool.install(|| p2g(variant, kernel, window, sources, buffer.as_mut_slice(), scratch, isa, par));
         stage(&mut ev, Stage::P2G, t);
 
         // FFT, CNV, IFFT
@@ -372,10 +341,18 @@ impl<T: SolverReal> EwaldSolver<T> {
         // G2P and sum
         let t = std::time::Instant::now();
         self.far.resize(nt * dim, T::ZERO);
-        let (window, grid, far) = (&self.window, self.buffer.as_slice(), &mut self.far);
+        let (window, grid) = (&self.window, self.buffer.as_slice());
+        let (far, gather) = (&mut self.far, &mut self.gather);
         let variant = self.opts.g2p;
-        self.pool
-            .install(|| g2p(variant, dim, window, grid, target_positions, far, par));
+        self.pool.install(|| {
+            let view = if dim == 1 {
+                GatherGrid::from_fft(&window.layout, grid)
+            } else {
+                interleave(&window.layout, dim, grid, gather, par);
+                GatherGrid::interleaved(&window.layout, dim, gather)
+            };
+            g2p(variant, window, &view, target_positions, far, isa, par)
+        });
         let background = background_shift(kernel, sources, domain.volume(), self.params.xi);
         for (o, f) in out.iter_mut().zip(&self.far) {
             *o += *f + T::from_f64(background);
@@ -391,10 +368,7 @@ fn background_shift<T: Real>(kernel: Kernel, sources: &Sources<T>, volume: f64, 
     if kernel != Kernel::Laplace {
         return 0.0;
     }
-    let q: f64 = sources
-        .charges
-        .map(|c| c.iter().map(|v| v.to_f64()).sum())
-        .unwrap_or(0.0);
+    let q: f64 = sources.charges.map(|c| c.iter().map(|v| v.to_f64()).sum()).unwrap_or(0.0);
     -PI * q / (volume * xi * xi)
 }
 
@@ -420,10 +394,7 @@ fn neutrality_warnings<T: Real>(kernel: Kernel, sources: &Sources<T>) -> Vec<Str
                 abs += v[d].to_f64().abs();
             }
         }
-        if net
-            .iter()
-            .any(|n| n.abs() > rel * abs.max(f64::MIN_POSITIVE))
-        {
+        if net.iter().any(|n| n.abs() > rel * abs.max(f64::MIN_POSITIVE)) {
             w.push(format!(
                 "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is \
                  dropped, which balances it by a uniform pressure gradient (zero mean flow)",

@@ -35,21 +35,12 @@ impl Drop for Dir {
 }
 
 fn run(config: &Path, extra: &[&str]) -> Output {
-    bin()
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "2"])
-        .args(extra)
-        .output()
-        .unwrap()
+    bin().arg("run").arg(config).args(["--quiet", "--threads", "2"]).args(extra).output().unwrap()
 }
 
 fn assert_error(out: &Output, needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success; stderr: {err}"
-    );
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
     assert_eq!(out.status.code(), Some(2), "exit code; stderr: {err}");
     assert!(!err.contains("panicked"), "panic: {err}");
     for n in needles {
@@ -64,30 +55,10 @@ fn write_inputs(dir: &Dir, n: usize) -> Vec<[f64; 3]> {
     let pos = generate::positions(&domain, Distribution::Uniform, n, &mut rng);
     let flat = |v: &[[f64; 3]]| v.iter().flatten().cloned().collect::<Vec<f64>>();
     npy::write(&dir.path("src.npy"), &[n, 3], &flat(&pos)).unwrap();
-    npy::write(
-        &dir.path("q.npy"),
-        &[n],
-        &generate::neutral_scalars(n, &mut rng),
-    )
-    .unwrap();
-    npy::write(
-        &dir.path("f.npy"),
-        &[n, 3],
-        &flat(&generate::neutral_vectors(n, &mut rng)),
-    )
-    .unwrap();
-    npy::write(
-        &dir.path("d.npy"),
-        &[n, 3],
-        &flat(&generate::normal_vectors(n, &mut rng)),
-    )
-    .unwrap();
-    npy::write(
-        &dir.path("n.npy"),
-        &[n, 3],
-        &flat(&generate::normal_vectors(n, &mut rng)),
-    )
-    .unwrap();
+    npy::write(&dir.path("q.npy"), &[n], &generate::neutral_scalars(n, &mut rng)).unwrap();
+    npy::write(&dir.path("f.npy"), &[n, 3], &flat(&generate::neutral_vectors(n, &mut rng))).unwrap();
+    npy::write(&dir.path("d.npy"), &[n, 3], &flat(&generate::normal_vectors(n, &mut rng))).unwrap();
+    npy::write(&dir.path("n.npy"), &[n, 3], &flat(&generate::normal_vectors(n, &mut rng))).unwrap();
     pos
 }
 
@@ -111,16 +82,7 @@ fn help_documents_commands_and_run_toml() {
     let out = bin().arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    for key in [
-        "run",
-        "[problem]",
-        "tolerance",
-        "precision",
-        "generate",
-        "[output]",
-        "window_support",
-        "check",
-    ] {
+    for key in ["run", "[problem]", "tolerance", "precision", "generate", "[output]", "window_support", "check"] {
         assert!(text.contains(key), "--help lacks {key}");
     }
     let out = bin().args(["run", "--help"]).output().unwrap();
@@ -136,25 +98,9 @@ fn run_from_files_writes_potential_and_report_and_checks() {
     write_inputs(&dir, 800);
     let cfg = dir.file("run.toml", FILES);
     let out = run(&cfg, &["--check", "100"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
-    for s in [
-        "P2P",
-        "P2G",
-        "FFT",
-        "CNV",
-        "IFFT",
-        "G2P",
-        "min",
-        "avg",
-        "max",
-        "throughput",
-        "check",
-    ] {
+    for s in ["P2P", "P2G", "FFT", "CNV", "IFFT", "G2P", "min", "avg", "max", "throughput", "check"] {
         assert!(table.contains(s), "table lacks {s}: {table}");
     }
     let u = npy::read(&dir.path("u.npy"), "u").unwrap();
@@ -162,10 +108,7 @@ fn run_from_files_writes_potential_and_report_and_checks() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap();
     for key in ["xi", "rc", "grid", "window_support", "h"] {
-        assert!(
-            report["parameters"].get(key).is_some(),
-            "report lacks parameters.{key}"
-        );
+        assert!(report["parameters"].get(key).is_some(), "report lacks parameters.{key}");
     }
     for stage in ["P2P", "P2G", "FFT", "CNV", "IFFT", "G2P"] {
         assert!(report["timings"][stage]["avg"].as_f64().unwrap() >= 0.0);
@@ -201,19 +144,12 @@ fn f32_run_and_separate_targets() {
          [output]\npotential = \"u.npy\"\n",
     );
     let out = run(&cfg, &["--check", "300", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["precision"], "f32");
     assert_eq!(report["targets"], 300);
     assert!(report["check"]["relative_rms_error"].as_f64().unwrap() <= 1e-5);
-    assert_eq!(
-        npy::read(&dir.path("u.npy"), "u").unwrap().shape,
-        vec![300, 3]
-    );
+    assert_eq!(npy::read(&dir.path("u.npy"), "u").unwrap().shape, vec![300, 3]);
 }
 
 #[test]
@@ -234,10 +170,7 @@ fn wrong_shape_and_mismatched_lengths_are_errors() {
     assert_error(&run(&cfg, &[]), &["sources.positions", "(N, 3)", "[50, 2]"]);
     npy::write(&dir.path("short.npy"), &[49, 3], &vec![0.1; 147]).unwrap();
     let cfg = dir.file("run.toml", &FILES.replace("d.npy", "short.npy"));
-    assert_error(
-        &run(&cfg, &[]),
-        &["sources.dipoles has 49 rows", "sources.positions has 50"],
-    );
+    assert_error(&run(&cfg, &[]), &["sources.dipoles has 49 rows", "sources.positions has 50"]);
     std::fs::write(dir.path("junk.npy"), b"hello").unwrap();
     let cfg = dir.file("run.toml", &FILES.replace("n.npy", "junk.npy"));
     assert_error(&run(&cfg, &[]), &["sources.normals", ".npy"]);
@@ -249,27 +182,12 @@ fn particle_outside_the_box_fails_unless_wrapped() {
     let mut pos = write_inputs(&dir, 60);
     pos[17][1] = 1.25; // box is 1.2 along y
     pos[3][0] = -0.2;
-    npy::write(
-        &dir.path("src.npy"),
-        &[60, 3],
-        &pos.iter().flatten().cloned().collect::<Vec<_>>(),
-    )
-    .unwrap();
+    npy::write(&dir.path("src.npy"), &[60, 3], &pos.iter().flatten().cloned().collect::<Vec<_>>()).unwrap();
     let cfg = dir.file("run.toml", FILES);
-    assert_error(
-        &run(&cfg, &[]),
-        &["sources.positions[3]", "outside", "-0.2"],
-    );
-    let cfg = dir.file(
-        "run.toml",
-        &FILES.replace("tolerance = 1e-7", "tolerance = 1e-7\nwrap = true"),
-    );
+    assert_error(&run(&cfg, &[]), &["sources.positions[3]", "outside", "-0.2"]);
+    let cfg = dir.file("run.toml", &FILES.replace("tolerance = 1e-7", "tolerance = 1e-7\nwrap = true"));
     let out = run(&cfg, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -288,41 +206,13 @@ fn bad_configuration_values_are_errors() {
     let dir = Dir::new("config");
     write_inputs(&dir, 40);
     let cases: [(&str, &str, &[&str]); 7] = [
-        (
-            "tolerance = 1e-7",
-            "tolerance = 1e-15",
-            &["problem.tolerance", "1e-15"],
-        ),
-        (
-            "tolerance = 1e-7",
-            "tolerance = 1e-7\nprecision = \"f16\"",
-            &["problem.precision", "f16"],
-        ),
-        (
-            "kernel = \"stokes\"",
-            "kernel = \"helmholtz\"",
-            &["problem.kernel", "helmholtz"],
-        ),
-        (
-            "tolerance = 1e-7",
-            "tolerance = 1e-7\ntolerence = 1e-3",
-            &["tolerence"],
-        ),
-        (
-            "box = [1.0, 1.2, 0.9]",
-            "box = [1.0, -1.2, 0.9]",
-            &["problem.box[1]"],
-        ),
-        (
-            "[output]",
-            "[ewald]\nwindow_support = 5\n[output]",
-            &["ewald.window_support", "5"],
-        ),
-        (
-            "[output]",
-            "[ewald]\np2g = \"fast\"\n[output]",
-            &["ewald.p2g", "fast"],
-        ),
+        ("tolerance = 1e-7", "tolerance = 1e-15", &["problem.tolerance", "1e-15"]),
+        ("tolerance = 1e-7", "tolerance = 1e-7\nprecision = \"f16\"", &["problem.precision", "f16"]),
+        ("kernel = \"stokes\"", "kernel = \"helmholtz\"", &["problem.kernel", "helmholtz"]),
+        ("tolerance = 1e-7", "tolerance = 1e-7\ntolerence = 1e-3", &["tolerence"]),
+        ("box = [1.0, 1.2, 0.9]", "box = [1.0, -1.2, 0.9]", &["problem.box[1]"]),
+        ("[output]", "[ewald]\nwindow_support = 5\n[output]", &["ewald.window_support", "5"]),
+        ("[output]", "[ewald]\np2g = \"fast\"\n[output]", &["ewald.p2g", "fast"]),
     ];
     for (from, to, needles) in cases {
         let cfg = dir.file("run.toml", &FILES.replace(from, to));
@@ -342,10 +232,6 @@ fn non_neutral_input_warns_and_succeeds() {
         "[problem]\nkernel = \"laplace\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-6\n[sources]\npositions = \"src.npy\"\ncharges = \"q.npy\"\n",
     );
     let out = run(&cfg, &["--check", "50"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: sources.charges: net charge"));
 }

@@ -20,9 +20,7 @@ impl Data {
         let q = generate::neutral_scalars(count, &mut rng);
         let f = generate::neutral_vectors(count, &mut rng);
         let d = generate::normal_vectors(count, &mut rng);
-        let n = (0..count)
-            .map(|_| generate::unit_vector(&mut rng))
-            .collect();
+        let n = (0..count).map(|_| generate::unit_vector(&mut rng)).collect();
         Self { pos, q, f, d, n }
     }
 
@@ -82,11 +80,7 @@ impl DataF32 {
 /// `||a - b|| / ||b||`.
 pub fn rel_rms<A: Copy + Into<f64>>(a: &[A], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
-    let num: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| ((*x).into() - y).powi(2))
-        .sum();
+    let num: f64 = a.iter().zip(b).map(|(x, y)| ((*x).into() - y).powi(2)).sum();
     let den: f64 = b.iter().map(|y| y * y).sum();
     (num / den).sqrt()
 }

@@ -19,8 +19,7 @@ fn results_agree_over_a_range_of_cutoffs() {
     let data32 = data.cast();
     for kernel in KERNELS {
         let dim = kernel.output_dim();
-        let reference =
-            ClassicalEwald::new(domain, N, N).evaluate(kernel, &data.sources(), &data.pos);
+        let reference = ClassicalEwald::new(domain, N, N).evaluate(kernel, &data.sources(), &data.pos);
         for tol in [1e-5, 1e-9] {
             let runs: Vec<Vec<f64>> = RC
                 .iter()
@@ -29,31 +28,19 @@ fn results_agree_over_a_range_of_cutoffs() {
                     o.rc = Some(rc);
                     let mut s = EwaldSolver::<f64>::new(&o, N, N).unwrap();
                     let mut u = vec![0.0; N * dim];
-                    s.evaluate(&data.sources(), Targets::Sources, &mut u)
-                        .unwrap();
+                    s.evaluate(&data.sources(), Targets::Sources, &mut u).unwrap();
                     let e = rel_rms(&u, &reference);
-                    assert!(
-                        e <= tol,
-                        "{} tol {tol:e} rc {rc}: error {e:e}",
-                        kernel.name()
-                    );
+                    assert!(e <= tol, "{} tol {tol:e} rc {rc}: error {e:e}", kernel.name());
                     u
                 })
                 .collect();
             for (i, u) in runs.iter().enumerate() {
                 let d = rel_rms(u, &runs[0]);
-                assert!(
-                    d <= 30.0 * tol,
-                    "{} tol {tol:e}: rc {} vs {}: {d:e}",
-                    kernel.name(),
-                    RC[i],
-                    RC[0]
-                );
+                assert!(d <= 30.0 * tol, "{} tol {tol:e}: rc {} vs {}: {d:e}", kernel.name(), RC[i], RC[0]);
             }
         }
         let wide = data32.widen();
-        let reference32 =
-            ClassicalEwald::new(domain, N, N).evaluate(kernel, &wide.sources(), &wide.pos);
+        let reference32 = ClassicalEwald::new(domain, N, N).evaluate(kernel, &wide.sources(), &wide.pos);
         for tol in [1e-3, 1e-5] {
             let runs: Vec<Vec<f64>> = RC
                 .iter()
@@ -62,27 +49,16 @@ fn results_agree_over_a_range_of_cutoffs() {
                     o.rc = Some(rc);
                     let mut s = EwaldSolver::<f32>::new(&o, N, N).unwrap();
                     let mut u = vec![0.0f32; N * dim];
-                    s.evaluate(&data32.sources(), Targets::Sources, &mut u)
-                        .unwrap();
+                    s.evaluate(&data32.sources(), Targets::Sources, &mut u).unwrap();
                     let u: Vec<f64> = u.iter().map(|&v| v as f64).collect();
                     let e = rel_rms(&u, &reference32);
-                    assert!(
-                        e <= tol,
-                        "{} f32 tol {tol:e} rc {rc}: error {e:e}",
-                        kernel.name()
-                    );
+                    assert!(e <= tol, "{} f32 tol {tol:e} rc {rc}: error {e:e}", kernel.name());
                     u
                 })
                 .collect();
             for (i, u) in runs.iter().enumerate() {
                 let d = rel_rms(u, &runs[0]);
-                assert!(
-                    d <= 30.0 * tol,
-                    "{} f32 tol {tol:e}: rc {} vs {}: {d:e}",
-                    kernel.name(),
-                    RC[i],
-                    RC[0]
-                );
+                assert!(d <= 30.0 * tol, "{} f32 tol {tol:e}: rc {} vs {}: {d:e}", kernel.name(), RC[i], RC[0]);
             }
         }
     }

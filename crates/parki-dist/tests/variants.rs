@@ -76,13 +76,8 @@ fn independent_of_particle_order() {
     let pick = |v: &Vec<[f64; 3]>| perm.iter().map(|&i| v[i]).collect::<Vec<_>>();
     let (pos, f, d, n) = (pick(&data.pos), pick(&data.f), pick(&data.d), pick(&data.n));
     let q: Vec<f64> = perm.iter().map(|&i| data.q[i]).collect();
-    let permuted = Sources {
-        positions: &pos,
-        charges: Some(&q),
-        forces: Some(&f),
-        dipoles: Some(&d),
-        normals: Some(&n),
-    };
+    let permuted =
+        Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&n) };
     for kernel in KERNELS {
         let dim = kernel.output_dim();
         let base = solve(&opts(kernel), &data.sources(), Targets::Sources, N);
@@ -107,19 +102,10 @@ fn invariant_under_lattice_shifts() {
             let mut pos: Vec<[f64; 3]> = data
                 .pos
                 .iter()
-                .map(|p| {
-                    [
-                        p[0] + shift[0] * l[0],
-                        p[1] + shift[1] * l[1],
-                        p[2] + shift[2] * l[2],
-                    ]
-                })
+                .map(|p| [p[0] + shift[0] * l[0], p[1] + shift[1] * l[1], p[2] + shift[2] * l[2]])
                 .collect();
             wrap_positions("sources.positions", &mut pos, &domain).unwrap();
-            let src = Sources {
-                positions: &pos,
-                ..data.sources()
-            };
+            let src = Sources { positions: &pos, ..data.sources() };
             let u = solve(&opts(kernel), &src, Targets::Sources, N);
             let e = rel_rms(&u, &base);
             assert!(e < 1e-13, "{} shift {shift:?}: {e:e}", kernel.name());
@@ -152,8 +138,7 @@ fn p2p_instruction_sets_agree() {
         let solve32 = |o: &EwaldOptions| {
             let mut s = EwaldSolver::<f32>::new(o, N, N).unwrap();
             let mut u = vec![0.0f32; N * kernel.output_dim()];
-            s.evaluate(&data32.sources(), Targets::Sources, &mut u)
-                .unwrap();
+            s.evaluate(&data32.sources(), Targets::Sources, &mut u).unwrap();
             u.iter().map(|&v| v as f64).collect::<Vec<_>>()
         };
         let scalar32 = solve32(&o);
@@ -169,12 +154,7 @@ fn separate_targets_at_the_sources_equal_the_self_evaluation() {
     let data = Data::new(&box_unequal(), Distribution::Uniform, N, 26);
     for kernel in KERNELS {
         let a = solve(&opts(kernel), &data.sources(), Targets::Sources, N);
-        let b = solve(
-            &opts(kernel),
-            &data.sources(),
-            Targets::Points(&data.pos),
-            N,
-        );
+        let b = solve(&opts(kernel), &data.sources(), Targets::Points(&data.pos), N);
         assert!(rel_rms(&b, &a) < 1e-15, "{}", kernel.name());
     }
 }

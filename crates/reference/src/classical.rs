@@ -29,8 +29,7 @@ use std::f64::consts::PI;
 
 use parki_core::{Domain, Kernel, Sources};
 use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice,
-    ParallelSliceMut,
+    IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
 };
 
 /// Screening products that make both tails negligible: `erfc(6.5) ~ 4e-20`, `e^{-6.5^2} ~ 5e-19`.
@@ -57,11 +56,7 @@ impl ClassicalEwald {
     /// An evaluator whose `xi` balances the real-space and Fourier costs for `ns` sources and
     /// `nt` targets.
     pub fn new(domain: Domain, ns: usize, nt: usize) -> Self {
-        assert_eq!(
-            domain.periodicity(),
-            3,
-            "the classical reference is triply periodic"
-        );
+        assert_eq!(domain.periodicity(), 3, "the classical reference is triply periodic");
         let v = domain.volume();
         // real-space pair-image count ~ 1150 Nt Ns / (xi^3 V), Fourier terms ~ 18.6 (Ns+Nt) xi^3 V;
         // a real-space term costs about 4 Fourier terms.
@@ -74,22 +69,12 @@ impl ClassicalEwald {
 
     /// An evaluator with a given splitting parameter.
     pub fn with_xi(domain: Domain, xi: f64) -> Self {
-        assert_eq!(
-            domain.periodicity(),
-            3,
-            "the classical reference is triply periodic"
-        );
+        assert_eq!(domain.periodicity(), 3, "the classical reference is triply periodic");
         let real_cutoff = SCREEN / xi;
         let k_cutoff = 2.0 * SCREEN * xi;
         let l = domain.lengths();
         let modes = [0, 1, 2].map(|d| (k_cutoff * l[d] / (2.0 * PI)).ceil() as i64);
-        Self {
-            domain,
-            xi,
-            real_cutoff,
-            k_cutoff,
-            modes,
-        }
+        Self { domain, xi, real_cutoff, k_cutoff, modes }
     }
 
     /// The splitting parameter.
@@ -101,12 +86,7 @@ impl ClassicalEwald {
     ///
     /// A target that coincides exactly with a source (or one of its images) skips its
     /// free-space term; other images are kept.
-    pub fn evaluate(
-        &self,
-        kernel: Kernel,
-        sources: &Sources<f64>,
-        targets: &[[f64; 3]],
-    ) -> Vec<f64> {
+    pub fn evaluate(&self, kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3]]) -> Vec<f64> {
         let dim = kernel.output_dim();
         let mut out = vec![0.0; targets.len() * dim];
         self.real_space(kernel, sources, targets, &mut out);
@@ -121,42 +101,34 @@ impl ClassicalEwald {
         out
     }
 
-    fn real_space(
-        &self,
-        kernel: Kernel,
-        sources: &Sources<f64>,
-        targets: &[[f64; 3]],
-        out: &mut [f64],
-    ) {
+    fn real_space(&self, kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3]], out: &mut [f64]) {
         let dim = kernel.output_dim();
         let l = self.domain.lengths();
         let rc = self.real_cutoff;
         let nimg = [0, 1, 2].map(|d| (rc / l[d]).ceil() as i64 + 1);
         let xi = self.xi;
-        out.par_chunks_mut(dim)
-            .zip(targets.par_iter())
-            .for_each(|(u, x)| {
-                let mut acc = [0.0f64; 3];
-                for (j, y) in sources.positions.iter().enumerate() {
-                    for a in -nimg[0]..=nimg[0] {
-                        for b in -nimg[1]..=nimg[1] {
-                            for c in -nimg[2]..=nimg[2] {
-                                let r = [
-                                    x[0] - y[0] + a as f64 * l[0],
-                                    x[1] - y[1] + b as f64 * l[1],
-                                    x[2] - y[2] + c as f64 * l[2],
-                                ];
-                                let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
-                                if r2 >= rc * rc {
-                                    continue;
-                                }
-                                add_real_space(kernel, xi, r, r2, sources, j, &mut acc);
+        out.par_chunks_mut(dim).zip(targets.par_iter()).for_each(|(u, x)| {
+            let mut acc = [0.0f64; 3];
+            for (j, y) in sources.positions.iter().enumerate() {
+                for a in -nimg[0]..=nimg[0] {
+                    for b in -nimg[1]..=nimg[1] {
+                        for c in -nimg[2]..=nimg[2] {
+                            let r = [
+                                x[0] - y[0] + a as f64 * l[0],
+                                x[1] - y[1] + b as f64 * l[1],
+                                x[2] - y[2] + c as f64 * l[2],
+                            ];
+                            let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                            if r2 >= rc * rc {
+                                continue;
                             }
+                            add_real_space(kernel, xi, r, r2, sources, j, &mut acc);
                         }
                     }
                 }
-                u.iter_mut().zip(acc.iter()).for_each(|(o, a)| *o += a);
-            });
+            }
+            u.iter_mut().zip(acc.iter()).for_each(|(o, a)| *o += a);
+        });
     }
 
     fn modes(&self) -> Modes {
@@ -173,11 +145,7 @@ impl ClassicalEwald {
                     if !keep {
                         continue;
                     }
-                    let kv = [
-                        2.0 * PI * a as f64 / l[0],
-                        2.0 * PI * b as f64 / l[1],
-                        2.0 * PI * c as f64 / l[2],
-                    ];
+                    let kv = [2.0 * PI * a as f64 / l[0], 2.0 * PI * b as f64 / l[1], 2.0 * PI * c as f64 / l[2]];
                     let k2 = kv[0] * kv[0] + kv[1] * kv[1] + kv[2] * kv[2];
                     if k2 > kc2 {
                         continue;
@@ -204,22 +172,13 @@ impl ClassicalEwald {
         })
     }
 
-    fn fourier_space(
-        &self,
-        kernel: Kernel,
-        sources: &Sources<f64>,
-        targets: &[[f64; 3]],
-        out: &mut [f64],
-    ) {
+    fn fourier_space(&self, kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3]], out: &mut [f64]) {
         let modes = self.modes();
         let nk = modes.k.len();
         let ncomp = source_components(kernel);
         let shift = [self.modes[0] as usize, 0, 0];
         // Structure factors S_c(k) = sum_j s_jc e^{-i k.y_j}, c over the density components.
-        let chunk = sources
-            .len()
-            .div_ceil(rayon::current_num_threads().max(1) * 4)
-            .max(1);
+        let chunk = sources.len().div_ceil(rayon::current_num_threads().max(1) * 4).max(1);
         let idx: Vec<usize> = (0..sources.len()).collect();
         let s: Vec<(f64, f64)> = idx
             .par_chunks(chunk)
@@ -265,23 +224,19 @@ impl ClassicalEwald {
         }
         // u(x) += (2/V) sum_{half space} Re[U(k) e^{i k.x}]
         let scale = 2.0 / self.domain.volume();
-        out.par_chunks_mut(dim)
-            .zip(targets.par_iter())
-            .for_each(|(u, x)| {
-                let ph = self.phases(x); // e^{-i k.x}; conjugate below
-                let mut acc = [Neumaier::default(); 3];
-                for (m, n) in modes.n.iter().enumerate() {
-                    let e = cmul(cmul(ph[0][n[0] + shift[0]], ph[1][n[1]]), ph[2][n[2]]);
-                    let e = (e.0, -e.1);
-                    for c in 0..dim {
-                        let v = cmul(uk[m * dim + c], e);
-                        acc[c].add(v.0);
-                    }
+        out.par_chunks_mut(dim).zip(targets.par_iter()).for_each(|(u, x)| {
+            let ph = self.phases(x); // e^{-i k.x}; conjugate below
+            let mut acc = [Neumaier::default(); 3];
+            for (m, n) in modes.n.iter().enumerate() {
+                let e = cmul(cmul(ph[0][n[0] + shift[0]], ph[1][n[1]]), ph[2][n[2]]);
+                let e = (e.0, -e.1);
+                for c in 0..dim {
+                    let v = cmul(uk[m * dim + c], e);
+                    acc[c].add(v.0);
                 }
-                u.iter_mut()
-                    .zip(acc.iter())
-                    .for_each(|(o, a)| *o += scale * a.value());
-            });
+            }
+            u.iter_mut().zip(acc.iter()).for_each(|(o, a)| *o += scale * a.value());
+        });
     }
 }
 
@@ -382,8 +337,8 @@ fn fourier_kernel(kernel: Kernel, xi: f64, k: [f64; 3], s: &[(f64, f64)], u: &mu
                     for j in 0..3 {
                         for kk in 0..3 {
                             let d = |a: usize, b: usize| if a == b { 1.0 } else { 0.0 };
-                            let t = k2 * (k[kk] * d(i, j) + k[i] * d(j, kk) + k[j] * d(i, kk))
-                                - 2.0 * k[i] * k[j] * k[kk];
+                            let t =
+                                k2 * (k[kk] * d(i, j) + k[i] * d(j, kk) + k[j] * d(i, kk)) - 2.0 * k[i] * k[j] * k[kk];
                             let sv = s[off + 3 * j + kk];
                             re += t * sv.0;
                             im += t * sv.1;
@@ -400,15 +355,7 @@ fn fourier_kernel(kernel: Kernel, xi: f64, k: [f64; 3], s: &[(f64, f64)], u: &mu
 
 /// Adds the real-space (screened) term `G^N(r) s_j` of source `j` at separation `r`
 /// (`r2 = |r|^2`) to `acc`; at `r = 0` adds `-G^F(0) s_j` (the self term).
-pub fn add_real_space(
-    kernel: Kernel,
-    xi: f64,
-    r: [f64; 3],
-    r2: f64,
-    s: &Sources<f64>,
-    j: usize,
-    acc: &mut [f64; 3],
-) {
+pub fn add_real_space(kernel: Kernel, xi: f64, r: [f64; 3], r2: f64, s: &Sources<f64>, j: usize, acc: &mut [f64; 3]) {
     let sqrt_pi = PI.sqrt();
     if r2 == 0.0 {
         // coincident: the singular free-space term is skipped, leaving -G^F(0) s_j
