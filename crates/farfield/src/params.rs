@@ -21,26 +21,34 @@ use crate::error_model::ErrorModel;
 use crate::window::{KaiserBessel, WindowPoly};
 
 /// Cost constants of this implementation, nanoseconds per unit of work on one thread, measured
-/// by `parki-bench calibrate` (docs/performance.md; AMD EPYC Zen 5, f64).
+/// by `parki-bench calibrate` (docs/performance.md: AMD EPYC Zen 5, AVX-512, f64). Per-kernel
+/// arrays are in the order of `Kernel::ALL`: Laplace, Stokeslet, stresslet, Stokes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
-    /// P2P per evaluated pair (padding included), per kernel: Laplace, Stokeslet, stresslet, Stokes.
+    /// P2P per evaluated pair (padding included).
     pub p2p_pair: [f64; 4],
     /// P2G per source, per `P^3`, per grid component.
-    pub p2g: f64,
-    /// FFT per grid point, per `log2` of the grid size, per component.
+    pub p2g: [f64; 4],
+    /// FFT per grid point, per `log2` of the grid size, per transformed component.
     pub fft: f64,
     /// CNV per half-spectrum mode.
     pub cnv: f64,
     /// G2P per target, per `P^3`, per output component.
-    pub g2p: f64,
+    pub g2p: [f64; 4],
     /// Ratio of f32 to f64 cost (applied to every stage in single precision).
     pub f32_ratio: f64,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
-        Self { p2p_pair: [1.6, 2.0, 2.3, 2.6], p2g: 0.35, fft: 0.25, cnv: 6.0, g2p: 0.4, f32_ratio: 0.6 }
+        Self {
+            p2p_pair: [4.65, 3.90, 3.76, 4.28],
+            p2g: [0.91, 0.50, 0.39, 0.40],
+            fft: 0.31,
+            cnv: 7.5,
+            g2p: [0.98, 0.73, 0.76, 0.68],
+            f32_ratio: 0.6,
+        }
     }
 }
 
@@ -269,10 +277,10 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &m
         let dim = req.kernel.output_dim() as f64;
         let cost = CostEstimate {
             p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
-            p2g: 1e-9 * scale * c.p2g * req.sources as f64 * p3 * ncomp as f64,
+            p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
             fft: 1e-9 * scale * c.fft * ng * ng.log2() * (ncomp as f64 + dim),
             cnv: 1e-9 * scale * c.cnv * layout.complex_len() as f64,
-            g2p: 1e-9 * scale * c.g2p * req.targets as f64 * p3 * dim,
+            g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim,
         };
         let total_cost = cost.total();
         if best.as_ref().is_some_and(|b| b.cost <= total_cost) {

@@ -31,12 +31,19 @@ use crate::special::{erfc_with_gauss, exp_neg, KernelReal};
 pub struct P2pFlops;
 
 impl P2pFlops {
-    /// Flops per pair for `kernel` in precision `T` (the f32 polynomials are shorter).
-    pub fn per_pair<T: KernelReal>(kernel: Kernel) -> f64 {
-        let exp = 2.0 + 4.0 + 2.0 * (T::EXP_COEFFS.len() - 1) as f64 + 1.0;
-        let erfc = 1.0 + 2.0 + 1.0 + 1.0 + 3.0 + 2.0 * (T::ERFC_COEFFS.len() - 1) as f64 + 3.0;
-        // r (3 sub, 1 mul, 2 fma), 1/r (sqrt, div), r, x, -xi^2 r^2, B, A
-        let common = 8.0 + 2.0 + 1.0 + 1.0 + 1.0 + exp + 1.0 + erfc + 1.0;
+    /// Flops per pair for `kernel` in precision `T` on `isa` (the f32 polynomials are shorter;
+    /// on AVX-512 `1/sqrt` and `1/x` are estimates refined by Newton steps, counted as the FMA
+    /// work they do instead of one flop each).
+    pub fn per_pair<T: KernelReal>(kernel: Kernel, isa: Isa) -> f64 {
+        let newton = isa == Isa::Avx512;
+        let steps = if T::BYTES == 8 { 2.0 } else { 1.0 };
+        // estimate + per step: rsqrt 1 mul + 1 fma + 1 mul (4 flops), recip 2 fma (4 flops)
+        let (rsqrt, recip) = if newton { (2.0 + 4.0 * steps, 1.0 + 4.0 * steps) } else { (2.0, 1.0) };
+        let poly = |n: usize| 2.0 * (n - 1) as f64 + crate::special::estrin_squarings(n) as f64;
+        let exp = 2.0 + 4.0 + poly(T::EXP_COEFFS.len()) + 1.0;
+        let erfc = 1.0 + 2.0 + 1.0 + recip + 3.0 + poly(T::ERFC_COEFFS.len()) + 3.0;
+        // r (3 sub, 1 mul, 2 fma), 1/r, r, x, -xi^2 r^2, B, A
+        let common = 8.0 + rsqrt + 1.0 + 1.0 + 1.0 + exp + 1.0 + erfc + 1.0;
         let stokeslet = 1.0 + 1.0 + 2.0 + 5.0 + 1.0 + 12.0; // A-B, A+B, (A+B)/r^2, r.f, c, 3x(2 fma)
         let stresslet = 1.0 + 15.0 + 6.0 + 18.0 + 2.0 + 12.0; // D, r.q r.n q.n, e, 3 comps, s
         common
@@ -57,7 +64,6 @@ struct Consts<V> {
     self_a: V,
     two_xi2: V,
     zero: V,
-    one: V,
     two: V,
     six: V,
 }
@@ -74,7 +80,6 @@ impl<V: Simd> Consts<V> {
             self_a: s(-c),
             two_xi2: s(2.0 * xi * xi),
             zero: s(0.0),
-            one: s(1.0),
             two: s(2.0),
             six: s(6.0),
         }
@@ -97,7 +102,7 @@ where
     V::Scalar: KernelReal,
 {
     let r2 = d[0].mul_add(d[0], d[1].mul_add(d[1], d[2] * d[2]));
-    let rinv = V::select_positive(r2, c.one.div(r2.sqrt()), c.zero);
+    let rinv = V::select_positive(r2, r2.rsqrt(), c.zero);
     let r = r2 * rinv;
     let g = exp_neg(c.neg_xi2 * r2);
     let b = c.two_xi_sqrt_pi * g;

@@ -30,6 +30,16 @@ pub trait Simd: Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Se
     fn div(self, o: Self) -> Self;
     /// Lane-wise square root.
     fn sqrt(self) -> Self;
+    /// `1/sqrt(self)` to full precision (AVX-512: 14-bit estimate and Newton steps, FMA only).
+    fn rsqrt(self) -> Self {
+        Self::splat(Self::Scalar::ONE).div(self.sqrt())
+    }
+    /// `1/self` to full precision (AVX-512: 14-bit estimate and Newton steps, FMA only).
+    fn recip(self) -> Self {
+        Self::splat(Self::Scalar::ONE).div(self)
+    }
+    /// Whether `rsqrt` and `recip` use estimates and Newton steps (for flop counting).
+    const NEWTON: bool = false;
     /// Lane-wise maximum.
     fn max(self, o: Self) -> Self;
     /// Lane-wise minimum.
@@ -122,10 +132,11 @@ mod x86 {
         _mm256_setzero_pd, _mm256_setzero_ps, _mm256_slli_epi32, _mm256_slli_epi64, _mm256_sqrt_pd, _mm256_sqrt_ps,
         _mm256_sub_pd, _mm256_sub_ps, _mm512_add_epi32, _mm512_add_epi64, _mm512_add_pd, _mm512_add_ps,
         _mm512_castpd_si512, _mm512_castps_si512, _mm512_castsi512_pd, _mm512_castsi512_ps, _mm512_cmp_pd_mask,
-        _mm512_cmp_ps_mask, _mm512_div_pd, _mm512_div_ps, _mm512_fmadd_pd, _mm512_fmadd_ps, _mm512_loadu_pd,
-        _mm512_loadu_ps, _mm512_mask_blend_pd, _mm512_mask_blend_ps, _mm512_max_pd, _mm512_max_ps, _mm512_min_pd,
-        _mm512_min_ps, _mm512_mul_pd, _mm512_mul_ps, _mm512_reduce_add_pd, _mm512_reduce_add_ps, _mm512_roundscale_pd,
-        _mm512_roundscale_ps, _mm512_set1_epi32, _mm512_set1_epi64, _mm512_set1_pd, _mm512_set1_ps, _mm512_setzero_pd,
+        _mm512_cmp_ps_mask, _mm512_div_pd, _mm512_div_ps, _mm512_fmadd_pd, _mm512_fmadd_ps, _mm512_fnmadd_pd,
+        _mm512_fnmadd_ps, _mm512_loadu_pd, _mm512_loadu_ps, _mm512_mask_blend_pd, _mm512_mask_blend_ps, _mm512_max_pd,
+        _mm512_max_ps, _mm512_min_pd, _mm512_min_ps, _mm512_mul_pd, _mm512_mul_ps, _mm512_rcp14_pd, _mm512_rcp14_ps,
+        _mm512_reduce_add_pd, _mm512_reduce_add_ps, _mm512_roundscale_pd, _mm512_roundscale_ps, _mm512_rsqrt14_pd,
+        _mm512_rsqrt14_ps, _mm512_set1_epi32, _mm512_set1_epi64, _mm512_set1_pd, _mm512_set1_ps, _mm512_setzero_pd,
         _mm512_setzero_ps, _mm512_slli_epi32, _mm512_slli_epi64, _mm512_sqrt_pd, _mm512_sqrt_ps, _mm512_sub_pd,
         _mm512_sub_ps, _mm_add_pd, _mm_add_ps, _mm_cvtsd_f64, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps,
         _mm_unpackhi_pd, _CMP_GT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
@@ -196,6 +207,34 @@ mod x86 {
     impl Simd for F64x8 {
         type Scalar = f64;
         const LANES: usize = 8;
+        const NEWTON: bool = true;
+        #[inline(always)]
+        fn rsqrt(self) -> Self {
+            // y <- y (3/2 - x/2 y^2): 14 -> 28 -> 56 bits
+            unsafe {
+                let h = _mm512_mul_pd(self.0, _mm512_set1_pd(0.5));
+                let c = _mm512_set1_pd(1.5);
+                let mut y = _mm512_rsqrt14_pd(self.0);
+                for _ in 0..2 {
+                    let t = _mm512_fnmadd_pd(h, _mm512_mul_pd(y, y), c);
+                    y = _mm512_mul_pd(y, t);
+                }
+                F64x8(y)
+            }
+        }
+        #[inline(always)]
+        fn recip(self) -> Self {
+            // y <- y + y (1 - d y): 14 -> 28 -> 56 bits
+            unsafe {
+                let one = _mm512_set1_pd(1.0);
+                let mut y = _mm512_rcp14_pd(self.0);
+                for _ in 0..2 {
+                    let e = _mm512_fnmadd_pd(self.0, y, one);
+                    y = _mm512_fmadd_pd(y, e, y);
+                }
+                F64x8(y)
+            }
+        }
         #[inline(always)]
         fn splat(x: f64) -> Self {
             unsafe { F64x8(_mm512_set1_pd(x)) }
@@ -254,6 +293,24 @@ mod x86 {
     impl Simd for F32x16 {
         type Scalar = f32;
         const LANES: usize = 16;
+        const NEWTON: bool = true;
+        #[inline(always)]
+        fn rsqrt(self) -> Self {
+            unsafe {
+                let h = _mm512_mul_ps(self.0, _mm512_set1_ps(0.5));
+                let y = _mm512_rsqrt14_ps(self.0);
+                let t = _mm512_fnmadd_ps(h, _mm512_mul_ps(y, y), _mm512_set1_ps(1.5));
+                F32x16(_mm512_mul_ps(y, t))
+            }
+        }
+        #[inline(always)]
+        fn recip(self) -> Self {
+            unsafe {
+                let y = _mm512_rcp14_ps(self.0);
+                let e = _mm512_fnmadd_ps(self.0, y, _mm512_set1_ps(1.0));
+                F32x16(_mm512_fmadd_ps(y, e, y))
+            }
+        }
         #[inline(always)]
         fn splat(x: f32) -> Self {
             unsafe { F32x16(_mm512_set1_ps(x)) }

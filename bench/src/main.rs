@@ -1,0 +1,286 @@
+//! Benchmarks of parki-dist. Every number is printed next to a baseline measured in the same
+//! process (these machines are noisy); results go to docs/performance.md with the machine.
+//!
+//! - `throughput`: particles per second of a whole evaluation with the per-stage split, for each
+//!   kernel, N and tolerance; at N = 1e5 also the ratio to the O(N^2) direct sum.
+//! - `p2p-peak`: the P2P kernel's achieved FP64 (or FP32) rate as a fraction of the peak of the
+//!   same cores, measured by an FMA loop.
+//! - `calibrate`: the cost constants of `parki_farfield::CostModel` on this machine (one thread).
+
+mod peak;
+
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use parki_core::{Domain, Kernel, Sources, Stage};
+use parki_dist::generate::{self, Distribution, Rng};
+use parki_dist::{Evaluation, EwaldOptions, EwaldSolver, Targets};
+use parki_nearfield::{Isa, P2pFlops};
+
+#[derive(Parser)]
+#[command(name = "parki-bench", about = "Benchmarks of parki-dist")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+    /// Threads (default: all cores).
+    #[arg(long, global = true, default_value_t = 0)]
+    threads: usize,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Throughput of whole evaluations with the per-stage split.
+    Throughput {
+        /// Particle counts.
+        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+        n: Vec<usize>,
+        /// Tolerances.
+        #[arg(long, value_delimiter = ',', default_value = "1e-6,1e-9")]
+        tol: Vec<f64>,
+        /// Kernels.
+        #[arg(long, value_delimiter = ',', default_value = "laplace,stokeslet,stresslet,stokes")]
+        kernel: Vec<String>,
+        /// Targets sampled to time the O(N^2) direct sum (its cost is linear in the targets).
+        #[arg(long, default_value_t = 4000)]
+        direct_sample: usize,
+        /// Largest N for which the direct-sum ratio is measured.
+        #[arg(long, default_value_t = 100_000)]
+        direct_max_n: usize,
+        /// Single precision.
+        #[arg(long)]
+        f32: bool,
+    },
+    /// P2P FP rate against the FMA-loop peak of the same cores.
+    P2pPeak {
+        /// Particles.
+        #[arg(long, default_value_t = 1_000_000)]
+        n: usize,
+        /// Tolerance (sets xi and the cells).
+        #[arg(long, default_value_t = 1e-9)]
+        tol: f64,
+    },
+    /// Cost-model constants on this machine.
+    Calibrate {
+        /// Particles.
+        #[arg(long, default_value_t = 200_000)]
+        n: usize,
+    },
+}
+
+fn threads(t: usize) -> usize {
+    if t == 0 {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    } else {
+        t
+    }
+}
+
+struct Problem {
+    domain: Domain,
+    pos: Vec<[f64; 3]>,
+    q: Vec<f64>,
+    f: Vec<[f64; 3]>,
+    d: Vec<[f64; 3]>,
+    nrm: Vec<[f64; 3]>,
+}
+
+impl Problem {
+    fn uniform(n: usize, seed: u64) -> Self {
+        let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).expect("unit box");
+        let mut rng = Rng::new(seed);
+        let pos = generate::positions(&domain, Distribution::Uniform, n, &mut rng);
+        let q = generate::neutral_scalars(n, &mut rng);
+        let f = generate::neutral_vectors(n, &mut rng);
+        let d = generate::normal_vectors(n, &mut rng);
+        let nrm = (0..n).map(|_| generate::unit_vector(&mut rng)).collect();
+        Self { domain, pos, q, f, d, nrm }
+    }
+
+    fn sources(&self) -> Sources<'_, f64> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.nrm),
+        }
+    }
+}
+
+/// Plans and evaluates twice (the first evaluation faults in the scratch memory); returns the
+/// solver and the second evaluation.
+fn run<T: parki_dist::SolverReal>(
+    kernel: Kernel,
+    tol: f64,
+    threads: usize,
+    prob: &Problem,
+) -> (EwaldSolver<T>, Evaluation, f64) {
+    let mut opts = EwaldOptions::new(kernel, prob.domain, tol);
+    opts.threads = threads;
+    let t = Instant::now();
+    let mut solver = EwaldSolver::<T>::new(&opts, prob.pos.len(), prob.pos.len()).expect("plan");
+    let plan = t.elapsed().as_secs_f64();
+    let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
+    let (pos, f, d, nrm) = (c3(&prob.pos), c3(&prob.f), c3(&prob.d), c3(&prob.nrm));
+    let q: Vec<T> = prob.q.iter().map(|&v| T::from_f64(v)).collect();
+    let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&nrm) };
+    let mut u = vec![T::ZERO; pos.len() * kernel.output_dim()];
+    solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
+    let ev = solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
+    (solver, ev, plan)
+}
+
+fn throughput(
+    ns: &[usize],
+    tols: &[f64],
+    kernels: &[Kernel],
+    threads: usize,
+    sample: usize,
+    direct_max: usize,
+    single: bool,
+) {
+    println!(
+        "## Throughput ({} threads, {}, uniform particles in the unit cube, targets = sources)\n",
+        threads,
+        if single { "f32" } else { "f64" }
+    );
+    println!("| kernel | N | tol | P2P | P2G | FFT | CNV | IFFT | G2P | prep | total s | particles/s | est. error | P | grid | direct s | speed-up |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for &n in ns {
+        let prob = Problem::uniform(n, 1);
+        for &kernel in kernels {
+            // O(N^2) direct sum, timed on a sample of targets (linear in the targets)
+            let direct = if n <= direct_max {
+                let k = sample.min(n);
+                let t = Instant::now();
+                let _ = parki_reference::direct::free_space_sum(kernel, &prob.sources(), &prob.pos[..k]);
+                Some(t.elapsed().as_secs_f64() * n as f64 / k as f64)
+            } else {
+                None
+            };
+            for &tol in tols {
+                let (s, ev, _) = if single {
+                    run_dyn::<f32>(kernel, tol, threads, &prob)
+                } else {
+                    run_dyn::<f64>(kernel, tol, threads, &prob)
+                };
+                let total = ev.times.total();
+                let g = s.grid;
+                let stage = |st| ev.times.get(st);
+                println!(
+                    "| {} | {:.0e} | {:.0e} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3e} | {:.1e} | {} | {}x{}x{} | {} | {} |",
+                    kernel.name(), n as f64, tol,
+                    stage(Stage::P2P), stage(Stage::P2G), stage(Stage::FFT), stage(Stage::CNV), stage(Stage::IFFT), stage(Stage::G2P), stage(Stage::Prepare),
+                    total, n as f64 / total, s.estimate, s.p, g[0], g[1], g[2],
+                    direct.map(|d| format!("{d:.1}")).unwrap_or_else(|| "-".into()),
+                    direct.map(|d| format!("{:.0}x", d / total)).unwrap_or_else(|| "-".into()),
+                );
+            }
+        }
+    }
+}
+
+struct Summary {
+    grid: [usize; 3],
+    p: usize,
+    estimate: f64,
+}
+
+fn run_dyn<T: parki_dist::SolverReal>(
+    kernel: Kernel,
+    tol: f64,
+    threads: usize,
+    prob: &Problem,
+) -> (Summary, Evaluation, f64) {
+    let (s, ev, plan) = run::<T>(kernel, tol, threads, prob);
+    let p = s.params();
+    (Summary { grid: p.grid, p: p.p, estimate: p.estimate.total }, ev, plan)
+}
+
+fn p2p_peak(n: usize, tol: f64, threads: usize) {
+    let isa = Isa::detect();
+    let peak64 = peak::fma_peak::<f64>(isa, threads);
+    let peak32 = peak::fma_peak::<f32>(isa, threads);
+    println!("## P2P rate against peak ({threads} threads, {}, N = {n:.0e}, tol {tol:.0e})\n", isa.name());
+    println!("FMA-loop peak, same cores: FP64 {:.1} GFLOP/s, FP32 {:.1} GFLOP/s\n", peak64 / 1e9, peak32 / 1e9);
+    println!("| kernel | precision | pairs | flops/pair | P2P s | GFLOP/s | fraction of peak | targets/s |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let prob = Problem::uniform(n, 2);
+    for kernel in Kernel::ALL {
+        for single in [false, true] {
+            let tol = if single { tol.max(1e-6) } else { tol };
+            let (ev, flops, peak, name) = if single {
+                let (_, ev, _) = run::<f32>(kernel, tol, threads, &prob);
+                (ev, P2pFlops::per_pair::<f32>(kernel, isa), peak32, "f32")
+            } else {
+                let (_, ev, _) = run::<f64>(kernel, tol, threads, &prob);
+                (ev, P2pFlops::per_pair::<f64>(kernel, isa), peak64, "f64")
+            };
+            let t = ev.times.get(Stage::P2P);
+            let rate = ev.pairs as f64 * flops / t;
+            println!(
+                "| {} | {} | {:.3e} | {:.0} | {:.3} | {:.1} | {:.0}% | {:.3e} |",
+                kernel.name(),
+                name,
+                ev.pairs as f64,
+                flops,
+                t,
+                rate / 1e9,
+                100.0 * rate / peak,
+                n as f64 / t
+            );
+        }
+    }
+}
+
+fn calibrate(n: usize) {
+    println!("## Cost-model calibration (1 thread, N = {n:.0e}, unit cube, uniform, f64)\n");
+    let prob = Problem::uniform(n, 3);
+    let (mut p2p, mut p2g, mut g2p) = ([0.0; 4], [0.0; 4], [0.0; 4]);
+    let (mut fft, mut cnv) = (Vec::new(), Vec::new());
+    for (k, kernel) in Kernel::ALL.iter().enumerate() {
+        for tol in [1e-6, 1e-9] {
+            let (s, ev, _) = run::<f64>(*kernel, tol, 1, &prob);
+            let par = s.params();
+            let ng = par.grid.iter().product::<usize>() as f64;
+            let p3 = (par.p * par.p * par.p) as f64;
+            let ncomp = kernel.grid_components() as f64;
+            let dim = kernel.output_dim() as f64;
+            let half = (par.grid[0] / 2 + 1) * par.grid[1] * par.grid[2];
+            p2p[k] += 0.5e9 * ev.times.get(Stage::P2P) / ev.pairs as f64;
+            p2g[k] += 0.5e9 * ev.times.get(Stage::P2G) / (n as f64 * p3 * ncomp);
+            fft.push(1e9 * (ev.times.get(Stage::FFT) + ev.times.get(Stage::IFFT)) / (ng * ng.log2() * (ncomp + dim)));
+            cnv.push(1e9 * ev.times.get(Stage::CNV) / half as f64);
+            g2p[k] += 0.5e9 * ev.times.get(Stage::G2P) / (n as f64 * p3 * dim);
+            println!(
+                "- {} tol {tol:.0e}: P = {}, grid {:?}, pairs {:.3e}; P2P {:.3} s, P2G {:.3} s, FFT+IFFT {:.3} s, CNV {:.3} s, G2P {:.3} s",
+                kernel.name(), par.p, par.grid, ev.pairs as f64,
+                ev.times.get(Stage::P2P), ev.times.get(Stage::P2G), ev.times.get(Stage::FFT) + ev.times.get(Stage::IFFT),
+                ev.times.get(Stage::CNV), ev.times.get(Stage::G2P)
+            );
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let four = |v: &[f64; 4]| format!("[{:.2}, {:.2}, {:.2}, {:.2}]", v[0], v[1], v[2], v[3]);
+    println!(
+        "\nCostModel {{ p2p_pair: {}, p2g: {}, fft: {:.2}, cnv: {:.1}, g2p: {} }} (ns)",
+        four(&p2p),
+        four(&p2g),
+        mean(&fft),
+        mean(&cnv),
+        four(&g2p)
+    );
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let t = threads(cli.threads);
+    match cli.command {
+        Cmd::Throughput { n, tol, kernel, direct_sample, direct_max_n, f32 } => {
+            let kernels: Vec<Kernel> = kernel.iter().map(|k| Kernel::from_name(k).expect("kernel name")).collect();
+            throughput(&n, &tol, &kernels, t, direct_sample, direct_max_n, f32);
+        }
+        Cmd::P2pPeak { n, tol } => p2p_peak(n, tol, t),
+        Cmd::Calibrate { n } => calibrate(n),
+    }
+}
