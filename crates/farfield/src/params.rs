@@ -42,11 +42,11 @@ pub struct CostModel {
 impl Default for CostModel {
     fn default() -> Self {
         Self {
-            p2p_pair: [4.65, 3.90, 3.76, 4.28],
-            p2g: [0.91, 0.50, 0.39, 0.40],
-            fft: 0.31,
-            cnv: 7.5,
-            g2p: [0.98, 0.73, 0.76, 0.68],
+            p2p_pair: [3.93, 3.26, 3.29, 3.67],
+            p2g: [0.89, 0.41, 0.47, 0.49],
+            fft: 0.30,
+            cnv: 7.1,
+            g2p: [1.03, 0.69, 0.78, 0.78],
             f32_ratio: 0.6,
         }
     }
