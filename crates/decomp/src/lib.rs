@@ -24,7 +24,7 @@ impl GridLayout {
     /// A layout for `global = [Mx, My, Mz]` points; every size must be even and at least 4.
     pub fn new(global: [usize; 3]) -> Result<Self> {
         for (axis, &m) in global.iter().enumerate() {
-            if m < 4 || m % 2 != 0 {
+            if m < 4 || !m.is_multiple_of(2) {
                 return Err(Error::OutOfRange {
                     field: format!("grid[{axis}]"),
                     value: m.to_string(),
@@ -91,7 +91,7 @@ pub fn cells_per_axis(lengths: [f64; 3], min_width: f64) -> Option<[usize; 3]> {
     let mut n = [0usize; 3];
     for d in 0..3 {
         let c = (lengths[d] / min_width * (1.0 + 1e-12)).floor();
-        if !(c >= 3.0) {
+        if c.is_nan() || c < 3.0 {
             return None;
         }
         n[d] = (c as usize).min(1 << 20);
@@ -104,10 +104,10 @@ pub fn cells_per_axis(lengths: [f64; 3], min_width: f64) -> Option<[usize; 3]> {
 pub fn fft_friendly_size(n: usize) -> usize {
     let mut m = n.max(4);
     loop {
-        if m % 2 == 0 {
+        if m.is_multiple_of(2) {
             let mut r = m;
             for p in [2, 3, 5, 7] {
-                while r % p == 0 {
+                while r.is_multiple_of(p) {
                     r /= p;
                 }
             }

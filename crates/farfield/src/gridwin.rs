@@ -35,7 +35,7 @@ pub struct Footprint<T> {
 impl<T: Real> GridWindow<T> {
     /// A window for `layout` with spacings `h` from the fitted polynomial.
     pub fn new(layout: GridLayout, h: [f64; 3], poly: &WindowPoly) -> Self {
-        assert!(poly.p <= MAX_P && poly.p % 2 == 0, "window support must be even and at most {MAX_P}");
+        assert!(poly.p <= MAX_P && poly.p.is_multiple_of(2), "window support must be even and at most {MAX_P}");
         assert!(layout.global.iter().all(|&m| m >= poly.p), "the grid must be at least P points wide");
         Self {
             layout,
@@ -48,6 +48,7 @@ impl<T: Real> GridWindow<T> {
 
     /// Anchor (wrapped) and weights of a point in the box.
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
     pub fn footprint(&self, pos: &[T; 3]) -> Footprint<T> {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         let half = (self.p / 2) as i64;

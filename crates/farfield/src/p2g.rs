@@ -87,6 +87,7 @@ impl AtomicReal for f32 {
 /// Spreads `sources` onto the first `kernel.grid_components()` components of `grid`
 /// (components back to back, each `layout.real_len()` long), overwriting them; the hot loops
 /// run compiled for `isa`.
+#[allow(clippy::too_many_arguments)]
 pub fn p2g<T: AtomicReal>(
     variant: P2gVariant,
     kernel: Kernel,

@@ -17,10 +17,10 @@ impl Lcg {
 const L: [f64; 3] = [1.0, 1.2, 0.9];
 const N: usize = 700;
 
-fn setup(
-    p: usize,
-    grid: [usize; 3],
-) -> (GridWindow<f64>, Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>) {
+/// Window, positions, charges, forces, dipoles, normals.
+type Setup = (GridWindow<f64>, Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>);
+
+fn setup(p: usize, grid: [usize; 3]) -> Setup {
     let layout = GridLayout::new(grid).unwrap();
     let h = [0, 1, 2].map(|d| L[d] / grid[d] as f64);
     let (poly, _) = WindowPoly::fit_to(&KaiserBessel::new(p), 1e-15);

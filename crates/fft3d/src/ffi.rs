@@ -24,6 +24,7 @@ pub trait FftReal: Real + fftw::array::AlignedAllocable {
     type RawPlan: Copy;
     /// Plans `howmany` in-place transforms.
     #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn plan_many(
         n: &[c_int; 3],
         howmany: c_int,
@@ -63,6 +64,7 @@ pub unsafe fn init_threads() {
 
 impl FftReal for f64 {
     type RawPlan = sys::fftw_plan;
+    #[allow(clippy::too_many_arguments)]
     unsafe fn plan_many(
         n: &[c_int; 3],
         howmany: c_int,
@@ -136,6 +138,7 @@ impl FftReal for f64 {
 
 impl FftReal for f32 {
     type RawPlan = sys::fftwf_plan;
+    #[allow(clippy::too_many_arguments)]
     unsafe fn plan_many(
         n: &[c_int; 3],
         howmany: c_int,

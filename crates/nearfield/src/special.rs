@@ -30,6 +30,7 @@ pub trait KernelReal: Real {
     const ERFC_COEFFS: &'static [f64];
 }
 
+#[allow(clippy::excessive_precision)]
 const INV_FACT: [f64; 14] = [
     1.0,
     1.0,
@@ -47,6 +48,7 @@ const INV_FACT: [f64; 14] = [
     1.605_904_383_682_161_3e-10,
 ];
 
+#[allow(clippy::excessive_precision)]
 impl KernelReal for f64 {
     const EXP_COEFFS: &'static [f64] = &INV_FACT;
     const EXP_MIN: f64 = -600.0;
@@ -55,6 +57,7 @@ impl KernelReal for f64 {
     const ERFC_COEFFS: &'static [f64] = &ERFC_F64;
 }
 
+#[allow(clippy::excessive_precision)]
 impl KernelReal for f32 {
     const EXP_COEFFS: &'static [f64] = &[
         1.0,
@@ -79,12 +82,12 @@ impl KernelReal for f32 {
 pub fn estrin<V: Simd>(coeffs: &[f64], t: V) -> V {
     const MAX: usize = 32;
     let n = coeffs.len();
-    debug_assert!(n >= 1 && n <= MAX);
+    debug_assert!((1..=MAX).contains(&n));
     let c = |k: usize| V::splat(V::Scalar::from_f64(coeffs[k]));
     let mut terms = [c(0); MAX];
     let mut m = n.div_ceil(2);
-    for i in 0..m {
-        terms[i] = if 2 * i + 1 < n { c(2 * i + 1).mul_add(t, c(2 * i)) } else { c(2 * i) };
+    for (i, term) in terms.iter_mut().enumerate().take(m) {
+        *term = if 2 * i + 1 < n { c(2 * i + 1).mul_add(t, c(2 * i)) } else { c(2 * i) };
     }
     let mut p = t * t;
     while m > 1 {

@@ -15,7 +15,9 @@ impl Lcg {
 
 const N: usize = 400;
 
-fn problem() -> (Domain, Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>) {
+type Problem = (Domain, Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>);
+
+fn problem() -> Problem {
     let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
     let l = domain.lengths();
     let mut g = Lcg(3);

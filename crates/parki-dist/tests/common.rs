@@ -1,5 +1,5 @@
 //! Shared helpers of the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, missing_docs)]
 
 use parki_core::{Domain, Kernel, Sources};
 use parki_dist::generate::{self, Distribution, Rng};

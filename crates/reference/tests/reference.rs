@@ -70,11 +70,10 @@ fn stokeslet_hasimoto_constant() {
     }
 }
 
-fn random_problem(
-    n: usize,
-    seed: u64,
-    l: [f64; 3],
-) -> (Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>) {
+/// Positions, charges, forces, dipoles, normals.
+type RandomProblem = (Vec<[f64; 3]>, Vec<f64>, Vec<[f64; 3]>, Vec<[f64; 3]>, Vec<[f64; 3]>);
+
+fn random_problem(n: usize, seed: u64, l: [f64; 3]) -> RandomProblem {
     let mut g = Lcg(seed);
     let pos: Vec<[f64; 3]> = (0..n).map(|_| [g.next() * l[0], g.next() * l[1], g.next() * l[2]]).collect();
     let mut q: Vec<f64> = (0..n).map(|_| g.next() - 0.5).collect();
