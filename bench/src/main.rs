@@ -121,7 +121,8 @@ fn run<T: parki_dist::SolverReal>(
     let mut solver = EwaldSolver::<T>::new(&opts, prob.pos.len(), prob.pos.len()).expect("plan");
     let plan = t.elapsed().as_secs_f64();
     let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
-    let (pos, f, d, nrm) = (c3(&prob.pos), c3(&prob.f), c3(&prob.d), c3(&prob.nrm));
+    let pos = parki_core::validate::narrow_positions::<T>(&prob.pos, &prob.domain);
+    let (f, d, nrm) = (c3(&prob.f), c3(&prob.d), c3(&prob.nrm));
     let q: Vec<T> = prob.q.iter().map(|&v| T::from_f64(v)).collect();
     let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&nrm) };
     let mut u = vec![T::ZERO; pos.len() * kernel.output_dim()];

@@ -64,6 +64,8 @@ pub trait Real:
     fn min(self, other: Self) -> Self;
     /// Truncating conversion to `i64` (for cell and grid indices of in-range values).
     fn to_i64(self) -> i64;
+    /// The largest value below `self`.
+    fn next_down(self) -> Self;
 }
 
 macro_rules! impl_real {
@@ -118,6 +120,10 @@ macro_rules! impl_real {
             #[inline(always)]
             fn to_i64(self) -> i64 {
                 self as i64
+            }
+            #[inline(always)]
+            fn next_down(self) -> Self {
+                <$t>::next_down(self)
             }
         }
     };

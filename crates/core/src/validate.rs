@@ -78,6 +78,26 @@ pub fn wrap_positions<T: Real>(field: &str, positions: &mut [[T; 3]], domain: &D
     check_positions(field, positions, domain)
 }
 
+/// Converts an `f64` coordinate of a box of side `l` to `T`. A coordinate inside `[0, l)` stays
+/// inside: where rounding to `T` would give `l` (an f64 just below `l` read as f32), the result is
+/// the largest `T` below `l`. Coordinates outside are converted as they are (and rejected later).
+#[inline]
+pub fn narrow_coordinate<T: Real>(x: f64, l: f64) -> T {
+    let v = T::from_f64(x);
+    let lt = T::from_f64(l);
+    if x >= 0.0 && x < l && v >= lt {
+        lt.next_down()
+    } else {
+        v
+    }
+}
+
+/// Converts `f64` positions to `T` with [`narrow_coordinate`] on every axis.
+pub fn narrow_positions<T: Real>(positions: &[[f64; 3]], domain: &Domain) -> Vec<[T; 3]> {
+    let l = domain.lengths();
+    positions.iter().map(|p| [0, 1, 2].map(|d| narrow_coordinate::<T>(p[d], l[d]))).collect()
+}
+
 /// Checks a relative tolerance against the supported range of the precision.
 pub fn check_tolerance<T: Real>(tolerance: f64) -> Result<()> {
     let lo = T::MIN_TOLERANCE;

@@ -216,6 +216,8 @@ pub struct Job<'a, T> {
 }
 
 /// The targets of cell `c` against its colleagues; `out` holds `DIM` values per target of `c`.
+/// Targets go in pairs: each source chunk is loaded once for two targets, and the two
+/// independent chains keep the FMA pipes busy.
 #[inline(always)]
 fn cell_kernel<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
 where
@@ -225,31 +227,58 @@ where
     let colleagues = job.grid.colleagues(c);
     let t0 = job.trg.binned.offsets[c];
     let t1 = job.trg.binned.offsets[c + 1];
+    let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
+    let mut t = t0;
+    while t + 1 < t1 {
+        targets::<V, K, 2>(job, &consts, &colleagues, &dens, t, &mut out[(t - t0) * K::DIM..(t + 2 - t0) * K::DIM]);
+        t += 2;
+    }
+    if t < t1 {
+        targets::<V, K, 1>(job, &consts, &colleagues, &dens, t, &mut out[(t - t0) * K::DIM..(t + 1 - t0) * K::DIM]);
+    }
+}
+
+/// `NT` consecutive sorted targets starting at `t` against the colleague cells.
+#[inline(always)]
+fn targets<V: Simd, K: PairKernel, const NT: usize>(
+    job: &Job<V::Scalar>,
+    consts: &Consts<V>,
+    colleagues: &[(usize, [f64; 3]); 27],
+    dens: &[&[V::Scalar]; 9],
+    t: usize,
+    out: &mut [V::Scalar],
+) where
+    V::Scalar: KernelReal,
+{
     let src = job.src;
-    let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &src.density[q][..] } else { &[][..] });
-    for (k, t) in (t0..t1).enumerate() {
-        let tx = [job.trg.x[t].to_f64(), job.trg.y[t].to_f64(), job.trg.z[t].to_f64()];
-        let mut acc = [consts.zero; 3];
-        for &(cell, shift) in colleagues.iter() {
-            let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
-            if a == b {
-                continue;
-            }
-            // r = x - (y + s) = (x - s) - y
-            let p = [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[d] - shift[d])));
-            let mut j = a;
-            while j < b {
-                let d = [p[0] - V::load(&src.x[j..]), p[1] - V::load(&src.y[j..]), p[2] - V::load(&src.z[j..])];
-                let mut s = [consts.zero; 9];
-                for q in 0..K::COMPS {
-                    s[q] = V::load(&dens[q][j..]);
-                }
-                K::add(&consts, &d, &s, &mut acc);
-                j += V::LANES;
-            }
+    let tx: [[f64; 3]; NT] =
+        std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
+    let mut acc = [[consts.zero; 3]; NT];
+    for &(cell, shift) in colleagues.iter() {
+        let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
+        if a == b {
+            continue;
         }
+        // r = x - (y + s) = (x - s) - y
+        let p: [[V; 3]; NT] =
+            std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] - shift[d]))));
+        let mut j = a;
+        while j < b {
+            let (sx, sy, sz) = (V::load(&src.x[j..]), V::load(&src.y[j..]), V::load(&src.z[j..]));
+            let mut s = [consts.zero; 9];
+            for q in 0..K::COMPS {
+                s[q] = V::load(&dens[q][j..]);
+            }
+            for q in 0..NT {
+                let d = [p[q][0] - sx, p[q][1] - sy, p[q][2] - sz];
+                K::add(consts, &d, &s, &mut acc[q]);
+            }
+            j += V::LANES;
+        }
+    }
+    for q in 0..NT {
         for dim in 0..K::DIM {
-            out[k * K::DIM + dim] = acc[dim].reduce_add();
+            out[q * K::DIM + dim] = acc[q][dim].reduce_add();
         }
     }
 }

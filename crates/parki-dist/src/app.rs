@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use parki_comm::{SelfComm, StageStats};
-use parki_core::validate::wrap_positions;
+use parki_core::validate::{narrow_positions, wrap_positions};
 use parki_core::{Domain, Error, Kernel, Real, Result, Sources, Stage};
 use parki_farfield::{G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
@@ -278,8 +278,8 @@ pub fn options(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<EwaldO
 fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<RunSummary> {
     let quiet = args.quiet;
     let domain = prob.domain;
-    let mut pos: Vec<[T; 3]> = convert3(&prob.positions);
-    let mut trg: Option<Vec<[T; 3]>> = prob.targets.as_ref().map(|t| convert3(t));
+    let mut pos: Vec<[T; 3]> = narrow_positions(&prob.positions, &domain);
+    let mut trg: Option<Vec<[T; 3]>> = prob.targets.as_ref().map(|t| narrow_positions(t, &domain));
     if prob.wrap {
         wrap_positions("sources.positions", &mut pos, &domain)?;
         if let Some(t) = trg.as_mut() {

@@ -235,3 +235,14 @@ fn non_neutral_input_warns_and_succeeds() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: sources.charges: net charge"));
 }
+
+#[test]
+fn f64_coordinates_just_below_the_box_edge_stay_inside_in_f32() {
+    let dir = Dir::new("narrow");
+    let mut pos = write_inputs(&dir, 100);
+    pos[4] = [1.0 - 1e-12, 1.2 - 1e-12, 0.9 - 1e-13]; // each rounds to L in f32
+    npy::write(&dir.path("src.npy"), &[100, 3], &pos.iter().flatten().cloned().collect::<Vec<_>>()).unwrap();
+    let cfg = dir.file("run.toml", &FILES.replace("tolerance = 1e-7", "tolerance = 1e-5\nprecision = \"f32\""));
+    let out = run(&cfg, &["--check", "100"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
