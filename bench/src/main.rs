@@ -59,6 +59,21 @@ enum Cmd {
         #[arg(long, default_value_t = 1e-9)]
         tol: f64,
     },
+    /// The error model term by term against measured errors (classical Ewald reference).
+    ErrorModel {
+        /// Kernel.
+        #[arg(long, default_value = "laplace")]
+        kernel: String,
+        /// Tolerance.
+        #[arg(long, default_value_t = 1e-6)]
+        tol: f64,
+        /// Particles.
+        #[arg(long, default_value_t = 1500)]
+        n: usize,
+        /// Fixed real-space cut-off for the sweeps.
+        #[arg(long, default_value_t = 0.09)]
+        rc: f64,
+    },
     /// Cost-model constants on this machine.
     Calibrate {
         /// Particles.
@@ -273,6 +288,73 @@ fn calibrate(n: usize) {
     );
 }
 
+fn rel(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den).sqrt()
+}
+
+fn error_model(kernel: Kernel, tol: f64, n: usize, rc: f64, threads: usize) {
+    let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).expect("box");
+    let make = |seed: u64| {
+        let mut rng = Rng::new(seed);
+        let pos = generate::positions(&domain, Distribution::Uniform, n, &mut rng);
+        let q = generate::neutral_scalars(n, &mut rng);
+        let f = generate::neutral_vectors(n, &mut rng);
+        let d = generate::normal_vectors(n, &mut rng);
+        let nrm: Vec<[f64; 3]> = (0..n).map(|_| generate::unit_vector(&mut rng)).collect();
+        Problem { domain, pos, q, f, d, nrm }
+    };
+    let prob = make(31);
+    let other = make(99).pos;
+    let reference = parki_reference::ClassicalEwald::new(domain, n, n);
+    let at_sources = reference.evaluate(kernel, &prob.sources(), &prob.pos);
+    let at_other = reference.evaluate(kernel, &prob.sources(), &other);
+    let measure = |o: &EwaldOptions| {
+        let mut s = EwaldSolver::<f64>::new(o, n, n).expect("plan");
+        let mut u = vec![0.0; n * kernel.output_dim()];
+        s.evaluate(&prob.sources(), Targets::Sources, &mut u).expect("evaluate");
+        let mut v = vec![0.0; n * kernel.output_dim()];
+        s.evaluate(&prob.sources(), Targets::Points(&other), &mut v).expect("evaluate");
+        (rel(&u, &at_sources), rel(&v, &at_other), s.params().clone())
+    };
+    println!("## Error model against measurements: {}, {n} uniform particles, box 1 x 1.2 x 0.9\n", kernel.name());
+    println!("Measured: relative RMS error against the classical Ewald sum, at the sources (self) and at {n} other points.\n");
+    println!("| setting | P | grid | measured self | measured other | est. near | est. Fourier | est. window | est. self | est. total |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let row = |label: String, o: &EwaldOptions| {
+        let (a, b, p) = measure(o);
+        let e = p.estimate;
+        println!(
+            "| {label} | {} | {}x{}x{} | {a:.2e} | {b:.2e} | {:.1e} | {:.1e} | {:.1e} | {:.1e} | {:.1e} |",
+            p.p, p.grid[0], p.grid[1], p.grid[2], e.near, e.fourier, e.window, e.self_interaction, e.total
+        );
+    };
+    let mut o = EwaldOptions::new(kernel, domain, tol);
+    o.threads = threads;
+    row(format!("automatic, tol {tol:.0e}"), &o);
+    // window sweep: the other terms made small (tight tolerance for xi and the grid)
+    for p in [4usize, 6, 8, 10, 12, 14] {
+        let mut o = EwaldOptions::new(kernel, domain, tol * 1e-3);
+        o.threads = threads;
+        o.rc = Some(rc);
+        o.window_support = Some(p);
+        o.oversampling = Some(2.0);
+        o.enforce_tolerance = false;
+        row(format!("rc {rc}, sigma 2, P {p}"), &o);
+    }
+    // oversampling sweep at a generous window: Fourier and self-interaction terms
+    for sigma in [1.0, 1.1, 1.2, 1.35, 1.5] {
+        let mut o = EwaldOptions::new(kernel, domain, tol);
+        o.threads = threads;
+        o.rc = Some(rc);
+        o.window_support = Some(16);
+        o.oversampling = Some(sigma);
+        o.enforce_tolerance = false;
+        row(format!("rc {rc}, P 16, sigma {sigma}"), &o);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     let t = threads(cli.threads);
@@ -283,5 +365,8 @@ fn main() {
         }
         Cmd::P2pPeak { n, tol } => p2p_peak(n, tol, t),
         Cmd::Calibrate { n } => calibrate(n),
+        Cmd::ErrorModel { kernel, tol, n, rc } => {
+            error_model(Kernel::from_name(&kernel).expect("kernel name"), tol, n, rc, t)
+        }
     }
 }

@@ -9,8 +9,9 @@
 //!   `|G^|^2 = 16 pi^2/k^4, 128 pi^2/k^4, 448 pi^2/k^2`. The stresslet sum diverges and is cut at
 //!   the nearest-neighbour wave number `pi (Ns/V)^{1/3}`; real stresslet fields are larger, so its
 //!   relative errors come out smaller than modelled (safe side).
-//! - Real-space truncation (cf. the `E^N` of eq. (10) and Kolafa–Perram), with `r_eff` the
-//!   smallest cell width: `E_N^2 = (c/V) int_{r_eff}^inf 4 pi r^2 |G^N(r)|^2 dr`.
+//! - Real-space truncation (cf. the `E^N` of eq. (10) and Kolafa–Perram): the pairs beyond the
+//!   3x3x3 cell block P2P sums, `E_N^2 = (c/V) int |G^N(r)|^2 A_out(r) dr` with `A_out` the caps
+//!   beyond the block's faces ([`ErrorModel::near`]).
 //! - Fourier truncation (cf. `E^F`): the dropped modes outside the grid's box
 //!   `|k_d| <= K_d = 2 pi (M_d/2 - 1)/L_d` (Nyquist modes are dropped too):
 //!   `E_F^2 = (c/V)(2 pi)^-3 int_{outside} |G^F(k)|^2 dk`, the outside region's area at radius `k`
@@ -179,10 +180,32 @@ impl ErrorModel {
         }
     }
 
-    /// Relative real-space truncation error at cut-off `r_eff`.
-    pub fn near(&self, xi: f64, r_eff: f64) -> f64 {
-        let f = |r: f64| 4.0 * PI * r * r * self.near_density(r, xi);
-        let e2 = self.c() / self.volume * integrate(&f, r_eff, r_eff + 8.0 / xi, 8);
+    /// Relative real-space truncation error of P2P on cells of widths `w`.
+    ///
+    /// P2P sums every pair in the 3x3x3 block of cells around the target's cell, so a pair is
+    /// missed only beyond one of the block's six faces, which lie at distances uniform in
+    /// `[w_d, 2 w_d]` from a target uniform in its cell. The missed area of the sphere of radius
+    /// `r` is taken as the caps beyond the faces, `sum_faces 2 pi r (r - D)_+`, averaged over `D`:
+    /// `E[(r - D)_+] = (r - w)^2/(2w)` for `w < r < 2w`, `r - 3w/2` beyond (overlapping caps are
+    /// counted twice: an upper bound).
+    pub fn near(&self, xi: f64, w: [f64; 3]) -> f64 {
+        let wmin = w.iter().cloned().fold(f64::INFINITY, f64::min);
+        let area = |r: f64| -> f64 {
+            w.iter()
+                .map(|&wd| {
+                    let e = if r <= wd {
+                        0.0
+                    } else if r < 2.0 * wd {
+                        (r - wd) * (r - wd) / (2.0 * wd)
+                    } else {
+                        r - 1.5 * wd
+                    };
+                    2.0 * 2.0 * PI * r * e
+                })
+                .sum()
+        };
+        let f = |r: f64| area(r) * self.near_density(r, xi);
+        let e2 = self.c() / self.volume * integrate(&f, wmin, 2.0 * wmin + 8.0 / xi, 16);
         (e2 / self.magnitude2).sqrt()
     }
 

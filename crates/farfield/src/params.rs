@@ -2,7 +2,7 @@
 //! the error model ([`crate::error_model`]) and a cost model of this implementation's stages.
 //!
 //! For every candidate cell count (cells of width `r_c` or more, at least 3 per axis):
-//! 1. `xi` from `E_N(xi, r_eff) = f tol` (bisection; `r_eff` the smallest cell width);
+//! 1. `xi` from `E_N(xi, cell widths) = f tol` (bisection);
 //! 2. the kept wave numbers `K` from `E_F(xi, K) = f tol`, then FFT-friendly even grid sizes
 //!    `M_d >= 2 (K L_d / 2 pi + 1)`;
 //! 3. for grid oversampling factors `sigma` from 1 to 2 (`M_d >= 2 (sigma K L_d / 2 pi + 1)`),
@@ -79,6 +79,9 @@ pub struct Request {
     pub max_grid_bytes: usize,
     /// Cost constants.
     pub cost: CostModel,
+    /// Reject fixed parameters whose estimated error exceeds the tolerance (default). `false`
+    /// accepts them and only reports the estimate (for studies of the error model).
+    pub enforce_tolerance: bool,
 }
 
 /// Estimated relative RMS errors of the chosen parameters (largest over the kernel's parts).
@@ -183,11 +186,10 @@ struct Candidate {
     cost: f64,
 }
 
-fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
+fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], [f64; 3])> {
     let l = domain.lengths();
     let n = parki_decomp::cells_per_axis(l, rc)?;
-    let w = (0..3).map(|d| l[d] / n[d] as f64).fold(f64::INFINITY, f64::min);
-    Some((n, w))
+    Some((n, [0, 1, 2].map(|d| l[d] / n[d] as f64)))
 }
 
 /// Grid oversampling factors tried: a finer grid than the Fourier truncation needs lowers the
@@ -195,23 +197,24 @@ fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], f64)> {
 const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
 
 fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &mut usize) -> Result<Option<Candidate>> {
-    let Some((cells, r_eff)) = cells_for(&req.domain, rc) else {
+    let Some((cells, widths)) = cells_for(&req.domain, rc) else {
         return Ok(None);
     };
+    let r_eff = widths.iter().cloned().fold(f64::INFINITY, f64::min);
     let target = SPLIT * req.tolerance;
     let l = req.domain.lengths();
     let two_pi = 2.0 * std::f64::consts::PI;
     // 1. xi from the real-space error
     let xi = models
         .iter()
-        .map(|m| bisect_log(&|xi| m.near(xi, r_eff), 0.5 / r_eff, 40.0 / r_eff, target))
+        .map(|m| bisect_log(&|xi| m.near(xi, widths), 0.5 / r_eff, 40.0 / r_eff, target))
         .fold(0.0, f64::max);
     // 2. kept wave numbers from the Fourier error
     let kneed =
         models.iter().map(|m| bisect_log(&|k| m.fourier(xi, [k; 3]), 0.1 * xi, 60.0 * xi, target)).fold(0.0, f64::max);
     let k_hi = 1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
     let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
-    let near = models.iter().map(|m| m.near(xi, r_eff)).fold(0.0, f64::max);
+    let near = models.iter().map(|m| m.near(xi, widths)).fold(0.0, f64::max);
     let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
     let per_cell = req.sources as f64 * cellvol / req.domain.volume();
     let ncomp = req.kernel.grid_components();
@@ -253,7 +256,7 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &m
                 (t * t + a * a).sqrt()
             })
             .fold(0.0, f64::max);
-        if (fourier * fourier + self_term * self_term).sqrt() > target {
+        if req.enforce_tolerance && (fourier * fourier + self_term * self_term).sqrt() > target {
             continue;
         }
         let total = (near * near + fourier * fourier + window * window + self_term * self_term).sqrt();

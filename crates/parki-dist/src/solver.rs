@@ -59,6 +59,9 @@ pub struct EwaldOptions {
     pub cost: CostModel,
     /// Force an instruction set for P2P (default: the best this CPU has).
     pub isa: Option<Isa>,
+    /// Reject fixed parameters (`rc`, `window_support`, `oversampling`) whose estimated error
+    /// exceeds the tolerance (default `true`); `false` only reports the estimate.
+    pub enforce_tolerance: bool,
 }
 
 impl EwaldOptions {
@@ -79,6 +82,7 @@ impl EwaldOptions {
             max_grid_bytes: None,
             cost: CostModel::default(),
             isa: None,
+            enforce_tolerance: true,
         }
     }
 }
@@ -182,6 +186,7 @@ impl<T: SolverReal> EwaldSolver<T> {
             lanes: isa.lanes::<T>(),
             max_grid_bytes: opts.max_grid_bytes.unwrap_or_else(|| available_memory() / 2),
             cost: opts.cost,
+            enforce_tolerance: opts.enforce_tolerance,
         };
         let params = parki_farfield::select(&request)?;
         let cells = CellGrid::new(&opts.domain, params.rc)?;

@@ -68,3 +68,22 @@ fn error_within_tolerance_for_every_kernel_tolerance_and_distribution() {
     }
     assert!(failures.is_empty(), "out of [tol/1000, tol]:\n{}", failures.join("\n"));
 }
+
+#[test]
+fn error_within_tolerance_on_a_sphere_surface() {
+    // strongly clustered: 2000 particles on a sphere of radius 0.36 (cells mostly empty)
+    let domain = box_unequal();
+    let n = 2000;
+    let data = Data::new(&domain, Distribution::Sphere, n, 13);
+    for kernel in KERNELS {
+        let reference = ClassicalEwald::new(domain, n, n).evaluate(kernel, &data.sources(), &data.pos);
+        for tol in [1e-4, 1e-8, 1e-11] {
+            let mut s = EwaldSolver::<f64>::new(&EwaldOptions::new(kernel, domain, tol), n, n).unwrap();
+            let mut u = vec![0.0; n * kernel.output_dim()];
+            s.evaluate(&data.sources(), Targets::Sources, &mut u).unwrap();
+            let e = rel_rms(&u, &reference);
+            println!("{:<10} sphere {tol:>8.0e} {e:>11.3e}", kernel.name());
+            assert!(e <= tol, "{} sphere tol {tol:e}: error {e:e}", kernel.name());
+        }
+    }
+}
