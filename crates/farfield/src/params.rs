@@ -42,11 +42,11 @@ pub struct CostModel {
 impl Default for CostModel {
     fn default() -> Self {
         Self {
-            p2p_pair: [3.93, 3.26, 3.29, 3.67],
-            p2g: [0.89, 0.41, 0.47, 0.49],
-            fft: 0.30,
-            cnv: 7.1,
-            g2p: [1.03, 0.69, 0.78, 0.78],
+            p2p_pair: [3.17, 2.92, 2.92, 3.28],
+            p2g: [0.87, 0.41, 0.31, 0.38],
+            fft: 0.34,
+            cnv: 7.6,
+            g2p: [0.98, 0.50, 0.63, 0.75],
             f32_ratio: 0.6,
         }
     }
