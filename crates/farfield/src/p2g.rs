@@ -53,36 +53,28 @@ pub trait AtomicReal: Real {
     unsafe fn atomic_add(slot: *mut Self, v: Self);
 }
 
-impl AtomicReal for f64 {
-    unsafe fn atomic_add(slot: *mut f64, v: f64) {
-        // SAFETY: f64 and AtomicU64 have the same size and alignment; the caller guarantees
-        // exclusive atomic access.
-        let a = unsafe { AtomicU64::from_ptr(slot as *mut u64) };
-        let mut cur = a.load(Ordering::Relaxed);
-        loop {
-            let new = (f64::from_bits(cur) + v).to_bits();
-            match a.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(x) => cur = x,
+macro_rules! impl_atomic_real {
+    ($t:ty, $atomic:ty, $bits:ty) => {
+        impl AtomicReal for $t {
+            unsafe fn atomic_add(slot: *mut $t, v: $t) {
+                // SAFETY: the float and its atomic integer have the same size and alignment; the
+                // caller guarantees that all concurrent access is atomic.
+                let a = unsafe { <$atomic>::from_ptr(slot as *mut $bits) };
+                let mut cur = a.load(Ordering::Relaxed);
+                loop {
+                    let new = (<$t>::from_bits(cur) + v).to_bits();
+                    match a.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => break,
+                        Err(x) => cur = x,
+                    }
+                }
             }
         }
-    }
+    };
 }
 
-impl AtomicReal for f32 {
-    unsafe fn atomic_add(slot: *mut f32, v: f32) {
-        // SAFETY: as for f64.
-        let a = unsafe { AtomicU32::from_ptr(slot as *mut u32) };
-        let mut cur = a.load(Ordering::Relaxed);
-        loop {
-            let new = (f32::from_bits(cur) + v).to_bits();
-            match a.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(x) => cur = x,
-            }
-        }
-    }
-}
+impl_atomic_real!(f64, AtomicU64, u64);
+impl_atomic_real!(f32, AtomicU32, u32);
 
 /// Spreads `sources` onto the first `kernel.grid_components()` components of `grid`
 /// (components back to back, each `layout.real_len()` long), overwriting them; the hot loops

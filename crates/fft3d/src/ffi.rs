@@ -62,153 +62,106 @@ pub unsafe fn init_threads() {
     }
 }
 
-impl FftReal for f64 {
-    type RawPlan = sys::fftw_plan;
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn plan_many(
-        n: &[c_int; 3],
-        howmany: c_int,
-        data: *mut f64,
-        real_embed: &[c_int; 3],
-        real_dist: c_int,
-        complex_embed: &[c_int; 3],
-        complex_dist: c_int,
-        forward: bool,
-        flags: u32,
-    ) -> Self::RawPlan {
-        let c = data as *mut sys::fftw_complex;
-        // SAFETY: the caller passes a buffer of `howmany * real_dist` reals.
-        unsafe {
-            if forward {
-                sys::fftw_plan_many_dft_r2c(
-                    3,
-                    n.as_ptr(),
-                    howmany,
-                    data,
-                    real_embed.as_ptr(),
-                    1,
-                    real_dist,
-                    c,
-                    complex_embed.as_ptr(),
-                    1,
-                    complex_dist,
-                    flags,
-                )
-            } else {
-                sys::fftw_plan_many_dft_c2r(
-                    3,
-                    n.as_ptr(),
-                    howmany,
-                    c,
-                    complex_embed.as_ptr(),
-                    1,
-                    complex_dist,
-                    data,
-                    real_embed.as_ptr(),
-                    1,
-                    real_dist,
-                    flags,
-                )
+macro_rules! impl_fft_real {
+    ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident) => {
+        impl FftReal for $t {
+            type RawPlan = $plan;
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn plan_many(
+                n: &[c_int; 3],
+                howmany: c_int,
+                data: *mut $t,
+                real_embed: &[c_int; 3],
+                real_dist: c_int,
+                complex_embed: &[c_int; 3],
+                complex_dist: c_int,
+                forward: bool,
+                flags: u32,
+            ) -> Self::RawPlan {
+                let c = data as *mut $complex;
+                // SAFETY: the caller passes a buffer of `howmany * real_dist` reals.
+                unsafe {
+                    if forward {
+                        sys::$r2c(
+                            3,
+                            n.as_ptr(),
+                            howmany,
+                            data,
+                            real_embed.as_ptr(),
+                            1,
+                            real_dist,
+                            c,
+                            complex_embed.as_ptr(),
+                            1,
+                            complex_dist,
+                            flags,
+                        )
+                    } else {
+                        sys::$c2r(
+                            3,
+                            n.as_ptr(),
+                            howmany,
+                            c,
+                            complex_embed.as_ptr(),
+                            1,
+                            complex_dist,
+                            data,
+                            real_embed.as_ptr(),
+                            1,
+                            real_dist,
+                            flags,
+                        )
+                    }
+                }
+            }
+            fn is_null(plan: Self::RawPlan) -> bool {
+                plan.is_null()
+            }
+            unsafe fn execute(plan: Self::RawPlan, data: *mut $t, forward: bool) {
+                let c = data as *mut $complex;
+                // SAFETY: same layout and alignment as planned (caller's contract).
+                unsafe {
+                    if forward {
+                        sys::$exec_r2c(plan, data, c)
+                    } else {
+                        sys::$exec_c2r(plan, c, data)
+                    }
+                }
+            }
+            unsafe fn destroy(plan: Self::RawPlan) {
+                // SAFETY: plan came from plan_many and is destroyed once.
+                unsafe { sys::$destroy(plan) }
+            }
+            unsafe fn plan_with_nthreads(n: c_int) {
+                // SAFETY: planner state, called under the planner mutex.
+                unsafe { sys::$threads(n) }
             }
         }
-    }
-    fn is_null(plan: Self::RawPlan) -> bool {
-        plan.is_null()
-    }
-    unsafe fn execute(plan: Self::RawPlan, data: *mut f64, forward: bool) {
-        let c = data as *mut sys::fftw_complex;
-        // SAFETY: same layout and alignment as planned (caller's contract).
-        unsafe {
-            if forward {
-                sys::fftw_execute_dft_r2c(plan, data, c)
-            } else {
-                sys::fftw_execute_dft_c2r(plan, c, data)
-            }
-        }
-    }
-    unsafe fn destroy(plan: Self::RawPlan) {
-        // SAFETY: plan came from plan_many and is destroyed once.
-        unsafe { sys::fftw_destroy_plan(plan) }
-    }
-    unsafe fn plan_with_nthreads(n: c_int) {
-        // SAFETY: planner state, called under the planner mutex.
-        unsafe { sys::fftw_plan_with_nthreads(n) }
-    }
+    };
 }
 
-impl FftReal for f32 {
-    type RawPlan = sys::fftwf_plan;
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn plan_many(
-        n: &[c_int; 3],
-        howmany: c_int,
-        data: *mut f32,
-        real_embed: &[c_int; 3],
-        real_dist: c_int,
-        complex_embed: &[c_int; 3],
-        complex_dist: c_int,
-        forward: bool,
-        flags: u32,
-    ) -> Self::RawPlan {
-        let c = data as *mut sys::fftwf_complex;
-        // SAFETY: the caller passes a buffer of `howmany * real_dist` reals.
-        unsafe {
-            if forward {
-                sys::fftwf_plan_many_dft_r2c(
-                    3,
-                    n.as_ptr(),
-                    howmany,
-                    data,
-                    real_embed.as_ptr(),
-                    1,
-                    real_dist,
-                    c,
-                    complex_embed.as_ptr(),
-                    1,
-                    complex_dist,
-                    flags,
-                )
-            } else {
-                sys::fftwf_plan_many_dft_c2r(
-                    3,
-                    n.as_ptr(),
-                    howmany,
-                    c,
-                    complex_embed.as_ptr(),
-                    1,
-                    complex_dist,
-                    data,
-                    real_embed.as_ptr(),
-                    1,
-                    real_dist,
-                    flags,
-                )
-            }
-        }
-    }
-    fn is_null(plan: Self::RawPlan) -> bool {
-        plan.is_null()
-    }
-    unsafe fn execute(plan: Self::RawPlan, data: *mut f32, forward: bool) {
-        let c = data as *mut sys::fftwf_complex;
-        // SAFETY: same layout and alignment as planned (caller's contract).
-        unsafe {
-            if forward {
-                sys::fftwf_execute_dft_r2c(plan, data, c)
-            } else {
-                sys::fftwf_execute_dft_c2r(plan, c, data)
-            }
-        }
-    }
-    unsafe fn destroy(plan: Self::RawPlan) {
-        // SAFETY: plan came from plan_many and is destroyed once.
-        unsafe { sys::fftwf_destroy_plan(plan) }
-    }
-    unsafe fn plan_with_nthreads(n: c_int) {
-        // SAFETY: planner state, called under the planner mutex.
-        unsafe { sys::fftwf_plan_with_nthreads(n) }
-    }
-}
+impl_fft_real!(
+    f64,
+    sys::fftw_plan,
+    sys::fftw_complex,
+    fftw_plan_many_dft_r2c,
+    fftw_plan_many_dft_c2r,
+    fftw_execute_dft_r2c,
+    fftw_execute_dft_c2r,
+    fftw_destroy_plan,
+    fftw_plan_with_nthreads
+);
+impl_fft_real!(
+    f32,
+    sys::fftwf_plan,
+    sys::fftwf_complex,
+    fftwf_plan_many_dft_r2c,
+    fftwf_plan_many_dft_c2r,
+    fftwf_execute_dft_r2c,
+    fftwf_execute_dft_c2r,
+    fftwf_destroy_plan,
+    fftwf_plan_with_nthreads
+);
 
 /// An owned FFTW plan of `howmany` components (or none when `howmany == 0`).
 pub struct Plan<T: FftReal> {

@@ -46,7 +46,11 @@ fn results_agree_over_a_range_of_cutoffs() {
                 })
                 .collect();
             let spread = max_pairwise(&runs);
-            println!("{:<10} f64 tol {tol:>6.0e}: largest difference between rc values {spread:.2e} ({:.2} tol)", kernel.name(), spread / tol);
+            println!(
+                "{:<10} f64 tol {tol:>6.0e}: largest difference between rc values {spread:.2e} ({:.2} tol)",
+                kernel.name(),
+                spread / tol
+            );
             for (i, u) in runs.iter().enumerate() {
                 let d = rel_rms(u, &runs[0]);
                 assert!(d <= 30.0 * tol, "{} tol {tol:e}: rc {} vs {}: {d:e}", kernel.name(), RC[i], RC[0]);
@@ -70,7 +74,11 @@ fn results_agree_over_a_range_of_cutoffs() {
                 })
                 .collect();
             let spread = max_pairwise(&runs);
-            println!("{:<10} f32 tol {tol:>6.0e}: largest difference between rc values {spread:.2e} ({:.2} tol)", kernel.name(), spread / tol);
+            println!(
+                "{:<10} f32 tol {tol:>6.0e}: largest difference between rc values {spread:.2e} ({:.2} tol)",
+                kernel.name(),
+                spread / tol
+            );
             for (i, u) in runs.iter().enumerate() {
                 let d = rel_rms(u, &runs[0]);
                 assert!(d <= 30.0 * tol, "{} f32 tol {tol:e}: rc {} vs {}: {d:e}", kernel.name(), RC[i], RC[0]);
