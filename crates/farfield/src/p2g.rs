@@ -175,7 +175,32 @@ pub struct P2gScratch<T> {
 }
 
 impl<T: Real> P2gScratch<T> {
-    /// Scratch for `threads` workers.
+    /// Scratch for `sources` sources of `kernel` on `win`'s grid and `threads` workers, with all
+    /// memory allocated and touched now (so that evaluations do not fault pages in).
+    pub fn planned(kernel: Kernel, win: &GridWindow<T>, sources: usize, threads: usize) -> Self {
+        let touched = |n: usize| {
+            let mut v = Vec::with_capacity(n);
+            v.resize(n, T::ZERO);
+            v
+        };
+        let p = win.p;
+        let [mx, my, _] = win.layout.global;
+        let ncomp = kernel.grid_components();
+        let s = Self {
+            keys: vec![0; sources],
+            plane_start: Vec::with_capacity(win.layout.global[2] + 1),
+            anchors: vec![[0; 3]; sources],
+            weights: touched(3 * p * sources),
+            dens: touched(ncomp * sources),
+            slabs: parki_core::par::ThreadScratch::new(threads),
+        };
+        for t in 0..threads.max(1) {
+            *s.slabs.slot(t) = touched((p / 2).max(1) * my * mx * ncomp);
+        }
+        s
+    }
+
+    /// Scratch for `threads` workers, allocated on first use.
     pub fn new(threads: usize) -> Self {
         Self {
             keys: Vec::new(),

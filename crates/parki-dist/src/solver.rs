@@ -200,6 +200,20 @@ impl<T: SolverReal> EwaldSolver<T> {
             .num_threads(threads)
             .build()
             .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
+        // allocate and touch the evaluation scratch now: evaluations then fault in no pages
+        let touched = |n: usize| {
+            let mut v: Vec<T> = Vec::with_capacity(n);
+            v.resize(n, T::ZERO);
+            v
+        };
+        let dim = opts.kernel.output_dim();
+        let gather = if dim > 1 { touched(dim * layout.points()) } else { Vec::new() };
+        let (near, far) = (touched(targets * dim), touched(targets * dim));
+        let p2g_scratch = if opts.p2g == P2gVariant::Blocked {
+            P2gScratch::planned(opts.kernel, &window, sources, threads)
+        } else {
+            P2gScratch::new(threads)
+        };
         Ok(Self {
             opts: opts.clone(),
             params,
@@ -211,10 +225,10 @@ impl<T: SolverReal> EwaldSolver<T> {
             cnv,
             buffer,
             fft,
-            far: Vec::new(),
-            near: Vec::new(),
-            gather: Vec::new(),
-            p2g_scratch: P2gScratch::new(threads),
+            far,
+            near,
+            gather,
+            p2g_scratch,
         })
     }
 
