@@ -13,6 +13,7 @@ pub mod domain;
 pub mod error;
 pub mod isa;
 pub mod kernel;
+pub mod memory;
 pub mod par;
 pub mod real;
 pub mod sources;

@@ -70,12 +70,13 @@ impl<'a, T: Real> GatherGrid<'a, T> {
     }
 }
 
-/// Copies the first `dim` components of an FFT-layout grid into `out`, interleaved.
-pub fn interleave<T: Real>(layout: &GridLayout, dim: usize, grid: &[T], out: &mut Vec<T>, par: Par) {
+/// Copies the first `dim` components of an FFT-layout grid into `out` (`dim` values per grid
+/// point), interleaved.
+pub fn interleave<T: Real>(layout: &GridLayout, dim: usize, grid: &[T], out: &mut [T], par: Par) {
     let [mx, my, mz] = layout.global;
     let rl = layout.real_len();
     let stride = layout.row_stride();
-    out.resize(mx * my * mz * dim, T::ZERO);
+    assert_eq!(out.len(), mx * my * mz * dim, "interleaved grid length");
     let plane = |(z, o): (usize, &mut [T])| {
         for y in 0..my {
             for c in 0..dim {

@@ -113,7 +113,7 @@ fn g2p_variants_are_identical_and_adjoint_to_p2g() {
     for c in 0..3 {
         three[c * len..(c + 1) * len].copy_from_slice(&grid);
     }
-    let mut inter = Vec::new();
+    let mut inter = vec![0.0; 3 * win.layout.points()];
     parki_farfield::interleave(&win.layout, 3, &three, &mut inter, Par::Rayon(2));
     let view3 = GatherGrid::interleaved(&win.layout, 3, &inter);
     let mut u3 = vec![0.0; 3 * N];

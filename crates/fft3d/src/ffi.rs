@@ -18,7 +18,7 @@ const FFTW_MEASURE: u32 = 0;
 const FFTW_ESTIMATE: u32 = 1 << 6;
 
 /// A real type FFTW transforms (`f64` through `fftw_*`, `f32` through `fftwf_*`).
-pub trait FftReal: Real + fftw::array::AlignedAllocable {
+pub trait FftReal: Real {
     /// Opaque plan pointer.
     #[doc(hidden)]
     type RawPlan: Copy;

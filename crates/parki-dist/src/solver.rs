@@ -15,6 +15,7 @@
 
 use std::f64::consts::PI;
 
+use parki_core::memory::HugeBuffer;
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources, Stage, StageTimes};
 use parki_farfield::{
     g2p, interleave, p2g, AtomicReal, Cnv, CostModel, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch,
@@ -123,7 +124,7 @@ pub struct EwaldSolver<T: SolverReal> {
     fft: Fft3d<T>,
     far: Vec<T>,
     near: Vec<T>,
-    gather: Vec<T>,
+    gather: HugeBuffer<T>,
     p2g_scratch: P2gScratch<T>,
 }
 
@@ -193,7 +194,7 @@ impl<T: SolverReal> EwaldSolver<T> {
         let layout = parki_decomp::GridLayout::new(params.grid)?;
         let window = GridWindow::new(layout, params.h, &params.poly);
         let cnv = Cnv::new(opts.kernel, layout, opts.domain.lengths(), &KaiserBessel::new(params.p), params.xi);
-        let mut buffer = GridBuffer::new(layout, opts.kernel.grid_components());
+        let mut buffer = GridBuffer::new(layout, opts.kernel.grid_components(), threads);
         let fft =
             Fft3d::plan(&mut buffer, opts.kernel.grid_components(), opts.kernel.output_dim(), threads, opts.fft_rigor)?;
         let pool = rayon::ThreadPoolBuilder::new()
@@ -207,7 +208,7 @@ impl<T: SolverReal> EwaldSolver<T> {
             v
         };
         let dim = opts.kernel.output_dim();
-        let gather = if dim > 1 { touched(dim * layout.points()) } else { Vec::new() };
+        let gather = HugeBuffer::new(if dim > 1 { dim * layout.points() } else { 0 }, T::ZERO, threads);
         let (near, far) = (touched(targets * dim), touched(targets * dim));
         let p2g_scratch = if opts.p2g == P2gVariant::Blocked {
             P2gScratch::planned(opts.kernel, &window, sources, threads)
@@ -367,8 +368,8 @@ impl<T: SolverReal> EwaldSolver<T> {
             let view = if dim == 1 {
                 GatherGrid::from_fft(&window.layout, grid)
             } else {
-                interleave(&window.layout, dim, grid, gather, par);
-                GatherGrid::interleaved(&window.layout, dim, gather)
+                interleave(&window.layout, dim, grid, gather.as_mut_slice(), par);
+                GatherGrid::interleaved(&window.layout, dim, gather.as_slice())
             };
             g2p(variant, window, &view, target_positions, far, isa, par)
         });
