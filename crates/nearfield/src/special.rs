@@ -116,17 +116,6 @@ pub fn estrin_squarings(n: usize) -> usize {
     s
 }
 
-/// Horner evaluation of `sum_k c_k t^k`.
-#[inline(always)]
-pub fn horner<V: Simd>(coeffs: &[f64], t: V) -> V {
-    let last = coeffs.len() - 1;
-    let mut p = V::splat(V::Scalar::from_f64(coeffs[last]));
-    for &c in coeffs[..last].iter().rev() {
-        p = p.mul_add(t, V::splat(V::Scalar::from_f64(c)));
-    }
-    p
-}
-
 /// `exp(y)` for `y <= 0` (clamped below at `EXP_MIN`).
 #[inline(always)]
 pub fn exp_neg<V: Simd>(y: V) -> V
