@@ -96,6 +96,14 @@ impl<T: std::fmt::Debug> std::fmt::Debug for HugeBuffer<T> {
     }
 }
 
+/// A `Vec` of `len` copies of `value`, written now: its pages are faulted in at allocation, not
+/// on first use in a hot stage.
+pub fn touched_vec<T: Clone>(len: usize, value: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    v.resize(len, value);
+    v
+}
+
 /// Asks the kernel to back `[ptr, ptr + bytes)` with transparent huge pages (Linux; a no-op
 /// elsewhere or when the kernel declines).
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {

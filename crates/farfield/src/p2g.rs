@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parki_core::isa::Isa;
+use parki_core::memory::touched_vec;
 use parki_core::par::DisjointSlice;
 use parki_core::{isa_dispatch, Kernel, Par, Real, Sources};
 use parki_decomp::sort::counting_sort;
@@ -178,11 +179,7 @@ impl<T: Real> P2gScratch<T> {
     /// Scratch for `sources` sources of `kernel` on `win`'s grid and `threads` workers, with all
     /// memory allocated and touched now (so that evaluations do not fault pages in).
     pub fn planned(kernel: Kernel, win: &GridWindow<T>, sources: usize, threads: usize) -> Self {
-        let touched = |n: usize| {
-            let mut v = Vec::with_capacity(n);
-            v.resize(n, T::ZERO);
-            v
-        };
+        let touched = |n: usize| touched_vec(n, T::ZERO);
         let p = win.p;
         let [mx, my, _] = win.layout.global;
         let ncomp = kernel.grid_components();

@@ -15,7 +15,7 @@
 
 use std::f64::consts::PI;
 
-use parki_core::memory::HugeBuffer;
+use parki_core::memory::{touched_vec, HugeBuffer};
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources, Stage, StageTimes};
 use parki_farfield::{
     g2p, interleave, p2g, AtomicReal, Cnv, CostModel, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch,
@@ -202,14 +202,9 @@ impl<T: SolverReal> EwaldSolver<T> {
             .build()
             .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
         // allocate and touch the evaluation scratch now: evaluations then fault in no pages
-        let touched = |n: usize| {
-            let mut v: Vec<T> = Vec::with_capacity(n);
-            v.resize(n, T::ZERO);
-            v
-        };
         let dim = opts.kernel.output_dim();
         let gather = HugeBuffer::new(if dim > 1 { dim * layout.points() } else { 0 }, T::ZERO, threads);
-        let (near, far) = (touched(targets * dim), touched(targets * dim));
+        let (near, far) = (touched_vec(targets * dim, T::ZERO), touched_vec(targets * dim, T::ZERO));
         let p2g_scratch = if opts.p2g == P2gVariant::Blocked {
             P2gScratch::planned(opts.kernel, &window, sources, threads)
         } else {
@@ -311,7 +306,8 @@ impl<T: SolverReal> EwaldSolver<T> {
                 expected: nt * dim,
             });
         }
-        ev.warnings = neutrality_warnings(kernel, sources);
+        let net_charge = net_charge(kernel, sources);
+        ev.warnings = neutrality_warnings(kernel, sources, net_charge);
         let (cells, isa) = (&self.cells, self.isa);
         let (padded, sorted) = self.pool.install(|| {
             let padded = PaddedSources::build(cells, kernel, sources, isa.lanes::<T>(), par);
@@ -373,7 +369,7 @@ impl<T: SolverReal> EwaldSolver<T> {
             };
             g2p(variant, window, &view, target_positions, far, isa, par)
         });
-        let background = background_shift(kernel, sources, domain.volume(), self.params.xi);
+        let background = -PI * net_charge / (domain.volume() * self.params.xi * self.params.xi);
         for (o, f) in out.iter_mut().zip(&self.far) {
             *o += *f + T::from_f64(background);
         }
@@ -382,21 +378,20 @@ impl<T: SolverReal> EwaldSolver<T> {
     }
 }
 
-/// The Laplace real-space kernel has mean `pi/xi^2`; dropping the zero mode of the whole sum
-/// subtracts `pi Q/(V xi^2)` for a net charge `Q` (zero for neutral input).
-fn background_shift<T: Real>(kernel: Kernel, sources: &Sources<T>, volume: f64, xi: f64) -> f64 {
-    if kernel != Kernel::Laplace {
-        return 0.0;
+/// Net charge of Laplace sources (0 for the other kernels). The Laplace real-space kernel has
+/// mean `pi/xi^2`; dropping the zero mode of the whole sum subtracts `pi Q/(V xi^2)` from every
+/// target (the potential of a uniform neutralising background).
+fn net_charge<T: Real>(kernel: Kernel, sources: &Sources<T>) -> f64 {
+    match (kernel.needs_charges(), sources.charges) {
+        (true, Some(q)) => q.iter().map(|v| v.to_f64()).sum(),
+        _ => 0.0,
     }
-    let q: f64 = sources.charges.map(|c| c.iter().map(|v| v.to_f64()).sum()).unwrap_or(0.0);
-    -PI * q / (volume * xi * xi)
 }
 
-fn neutrality_warnings<T: Real>(kernel: Kernel, sources: &Sources<T>) -> Vec<String> {
+fn neutrality_warnings<T: Real>(kernel: Kernel, sources: &Sources<T>, net: f64) -> Vec<String> {
     let mut w = Vec::new();
     let rel = if T::BYTES == 4 { 1e-5 } else { 1e-10 };
     if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
-        let net: f64 = q.iter().map(|v| v.to_f64()).sum();
         let abs: f64 = q.iter().map(|v| v.to_f64().abs()).sum();
         if net.abs() > rel * abs.max(f64::MIN_POSITIVE) {
             w.push(format!(

@@ -1,19 +1,19 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code, missing_docs)]
 
-use parki_core::{Domain, Kernel, Sources};
+use parki_core::{Domain, Kernel, Real, Sources};
 use parki_dist::generate::{self, Distribution, Rng};
 
-/// A generated f64 problem.
-pub struct Data {
-    pub pos: Vec<[f64; 3]>,
-    pub q: Vec<f64>,
-    pub f: Vec<[f64; 3]>,
-    pub d: Vec<[f64; 3]>,
-    pub n: Vec<[f64; 3]>,
+/// A generated problem in precision `T`.
+pub struct Data<T = f64> {
+    pub pos: Vec<[T; 3]>,
+    pub q: Vec<T>,
+    pub f: Vec<[T; 3]>,
+    pub d: Vec<[T; 3]>,
+    pub n: Vec<[T; 3]>,
 }
 
-impl Data {
+impl Data<f64> {
     pub fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
         let mut rng = Rng::new(seed);
         let pos = generate::positions(domain, dist, count, &mut rng);
@@ -24,52 +24,35 @@ impl Data {
         Self { pos, q, f, d, n }
     }
 
-    pub fn sources(&self) -> Sources<'_, f64> {
-        Sources {
-            positions: &self.pos,
-            charges: Some(&self.q),
-            forces: Some(&self.f),
-            dipoles: Some(&self.d),
-            normals: Some(&self.n),
-        }
-    }
-
-    pub fn cast(&self) -> DataF32 {
-        let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(|x| x as f32)).collect::<Vec<_>>();
-        DataF32 {
-            pos: c3(&self.pos),
-            q: self.q.iter().map(|&x| x as f32).collect(),
-            f: c3(&self.f),
-            d: c3(&self.d),
-            n: c3(&self.n),
-        }
+    /// The data rounded to f32.
+    pub fn cast(&self) -> Data<f32> {
+        self.convert()
     }
 }
 
-pub struct DataF32 {
-    pub pos: Vec<[f32; 3]>,
-    pub q: Vec<f32>,
-    pub f: Vec<[f32; 3]>,
-    pub d: Vec<[f32; 3]>,
-    pub n: Vec<[f32; 3]>,
-}
-
-impl DataF32 {
-    pub fn sources(&self) -> Sources<'_, f32> {
-        Sources {
-            positions: &self.pos,
-            charges: Some(&self.q),
-            forces: Some(&self.f),
-            dipoles: Some(&self.d),
-            normals: Some(&self.n),
-        }
-    }
+impl Data<f32> {
     /// The f32 data as f64 (what the f32 solver sees).
-    pub fn widen(&self) -> Data {
-        let c3 = |v: &Vec<[f32; 3]>| v.iter().map(|p| p.map(|x| x as f64)).collect::<Vec<_>>();
+    pub fn widen(&self) -> Data<f64> {
+        self.convert()
+    }
+}
+
+impl<T: Real> Data<T> {
+    pub fn sources(&self) -> Sources<'_, T> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.n),
+        }
+    }
+
+    fn convert<U: Real>(&self) -> Data<U> {
+        let c3 = |v: &Vec<[T; 3]>| v.iter().map(|p| p.map(|x| U::from_f64(x.to_f64()))).collect::<Vec<_>>();
         Data {
             pos: c3(&self.pos),
-            q: self.q.iter().map(|&x| x as f64).collect(),
+            q: self.q.iter().map(|&x| U::from_f64(x.to_f64())).collect(),
             f: c3(&self.f),
             d: c3(&self.d),
             n: c3(&self.n),
