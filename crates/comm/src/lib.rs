@@ -1,103 +1,35 @@
-//! Communication layer of parki-dist.
+//! Communication layer of parki-dist: the only crate that calls MPI (through rsmpi and its
+//! `ffi` for what rsmpi does not wrap, such as persistent requests).
 //!
-//! Every collective the rest of the code needs goes through [`Communicator`]. This crate is the
-//! only one that will call MPI: the rsmpi-backed communicator (feature `mpi`) arrives with the
-//! distributed solver (issue 3). [`SelfComm`] is the single-process communicator used by the
-//! one-process solver, the tests and the library when it is embedded without MPI.
+//! - [`Universe`] initialises MPI (or not, in a build without the `mpi` feature);
+//! - [`Comm`] is a communicator: world, split sub-communicators, Cartesian; typed reductions,
+//!   gathers, all-to-all-v, sparse and neighbour exchange, and [`Comm::agree`], which makes
+//!   every rank stop with the same error instead of hanging;
+//! - [`ExchangePlan`] is a block exchange planned once and executed many times by
+//!   `MPI_Alltoallv` or persistent point-to-point requests (`MPI_Send_init`/`MPI_Recv_init`,
+//!   `MPI_Startall`, `MPI_Waitany`), chosen at run time;
+//! - every call is counted (bytes, messages, seconds) under the stage named by [`Comm::stage`];
+//!   [`StageStats`] and [`TrafficStats`] reduce timers and counters to min/avg/max over ranks.
 //!
-//! [`StageStats`] reduces per-stage timers to min/avg/max over ranks for the timing table.
+//! Without the `mpi` feature the same API runs a single process.
 
-use parki_core::{Stage, StageTimes};
+mod comm;
+mod exchange;
+mod pod;
+mod stats;
+mod traffic;
+mod universe;
 
-/// A reduction operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReduceOp {
-    /// Sum.
-    Sum,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-}
-
-/// The collectives parki-dist needs from a group of processes.
-pub trait Communicator: Sync {
-    /// This process's rank in `0..size()`.
-    fn rank(&self) -> usize;
-    /// Number of processes.
-    fn size(&self) -> usize;
-    /// In-place all-reduce of `values` with `op`.
-    fn all_reduce_f64(&self, values: &mut [f64], op: ReduceOp);
-    /// Waits for all processes.
-    fn barrier(&self);
-}
-
-/// The communicator of a single process: rank 0 of 1; collectives are the identity.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SelfComm;
-
-impl Communicator for SelfComm {
-    fn rank(&self) -> usize {
-        0
-    }
-    fn size(&self) -> usize {
-        1
-    }
-    fn all_reduce_f64(&self, _values: &mut [f64], _op: ReduceOp) {}
-    fn barrier(&self) {}
-}
-
-/// Per-stage min/avg/max of wall time over ranks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StageStats {
-    /// `(stage, min, avg, max)` in execution order.
-    pub rows: Vec<(Stage, f64, f64, f64)>,
-    /// Total wall time: min/avg/max over ranks of each rank's sum.
-    pub total: (f64, f64, f64),
-    /// Number of ranks reduced over.
-    pub ranks: usize,
-}
-
-impl StageStats {
-    /// Reduces each rank's `times` over `comm` (collective: every rank must call it).
-    pub fn reduce(comm: &dyn Communicator, times: &StageTimes) -> StageStats {
-        let mut values: Vec<f64> = times.iter().map(|(_, t)| t).collect();
-        values.push(times.total());
-        let mut lo = values.clone();
-        let mut hi = values.clone();
-        let mut sum = values;
-        comm.all_reduce_f64(&mut lo, ReduceOp::Min);
-        comm.all_reduce_f64(&mut hi, ReduceOp::Max);
-        comm.all_reduce_f64(&mut sum, ReduceOp::Sum);
-        let n = comm.size() as f64;
-        let rows = Stage::ALL.iter().enumerate().map(|(i, &s)| (s, lo[i], sum[i] / n, hi[i])).collect();
-        let k = Stage::ALL.len();
-        StageStats { rows, total: (lo[k], sum[k] / n, hi[k]), ranks: comm.size() }
-    }
-
-    /// The timing table printed at the end of a run.
-    pub fn table(&self) -> String {
-        let mut s = format!(
-            "{:<10} {:>12} {:>12} {:>12}   (seconds over {} rank{})\n",
-            "stage",
-            "min",
-            "avg",
-            "max",
-            self.ranks,
-            if self.ranks == 1 { "" } else { "s" }
-        );
-        for &(stage, lo, avg, hi) in &self.rows {
-            s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", stage.name(), lo, avg, hi);
-        }
-        let (lo, avg, hi) = self.total;
-        s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", "total", lo, avg, hi);
-        s
-    }
-}
+pub use comm::{Comm, ReduceOp, Reducible};
+pub use exchange::{Backend, Dir, ExchangePlan};
+pub use pod::{as_bytes, as_bytes_mut, Pod};
+pub use stats::{StageStats, TrafficStats};
+pub use traffic::{StageGuard, TrafficRow};
+pub use universe::Universe;
 
 #[cfg(test)]
 mod tests {
-    use super::{SelfComm, StageStats};
+    use super::{Backend, Comm, Dir, ExchangePlan, StageStats};
     use parki_core::{Stage, StageTimes};
 
     #[test]
@@ -105,10 +37,25 @@ mod tests {
         let mut t = StageTimes::default();
         t.add(Stage::P2P, 2.0);
         t.add(Stage::FFT, 0.5);
-        let s = StageStats::reduce(&SelfComm, &t);
+        let s = StageStats::reduce(&Comm::single(), &t);
         let p2p = s.rows.iter().find(|r| r.0 == Stage::P2P).unwrap();
         assert_eq!((p2p.1, p2p.2, p2p.3), (2.0, 2.0, 2.0));
         assert_eq!(s.total, (2.5, 2.5, 2.5));
         assert!(s.table().contains("P2P"));
+    }
+
+    #[test]
+    fn single_process_exchange_copies_the_self_block() {
+        let c = Comm::single();
+        for backend in [Backend::Alltoallv, Backend::Persistent] {
+            let mut plan = ExchangePlan::<f64>::new(&c, &[3], &[3], backend);
+            let mut got = Vec::new();
+            plan.execute(Dir::Forward, |_, b| b.copy_from_slice(&[1.0, 2.0, 3.0]), |_, b| got.extend_from_slice(b));
+            plan.execute(Dir::Backward, |_, b| b.copy_from_slice(&[4.0, 5.0, 6.0]), |_, b| got.extend_from_slice(b));
+            assert_eq!(got, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        }
+        let r: parki_core::Result<()> = Err(parki_core::Error::Unsupported { what: "x".into() });
+        assert!(c.agree(r).is_err());
+        assert_eq!(c.cartesian(&[1, 1]).unwrap().cart_coords(0), Some(vec![0, 0]));
     }
 }

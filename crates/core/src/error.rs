@@ -94,6 +94,13 @@ pub enum Error {
         /// What does not fit, with numbers.
         message: String,
     },
+    /// Another rank of the job failed; every rank stops with its message.
+    Remote {
+        /// The rank that failed first.
+        rank: usize,
+        /// Its message.
+        message: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -124,6 +131,7 @@ impl fmt::Display for Error {
             }
             Error::Unsupported { what } => write!(f, "unsupported: {what}"),
             Error::Resource { message } => write!(f, "insufficient resources: {message}"),
+            Error::Remote { rank, message } => write!(f, "rank {rank}: {message}"),
         }
     }
 }

@@ -4,12 +4,15 @@
 //! it this process owns, in the memory layout of an in-place real-to-complex FFT:
 //! real data `[z][y][x]` with `x` fastest and each x-row padded to `2 (Mx/2 + 1)` reals, so that
 //! the half spectrum `[z][y][kx]`, `kx = 0..Mx/2`, overwrites it. On one process the owned block
-//! is the whole grid; slab and pencil topologies over ranks arrive with issue 3.
+//! is the whole grid; [`topology`] splits grids over slab and pencil process grids.
 //!
 //! [`sort`] assigns particles to bins (cells, grid slabs) with a deterministic parallel counting
 //! sort: the order inside a bin is the input order, whatever the thread count.
 
 pub mod sort;
+pub mod topology;
+
+pub use topology::{split_owner, split_range, split_start, Decomposition, GridTopology, ProcGrid};
 
 use parki_core::{Error, Result};
 

@@ -25,6 +25,21 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::window::KaiserBessel;
 
+/// The local block of a half spectrum stored `[component][kz][ky][kx]`, `kx` fastest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpectralBlock {
+    /// First global `kx` and count.
+    pub x: (usize, usize),
+    /// First global `ky` and count.
+    pub y: (usize, usize),
+    /// Number of `kz` (all of them).
+    pub z: usize,
+    /// Reals between consecutive `ky` rows.
+    pub row_stride: usize,
+    /// Reals between components.
+    pub component_stride: usize,
+}
+
 /// Per-axis tables of one CNV plan.
 #[derive(Clone, Debug)]
 pub struct Cnv {
@@ -64,39 +79,54 @@ impl Cnv {
     /// Applies the kernel in place: reads the `kernel.grid_components()` spectra of `grid` and
     /// writes the `kernel.output_dim()` output spectra into its first components.
     pub fn apply<T: Real>(&self, grid: &mut [T], par: Par) {
-        let ncomp = self.kernel.grid_components();
-        let rl = self.layout.real_len();
         let [_, my, mz] = self.layout.global;
-        let plane = my * self.layout.row_stride();
-        assert!(grid.len() >= ncomp * rl, "grid buffer too short");
+        let block = SpectralBlock {
+            x: (0, self.layout.complex_row()),
+            y: (0, my),
+            z: mz,
+            row_stride: self.layout.row_stride(),
+            component_stride: self.layout.real_len(),
+        };
+        self.apply_block(grid, &block, par)
+    }
+
+    /// As [`apply`](Self::apply) on the local block of a distributed spectrum (the z-pencils
+    /// a distributed FFT ends in): global `kx` in `block.x`, `ky` in `block.y`, every `kz`.
+    pub fn apply_block<T: Real>(&self, grid: &mut [T], block: &SpectralBlock, par: Par) {
+        let ncomp = self.kernel.grid_components();
+        let cs = block.component_stride;
+        let plane = block.y.1 * block.row_stride;
+        assert!(block.x.0 + block.x.1 <= self.layout.complex_row() && block.y.0 + block.y.1 <= self.layout.global[1]);
+        assert_eq!(block.z, self.layout.global[2], "spectral block must hold every kz");
+        assert!(grid.len() >= (ncomp - 1) * cs + block.z * plane, "grid buffer too short");
         let writer = DisjointSlice::new(grid);
         let work = |iz: usize| {
             // SAFETY: plane iz of every component belongs to this task only.
             let mut comps: [&mut [T]; 9] = Default::default();
             for (c, slot) in comps.iter_mut().enumerate().take(ncomp) {
-                *slot = unsafe { writer.range_mut(c * rl + iz * plane, c * rl + (iz + 1) * plane) };
+                *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
             }
-            self.plane(iz, &mut comps[..ncomp]);
+            self.plane(iz, block, &mut comps[..ncomp]);
         };
         match par {
-            Par::Seq => (0..mz).for_each(work),
-            Par::Rayon(_) => (0..mz).into_par_iter().for_each(work),
+            Par::Seq => (0..block.z).for_each(work),
+            Par::Rayon(_) => (0..block.z).into_par_iter().for_each(work),
         }
     }
 
-    fn plane<T: Real>(&self, iz: usize, comps: &mut [&mut [T]]) {
-        let [_, my, _] = self.layout.global;
-        let nx = self.layout.complex_row();
-        let stride = self.layout.row_stride();
+    fn plane<T: Real>(&self, iz: usize, block: &SpectralBlock, comps: &mut [&mut [T]]) {
+        let stride = block.row_stride;
         let inv4xi2 = 1.0 / (4.0 * self.xi * self.xi);
         let kz = self.k[2][iz];
         let fz = self.f[2][iz];
         let ncomp = comps.len();
-        for iy in 0..my {
+        for ly in 0..block.y.1 {
+            let iy = block.y.0 + ly;
             let ky = self.k[1][iy];
             let fyz = self.f[1][iy] * fz;
-            for ix in 0..nx {
-                let o = iy * stride + 2 * ix;
+            for lx in 0..block.x.1 {
+                let ix = block.x.0 + lx;
+                let o = ly * stride + 2 * lx;
                 let kx = self.k[0][ix];
                 let k2 = kx * kx + ky * ky + kz * kz;
                 let sf = self.f[0][ix] * fyz;

@@ -18,7 +18,7 @@ const FFTW_MEASURE: u32 = 0;
 const FFTW_ESTIMATE: u32 = 1 << 6;
 
 /// A real type FFTW transforms (`f64` through `fftw_*`, `f32` through `fftwf_*`).
-pub trait FftReal: Real {
+pub trait FftReal: Real + parki_comm::Pod + Default {
     /// Opaque plan pointer.
     #[doc(hidden)]
     type RawPlan: Copy;
@@ -48,6 +48,34 @@ pub trait FftReal: Real {
     /// Sets the thread count for plans made afterwards.
     #[doc(hidden)]
     unsafe fn plan_with_nthreads(n: c_int);
+    /// Plans an in-place 1-D transform of `n` points with input/output strides `stride` (in
+    /// units of the input and output element: reals or complex) over the loops `howmany`
+    /// (`(count, input stride, output stride)`).
+    #[doc(hidden)]
+    unsafe fn plan_guru(
+        kind: Kind,
+        n: isize,
+        stride: (isize, isize),
+        howmany: &[(isize, isize, isize)],
+        data: *mut Self,
+        flags: u32,
+    ) -> Self::RawPlan;
+    /// Executes a guru plan on `data`.
+    #[doc(hidden)]
+    unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut Self);
+}
+
+/// Kind of a 1-D transform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Real to half-complex, forward.
+    R2c,
+    /// Half-complex to real, backward.
+    C2r,
+    /// Complex, forward (`e^{-i k x}`).
+    C2cForward,
+    /// Complex, backward.
+    C2cBackward,
 }
 
 /// Initialises FFTW's threads for both precisions.
@@ -63,7 +91,8 @@ pub unsafe fn init_threads() {
 }
 
 macro_rules! impl_fft_real {
-    ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident) => {
+    ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident,
+     $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident) => {
         impl FftReal for $t {
             type RawPlan = $plan;
             #[allow(clippy::too_many_arguments)]
@@ -136,6 +165,40 @@ macro_rules! impl_fft_real {
                 // SAFETY: planner state, called under the planner mutex.
                 unsafe { sys::$threads(n) }
             }
+            unsafe fn plan_guru(
+                kind: Kind,
+                n: isize,
+                stride: (isize, isize),
+                howmany: &[(isize, isize, isize)],
+                data: *mut $t,
+                flags: u32,
+            ) -> Self::RawPlan {
+                let dims = [sys::$iodim { n, is: stride.0, os: stride.1 }];
+                let loops: Vec<sys::$iodim> =
+                    howmany.iter().map(|&(n, is, os)| sys::$iodim { n, is, os }).collect();
+                let c = data as *mut $complex;
+                let hr = loops.len() as c_int;
+                // SAFETY: the caller describes an in-place layout inside `data`.
+                unsafe {
+                    match kind {
+                        Kind::R2c => sys::$g_r2c(1, dims.as_ptr(), hr, loops.as_ptr(), data, c, flags),
+                        Kind::C2r => sys::$g_c2r(1, dims.as_ptr(), hr, loops.as_ptr(), c, data, flags),
+                        Kind::C2cForward => sys::$g_dft(1, dims.as_ptr(), hr, loops.as_ptr(), c, c, -1, flags),
+                        Kind::C2cBackward => sys::$g_dft(1, dims.as_ptr(), hr, loops.as_ptr(), c, c, 1, flags),
+                    }
+                }
+            }
+            unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut $t) {
+                let c = data as *mut $complex;
+                // SAFETY: same layout as planned (caller's contract).
+                unsafe {
+                    match kind {
+                        Kind::R2c => sys::$exec_r2c(plan, data, c),
+                        Kind::C2r => sys::$exec_c2r(plan, c, data),
+                        _ => sys::$exec_dft(plan, c, c),
+                    }
+                }
+            }
         }
     };
 }
@@ -149,7 +212,12 @@ impl_fft_real!(
     fftw_execute_dft_r2c,
     fftw_execute_dft_c2r,
     fftw_destroy_plan,
-    fftw_plan_with_nthreads
+    fftw_plan_with_nthreads,
+    fftw_iodim64,
+    fftw_plan_guru64_dft_r2c,
+    fftw_plan_guru64_dft_c2r,
+    fftw_plan_guru64_dft,
+    fftw_execute_dft
 );
 impl_fft_real!(
     f32,
@@ -160,7 +228,12 @@ impl_fft_real!(
     fftwf_execute_dft_r2c,
     fftwf_execute_dft_c2r,
     fftwf_destroy_plan,
-    fftwf_plan_with_nthreads
+    fftwf_plan_with_nthreads,
+    fftwf_iodim64,
+    fftwf_plan_guru64_dft_r2c,
+    fftwf_plan_guru64_dft_c2r,
+    fftwf_plan_guru64_dft,
+    fftwf_execute_dft
 );
 
 /// An owned FFTW plan of `howmany` components (or none when `howmany == 0`).
@@ -235,6 +308,72 @@ impl<T: FftReal> Plan<T> {
 }
 
 impl<T: FftReal> Drop for Plan<T> {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: destroyed once, under the planner mutex.
+            unsafe { T::destroy(raw) }
+        }
+    }
+}
+
+/// An owned 1-D guru plan (in place), executed on the buffer it was planned for.
+pub(crate) struct Plan1d<T: FftReal> {
+    raw: Option<T::RawPlan>,
+    kind: Kind,
+}
+
+// SAFETY: as for `Plan`.
+unsafe impl<T: FftReal> Send for Plan1d<T> {}
+// SAFETY: as for `Plan`.
+unsafe impl<T: FftReal> Sync for Plan1d<T> {}
+
+impl<T: FftReal> Plan1d<T> {
+    /// Plans (see [`FftReal::plan_guru`]); no plan when a loop count or `n` is zero.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        kind: Kind,
+        n: usize,
+        stride: (usize, usize),
+        howmany: &[(usize, usize, usize)],
+        data: *mut T,
+        threads: usize,
+        rigor: PlanRigor,
+    ) -> Result<Self> {
+        if n == 0 || howmany.iter().any(|h| h.0 == 0) {
+            return Ok(Self { raw: None, kind });
+        }
+        let flags = match rigor {
+            PlanRigor::Estimate => FFTW_ESTIMATE,
+            PlanRigor::Measure => FFTW_MEASURE,
+        };
+        let loops: Vec<(isize, isize, isize)> =
+            howmany.iter().map(|&(a, b, c)| (a as isize, b as isize, c as isize)).collect();
+        let raw = {
+            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: under the planner mutex; the caller's layout lies inside `data`.
+            unsafe {
+                T::plan_with_nthreads(threads.max(1) as c_int);
+                T::plan_guru(kind, n as isize, (stride.0 as isize, stride.1 as isize), &loops, data, flags)
+            }
+        };
+        if T::is_null(raw) {
+            return Err(Error::Resource { message: format!("FFTW could not plan a 1-D transform of {n} points") });
+        }
+        Ok(Self { raw: Some(raw), kind })
+    }
+
+    /// # Safety
+    /// `data` must be the buffer (or one of identical layout and alignment) planned for.
+    pub(crate) unsafe fn execute(&self, data: *mut T) {
+        if let Some(raw) = self.raw {
+            // SAFETY: forwarded to the caller.
+            unsafe { T::execute_guru(raw, self.kind, data) }
+        }
+    }
+}
+
+impl<T: FftReal> Drop for Plan1d<T> {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
             let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());

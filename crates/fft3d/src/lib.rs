@@ -6,8 +6,9 @@
 //! [`GridBuffer`] they were planned for. Transforms are unnormalised: forward then backward
 //! multiplies by `Mx My Mz`.
 //!
-//! The distributed pencil FFT with topology switches arrives with issue 3 on the same interface.
+//! [`DistFft`] is the distributed transform over slab and pencil process grids (module [`dist`]).
 
+pub mod dist;
 mod ffi;
 
 use std::sync::Once;
@@ -16,6 +17,7 @@ use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
+pub use dist::{DistFft, DistFftOptions, FftTimes, SpectralLayout};
 pub use ffi::FftReal;
 
 /// How hard FFTW searches for a fast plan.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use parki_comm::{SelfComm, StageStats};
+use parki_comm::{Comm, StageStats};
 use parki_core::validate::{narrow_positions, wrap_positions};
 use parki_core::{Domain, Error, Kernel, Real, Result, Sources, Stage};
 use parki_farfield::{G2pVariant, P2gVariant};
@@ -343,7 +343,7 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
     for w in &ev.warnings {
         eprintln!("[parki-dist] warning: {w}");
     }
-    let stats = StageStats::reduce(&SelfComm, &ev.times);
+    let stats = StageStats::reduce(&Comm::single(), &ev.times);
     let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
     // check against the classical Ewald sum
     let check_count = args.check.or(cfg.run.check).unwrap_or(0);

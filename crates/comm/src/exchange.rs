@@ -1,0 +1,289 @@
+//! [`ExchangePlan`]: a fixed pattern of blocks between ranks (a topology switch, a ghost-grid
+//! exchange), planned once and executed many times, forward or backward, by one of two backends
+//! chosen at run time:
+//!
+//! - [`Backend::Alltoallv`]: pack every block, one `MPI_Alltoallv`, unpack every block;
+//! - [`Backend::Persistent`]: persistent requests made once (`MPI_Send_init` / `MPI_Recv_init`
+//!   on both buffers, for both directions, as FLUPS §4.5(b)); at each call the receives start,
+//!   each block is packed and its send started at once, the self block is unpacked, then every
+//!   block is unpacked as soon as `MPI_Waitany` returns it, while the others are in flight.
+//!
+//! The plan owns both buffers (`A` and `B`): forward sends from `A` and receives into `B`,
+//! backward the reverse, through the same buffers and requests in opposite roles.
+
+use std::time::Instant;
+
+use crate::comm::Comm;
+#[cfg(feature = "mpi")]
+use crate::comm::{ffi, ElementType};
+use crate::pod::Pod;
+
+/// How the blocks of an exchange travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// One `MPI_Alltoallv` per call.
+    #[default]
+    Alltoallv,
+    /// Persistent non-blocking point-to-point, unpacking blocks as they arrive.
+    Persistent,
+}
+
+impl Backend {
+    /// Name used in configuration files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Alltoallv => "alltoallv",
+            Backend::Persistent => "persistent",
+        }
+    }
+
+    /// Parses a name of [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "alltoallv" => Some(Backend::Alltoallv),
+            "persistent" | "p2p" => Some(Backend::Persistent),
+            _ => None,
+        }
+    }
+}
+
+/// Direction of an exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// From buffer `A` to buffer `B`.
+    Forward,
+    /// From buffer `B` to buffer `A`.
+    Backward,
+}
+
+#[derive(Clone, Debug)]
+struct Side {
+    counts: Vec<usize>,
+    offsets: Vec<usize>,
+    len: usize,
+}
+
+impl Side {
+    fn new(counts: &[usize]) -> Self {
+        let mut offsets = Vec::with_capacity(counts.len() + 1);
+        let mut acc = 0;
+        for &c in counts {
+            offsets.push(acc);
+            acc += c;
+        }
+        offsets.push(acc);
+        Self { counts: counts.to_vec(), offsets, len: acc }
+    }
+}
+
+#[cfg(feature = "mpi")]
+struct Requests {
+    peers: Vec<usize>,
+    raw: Vec<ffi::MPI_Request>,
+}
+
+#[cfg(feature = "mpi")]
+impl Requests {
+    fn empty() -> Self {
+        Self { peers: Vec::new(), raw: Vec::new() }
+    }
+}
+
+/// A planned exchange of one block per peer (see the module documentation).
+pub struct ExchangePlan<T: Pod> {
+    comm: Comm,
+    backend: Backend,
+    a: Vec<T>,
+    b: Vec<T>,
+    side_a: Side,
+    side_b: Side,
+    #[cfg(feature = "mpi")]
+    _dtype: Option<ElementType<T>>,
+    /// forward sends (from A), forward receives (into B), backward sends (from B), backward
+    /// receives (into A)
+    #[cfg(feature = "mpi")]
+    reqs: [Requests; 4],
+}
+
+// SAFETY: the requests refer to the plan's own buffers; the plan is used by one thread at a time.
+unsafe impl<T: Pod> Send for ExchangePlan<T> {}
+
+impl<T: Pod + Default> ExchangePlan<T> {
+    /// Plans blocks of `a_counts[r]` elements between this rank's `A` and rank `r`, and
+    /// `b_counts[r]` between its `B` and rank `r` (rank `r`'s `B` count for this rank must equal
+    /// this rank's `A` count for `r`). Collective over `comm`.
+    pub fn new(comm: &Comm, a_counts: &[usize], b_counts: &[usize], backend: Backend) -> Self {
+        assert_eq!(a_counts.len(), comm.size(), "one A count per rank");
+        assert_eq!(b_counts.len(), comm.size(), "one B count per rank");
+        assert_eq!(a_counts[comm.rank()], b_counts[comm.rank()], "self block sizes differ");
+        let (side_a, side_b) = (Side::new(a_counts), Side::new(b_counts));
+        let mut plan = Self {
+            comm: comm.clone(),
+            backend,
+            a: vec![T::default(); side_a.len],
+            b: vec![T::default(); side_b.len],
+            side_a,
+            side_b,
+            #[cfg(feature = "mpi")]
+            _dtype: None,
+            #[cfg(feature = "mpi")]
+            reqs: [Requests::empty(), Requests::empty(), Requests::empty(), Requests::empty()],
+        };
+        #[cfg(feature = "mpi")]
+        if let (Some(raw), Backend::Persistent, true) = (comm.as_raw(), backend, comm.size() > 1) {
+            let dt = ElementType::<T>::new();
+            let me = comm.rank();
+            let make = |buf: *mut T, side: &Side, send: bool, tag: i32| -> Requests {
+                let mut r = Requests::empty();
+                for (peer, &c) in side.counts.iter().enumerate() {
+                    if c == 0 || peer == me {
+                        continue;
+                    }
+                    // SAFETY: a predefined handle value, overwritten below.
+                    let mut rq = unsafe { ffi::RSMPI_REQUEST_NULL };
+                    // SAFETY: the block lies in `buf`, a buffer owned by the plan that never
+                    // moves (its Vec is not resized) and outlives the requests (freed in Drop).
+                    unsafe {
+                        let p = buf.add(side.offsets[peer]);
+                        if send {
+                            ffi::MPI_Send_init(p as *const _, c as i32, dt.raw, peer as i32, tag, raw, &mut rq);
+                        } else {
+                            ffi::MPI_Recv_init(p as *mut _, c as i32, dt.raw, peer as i32, tag, raw, &mut rq);
+                        }
+                    }
+                    r.peers.push(peer);
+                    r.raw.push(rq);
+                }
+                r
+            };
+            let (pa, pb) = (plan.a.as_mut_ptr(), plan.b.as_mut_ptr());
+            plan.reqs = [
+                make(pa, &plan.side_a, true, 11),
+                make(pb, &plan.side_b, false, 11),
+                make(pb, &plan.side_b, true, 12),
+                make(pa, &plan.side_a, false, 12),
+            ];
+            plan._dtype = Some(dt);
+        }
+        plan
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Elements sent to other ranks per call in direction `dir`.
+    pub fn elements_sent(&self, dir: Dir) -> usize {
+        let s = if dir == Dir::Forward { &self.side_a } else { &self.side_b };
+        s.len - s.counts[self.comm.rank()]
+    }
+
+    /// Executes in direction `dir`: `pack(peer, block)` fills the block for each peer with a
+    /// block (self first), `unpack(peer, block)` consumes each received block (self first, then
+    /// in arrival order for the persistent backend, rank order for all-to-all-v).
+    pub fn execute(&mut self, dir: Dir, mut pack: impl FnMut(usize, &mut [T]), mut unpack: impl FnMut(usize, &[T])) {
+        let me = self.comm.rank();
+        let (src, dst, ss, ds) = match dir {
+            Dir::Forward => (self.a.as_mut_ptr(), self.b.as_mut_ptr(), &self.side_a, &self.side_b),
+            Dir::Backward => (self.b.as_mut_ptr(), self.a.as_mut_ptr(), &self.side_b, &self.side_a),
+        };
+        // SAFETY (all block slices below): blocks of one side are disjoint ranges of a buffer the
+        // plan owns; MPI reads a send block only after it was packed, and a receive block is
+        // read only after its request completed.
+        let block = |base: *mut T, s: &Side, peer: usize| unsafe {
+            std::slice::from_raw_parts_mut(base.add(s.offsets[peer]), s.counts[peer])
+        };
+        let t = Instant::now();
+        let size = self.comm.size();
+        let sent = ss.len - ss.counts[me];
+        let msgs = (0..size).filter(|&r| r != me && ss.counts[r] > 0).count() as u64;
+        let bytes = (sent * std::mem::size_of::<T>()) as u64;
+        let persistent = self.backend == Backend::Persistent && size > 1;
+        #[cfg(feature = "mpi")]
+        let (si, ri) = match dir {
+            Dir::Forward => (0, 1),
+            Dir::Backward => (2, 3),
+        };
+        if persistent {
+            #[cfg(feature = "mpi")]
+            {
+                let recv = &mut self.reqs[ri].raw;
+                if !recv.is_empty() {
+                    // SAFETY: inactive persistent requests on live buffers.
+                    unsafe { ffi::MPI_Startall(recv.len() as i32, recv.as_mut_ptr()) };
+                }
+            }
+        }
+        // self block first: packed, then copied to the other side
+        if ss.counts[me] > 0 {
+            pack(me, block(src, ss, me));
+            block(dst, ds, me).copy_from_slice(block(src, ss, me));
+        }
+        if persistent {
+            #[cfg(feature = "mpi")]
+            {
+                let mut k = 0;
+                for peer in 0..size {
+                    if peer == me || ss.counts[peer] == 0 {
+                        continue;
+                    }
+                    pack(peer, block(src, ss, peer));
+                    debug_assert_eq!(self.reqs[si].peers[k], peer);
+                    // SAFETY: the block is packed; the request is inactive.
+                    unsafe { ffi::MPI_Start(&mut self.reqs[si].raw[k]) };
+                    k += 1;
+                }
+                if ds.counts[me] > 0 {
+                    unpack(me, block(dst, ds, me));
+                }
+                let n = self.reqs[ri].raw.len();
+                for _ in 0..n {
+                    let mut idx = 0i32;
+                    // SAFETY: started requests; completed ones become inactive and are skipped.
+                    unsafe {
+                        ffi::MPI_Waitany(n as i32, self.reqs[ri].raw.as_mut_ptr(), &mut idx, ffi::RSMPI_STATUS_IGNORE)
+                    };
+                    let peer = self.reqs[ri].peers[idx as usize];
+                    unpack(peer, block(dst, ds, peer));
+                }
+                let sends = &mut self.reqs[si].raw;
+                if !sends.is_empty() {
+                    // SAFETY: started sends on live buffers.
+                    unsafe { ffi::MPI_Waitall(sends.len() as i32, sends.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+                }
+            }
+        } else {
+            for peer in (0..size).filter(|&p| p != me && ss.counts[p] > 0) {
+                pack(peer, block(src, ss, peer));
+            }
+            if size > 1 {
+                // SAFETY: whole buffers, no block borrowed across the call.
+                let (s, d) = unsafe {
+                    (std::slice::from_raw_parts(src, ss.len), std::slice::from_raw_parts_mut(dst, ds.len))
+                };
+                self.comm.alltoallv_known(s, &ss.counts, d, &ds.counts);
+            }
+            for peer in (0..size).filter(|&p| ds.counts[p] > 0) {
+                unpack(peer, block(dst, ds, peer));
+            }
+        }
+        if persistent {
+            self.comm.counters.add(bytes, msgs, t);
+        }
+    }
+}
+
+impl<T: Pod> Drop for ExchangePlan<T> {
+    fn drop(&mut self) {
+        #[cfg(feature = "mpi")]
+        if crate::comm::mpi_live() {
+            for r in self.reqs.iter_mut() {
+                for rq in r.raw.iter_mut() {
+                    // SAFETY: inactive persistent requests, freed once.
+                    unsafe { ffi::MPI_Request_free(rq) };
+                }
+            }
+        }
+    }
+}
