@@ -517,7 +517,8 @@ impl Comm {
         let counts: Vec<[u64; 1]> = sends.iter().map(|s| [s.len() as u64]).collect();
         let mut rcounts = vec![[0u64; 1]; peers.len()];
         {
-            let s: Vec<(usize, &[[u64; 1]])> = peers.iter().zip(&counts).map(|(&p, c)| (p, std::slice::from_ref(c))).collect();
+            let s: Vec<(usize, &[[u64; 1]])> =
+                peers.iter().zip(&counts).map(|(&p, c)| (p, std::slice::from_ref(c))).collect();
             let mut r: Vec<(usize, &mut [[u64; 1]])> =
                 peers.iter().zip(rcounts.iter_mut()).map(|(&p, c)| (p, std::slice::from_mut(c))).collect();
             self.exchange(&s, &mut r);
@@ -525,7 +526,8 @@ impl Comm {
         let mut out: Vec<Vec<T>> = rcounts.iter().map(|c| vec![T::default(); c[0] as usize]).collect();
         {
             let s: Vec<(usize, &[T])> = peers.iter().zip(sends).map(|(&p, v)| (p, &v[..])).collect();
-            let mut r: Vec<(usize, &mut [T])> = peers.iter().zip(out.iter_mut()).map(|(&p, v)| (p, &mut v[..])).collect();
+            let mut r: Vec<(usize, &mut [T])> =
+                peers.iter().zip(out.iter_mut()).map(|(&p, v)| (p, &mut v[..])).collect();
             self.exchange(&s, &mut r);
         }
         out

@@ -259,9 +259,8 @@ impl<T: Pod + Default> ExchangePlan<T> {
             }
             if size > 1 {
                 // SAFETY: whole buffers, no block borrowed across the call.
-                let (s, d) = unsafe {
-                    (std::slice::from_raw_parts(src, ss.len), std::slice::from_raw_parts_mut(dst, ds.len))
-                };
+                let (s, d) =
+                    unsafe { (std::slice::from_raw_parts(src, ss.len), std::slice::from_raw_parts_mut(dst, ds.len)) };
                 self.comm.alltoallv_known(s, &ss.counts, d, &ds.counts);
             }
             for peer in (0..size).filter(|&p| ds.counts[p] > 0) {

@@ -24,11 +24,8 @@ impl Universe {
                 unsafe { ffi::MPI_Initialized(&mut flag) };
                 flag != 0
             };
-            let rsmpi = if already {
-                None
-            } else {
-                mpi::initialize_with_threading(mpi::Threading::Funneled).map(|(u, _)| u)
-            };
+            let rsmpi =
+                if already { None } else { mpi::initialize_with_threading(mpi::Threading::Funneled).map(|(u, _)| u) };
             // SAFETY: MPI_COMM_WORLD is valid from initialisation to finalisation, which happens
             // when `_rsmpi` drops, after `world` (field order) has released nothing it owns.
             let world = unsafe { Comm::from_raw(ffi::RSMPI_COMM_WORLD) };

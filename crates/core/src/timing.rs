@@ -7,35 +7,62 @@ use std::time::Instant;
 pub enum Stage {
     /// Input checks, cell lists, sorting.
     Prepare,
+    /// MPI-SORT: particles to the ranks that own them.
+    Sort,
+    /// Ghost sources from neighbouring ranks (within r_c of the subdomain).
+    Ghost,
     /// Near field: particle-to-particle on cell lists.
     P2P,
     /// Far field: particle-to-grid spreading (including periodic folding).
     P2G,
+    /// Reverse halo exchange: spread values on other ranks' grid points added to their owners.
+    Halo,
     /// Forward FFT of all grid components.
     FFT,
     /// Fourier-space kernel and window deconvolution.
     CNV,
     /// Inverse FFT of the output components.
     IFFT,
+    /// Forward ghost-grid exchange: owners' grid values to the ranks that interpolate them.
+    GridGhost,
     /// Far field: grid-to-particle interpolation.
     G2P,
+    /// Results back to the calling ranks, in input order.
+    Return,
 }
 
 impl Stage {
     /// All stages in execution order.
-    pub const ALL: [Stage; 7] =
-        [Stage::Prepare, Stage::P2P, Stage::P2G, Stage::FFT, Stage::CNV, Stage::IFFT, Stage::G2P];
+    pub const ALL: [Stage; 12] = [
+        Stage::Prepare,
+        Stage::Sort,
+        Stage::Ghost,
+        Stage::P2P,
+        Stage::P2G,
+        Stage::Halo,
+        Stage::FFT,
+        Stage::CNV,
+        Stage::IFFT,
+        Stage::GridGhost,
+        Stage::G2P,
+        Stage::Return,
+    ];
 
     /// Name used in reports and tables.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Prepare => "prepare",
+            Stage::Sort => "sort",
+            Stage::Ghost => "ghost",
             Stage::P2P => "P2P",
             Stage::P2G => "P2G",
+            Stage::Halo => "halo",
             Stage::FFT => "FFT",
             Stage::CNV => "CNV",
             Stage::IFFT => "IFFT",
+            Stage::GridGhost => "grid_ghost",
             Stage::G2P => "G2P",
+            Stage::Return => "return",
         }
     }
 
@@ -47,7 +74,7 @@ impl Stage {
 /// Seconds spent per stage (accumulates over calls).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimes {
-    seconds: [f64; 7],
+    seconds: [f64; 12],
 }
 
 impl StageTimes {

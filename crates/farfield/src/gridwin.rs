@@ -20,6 +20,13 @@ pub struct GridWindow<T> {
     pub p: usize,
     degree: usize,
     coeffs: Vec<T>,
+    /// Global points per axis.
+    pub global: [usize; 3],
+    /// Along axes with `wrap[d] == false` the layout holds global points `origin[d]..` (unwrapped)
+    /// and anchors are not wrapped.
+    pub origin: [i64; 3],
+    /// Whether the layout holds the whole periodic axis.
+    pub wrap: [bool; 3],
 }
 
 /// Where a particle sits on the grid: anchors (first grid index of the support, wrapped into
@@ -43,6 +50,45 @@ impl<T: Real> GridWindow<T> {
             p: poly.p,
             degree: poly.degree,
             coeffs: poly.coeffs.iter().map(|&c| T::from_f64(c)).collect(),
+            global: layout.global,
+            origin: [0; 3],
+            wrap: [true; 3],
+        }
+    }
+
+    /// The window on a block of a global grid of `global` points: `layout` holds global points
+    /// `origin[d] .. origin[d] + layout.global[d]` (unwrapped) along axes with `wrap[d] ==
+    /// false`, and whole axes otherwise. Every support of a particle the block serves must lie
+    /// inside it.
+    pub fn windowed(
+        layout: GridLayout,
+        global: [usize; 3],
+        origin: [i64; 3],
+        wrap: [bool; 3],
+        h: [f64; 3],
+        poly: &WindowPoly,
+    ) -> Self {
+        let mut w = Self::new(layout, h, poly);
+        w.global = global;
+        w.wrap = wrap;
+        for d in 0..3 {
+            if wrap[d] {
+                assert_eq!(layout.global[d], global[d], "a wrapped axis holds the whole grid");
+            } else {
+                w.origin[d] = origin[d];
+            }
+        }
+        w
+    }
+
+    #[inline(always)]
+    fn local_anchor(&self, d: usize, a: i64) -> usize {
+        if self.wrap[d] {
+            a.rem_euclid(self.global[d] as i64) as usize
+        } else {
+            let l = a - self.origin[d];
+            debug_assert!(l >= 0 && l as usize + self.p <= self.layout.global[d], "support outside the grid block");
+            l.clamp(0, (self.layout.global[d] - self.p) as i64) as usize
         }
     }
 
@@ -53,12 +99,10 @@ impl<T: Real> GridWindow<T> {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         let half = (self.p / 2) as i64;
         for d in 0..3 {
-            let m = self.layout.global[d] as i64;
             let g = pos[d].to_f64() * self.inv_h[d];
             let i0 = g.floor();
             let delta = g - i0;
-            let a = (i0 as i64 - half + 1).rem_euclid(m);
-            f.anchor[d] = a as usize;
+            f.anchor[d] = self.local_anchor(d, i0 as i64 - half + 1);
             self.weights(T::from_f64(delta), &mut f.w[d]);
         }
         f
@@ -69,9 +113,8 @@ impl<T: Real> GridWindow<T> {
     pub fn anchor(&self, pos: &[T; 3]) -> [usize; 3] {
         let half = (self.p / 2) as i64;
         [0, 1, 2].map(|d| {
-            let m = self.layout.global[d] as i64;
             let i0 = (pos[d].to_f64() * self.inv_h[d]).floor() as i64;
-            (i0 - half + 1).rem_euclid(m) as usize
+            self.local_anchor(d, i0 - half + 1)
         })
     }
 

@@ -208,9 +208,25 @@ impl<T: FftReal> DistFft<T> {
                 let k = if forward { Kind::C2cForward } else { Kind::C2cBackward };
                 Plan1d::new(k, mx, (1, 1), &[(rows, kx, kx), (comps, cs / 2, cs / 2)], ptr, threads, opts.rigor)?
             } else if forward {
-                Plan1d::new(Kind::R2c, mx, (1, 1), &[(rows, 2 * kx, kx), (comps, cs, cs / 2)], ptr, threads, opts.rigor)?
+                Plan1d::new(
+                    Kind::R2c,
+                    mx,
+                    (1, 1),
+                    &[(rows, 2 * kx, kx), (comps, cs, cs / 2)],
+                    ptr,
+                    threads,
+                    opts.rigor,
+                )?
             } else {
-                Plan1d::new(Kind::C2r, mx, (1, 1), &[(rows, kx, 2 * kx), (comps, cs / 2, cs)], ptr, threads, opts.rigor)?
+                Plan1d::new(
+                    Kind::C2r,
+                    mx,
+                    (1, 1),
+                    &[(rows, kx, 2 * kx), (comps, cs / 2, cs)],
+                    ptr,
+                    threads,
+                    opts.rigor,
+                )?
             };
             let k = if forward { Kind::C2cForward } else { Kind::C2cBackward };
             let [xl1, _, zl1] = t1.local();
@@ -225,7 +241,15 @@ impl<T: FftReal> DistFft<T> {
             )?;
             let [xl2, yl2, _] = t2.local();
             let plane = xl2 * yl2;
-            let z = Plan1d::new(k, mz, (plane, plane), &[(plane, 1, 1), (comps, cs / 2, cs / 2)], ptr, threads, opts.rigor)?;
+            let z = Plan1d::new(
+                k,
+                mz,
+                (plane, plane),
+                &[(plane, 1, 1), (comps, cs / 2, cs / 2)],
+                ptr,
+                threads,
+                opts.rigor,
+            )?;
             Ok([x, y, z])
         };
         let plans_f = plans(opts.forward_components, true)?;

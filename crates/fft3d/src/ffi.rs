@@ -174,8 +174,7 @@ macro_rules! impl_fft_real {
                 flags: u32,
             ) -> Self::RawPlan {
                 let dims = [sys::$iodim { n, is: stride.0, os: stride.1 }];
-                let loops: Vec<sys::$iodim> =
-                    howmany.iter().map(|&(n, is, os)| sys::$iodim { n, is, os }).collect();
+                let loops: Vec<sys::$iodim> = howmany.iter().map(|&(n, is, os)| sys::$iodim { n, is, os }).collect();
                 let c = data as *mut $complex;
                 let hr = loops.len() as c_int;
                 // SAFETY: the caller describes an in-place layout inside `data`.

@@ -14,12 +14,21 @@ use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources};
 use parki_decomp::sort::{counting_sort, Binned};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
-/// A cell grid on a triply periodic box.
+/// A cell grid on a triply periodic box, or a window of one (the cells a rank owns plus one
+/// ghost layer along the split axes).
+///
+/// Along a wrapped axis the grid holds every cell and colleagues wrap with a shift of `±L`.
+/// Along a windowed axis local cell `l` is global cell `origin + l` (unwrapped: it may lie
+/// below 0 or past `n`), and the sources stored there are images shifted by
+/// `floor((origin + l)/n) L`; colleagues do not wrap.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellGrid {
     n: [usize; 3],
     width: [f64; 3],
     lengths: [f64; 3],
+    global_n: [usize; 3],
+    origin: [i64; 3],
+    wrap: [bool; 3],
 }
 
 impl CellGrid {
@@ -39,7 +48,53 @@ impl CellGrid {
             });
         };
         let width = [0, 1, 2].map(|d| lengths[d] / n[d] as f64);
-        Ok(Self { n, width, lengths })
+        Ok(Self { n, width, lengths, global_n: n, origin: [0; 3], wrap: [true; 3] })
+    }
+
+    /// The window of this (global) grid that holds global cells `origin[d] .. origin[d] +
+    /// dims[d]` (unwrapped) along the axes with `wrap[d] == false`; wrapped axes keep every cell.
+    pub fn window(&self, origin: [i64; 3], dims: [usize; 3], wrap: [bool; 3]) -> Self {
+        let mut g = self.clone();
+        for d in 0..3 {
+            if wrap[d] {
+                g.n[d] = self.global_n[d];
+                g.origin[d] = 0;
+            } else {
+                g.n[d] = dims[d];
+                g.origin[d] = origin[d];
+            }
+        }
+        g.wrap = wrap;
+        g
+    }
+
+    /// Global cells per axis.
+    pub fn global_dims(&self) -> [usize; 3] {
+        self.global_n
+    }
+
+    /// Global cell coordinates of a point in the box (clamped into the grid).
+    #[inline]
+    pub fn global_cell<T: Real>(&self, p: &[T; 3]) -> [usize; 3] {
+        let mut c = [0usize; 3];
+        for d in 0..3 {
+            let i = (p[d].to_f64() / self.width[d]).floor();
+            c[d] = (i.max(0.0) as usize).min(self.global_n[d] - 1);
+        }
+        c
+    }
+
+    /// Linear local index of local cell coordinates.
+    #[inline]
+    pub fn linear(&self, c: [usize; 3]) -> u32 {
+        ((c[2] * self.n[1] + c[1]) * self.n[0] + c[0]) as u32
+    }
+
+    /// Local coordinate along a windowed axis `d` of unwrapped global cell `u`.
+    #[inline]
+    pub fn local_of_unwrapped(&self, d: usize, u: i64) -> Option<usize> {
+        let l = u - self.origin[d];
+        (l >= 0 && (l as usize) < self.n[d]).then_some(l as usize)
     }
 
     /// Cells per axis.
@@ -62,15 +117,19 @@ impl CellGrid {
         self.width.iter().cloned().fold(f64::INFINITY, f64::min)
     }
 
-    /// Linear cell index `(iz n_y + iy) n_x + ix` of a point in the box.
+    /// Linear cell index `(iz n_y + iy) n_x + ix` of a point in the box (for a window: of a
+    /// point in one of its own, unshifted, cells).
     #[inline]
     pub fn cell_of<T: Real>(&self, p: &[T; 3]) -> u32 {
-        let mut c = [0usize; 3];
-        for d in 0..3 {
-            let i = (p[d].to_f64() / self.width[d]).floor();
-            c[d] = (i.max(0.0) as usize).min(self.n[d] - 1);
-        }
-        ((c[2] * self.n[1] + c[1]) * self.n[0] + c[0]) as u32
+        let g = self.global_cell(p);
+        let c = [0, 1, 2].map(|d| {
+            if self.wrap[d] {
+                g[d]
+            } else {
+                ((g[d] as i64 - self.origin[d]).clamp(0, self.n[d] as i64 - 1)) as usize
+            }
+        });
+        self.linear(c)
     }
 
     /// The 27 colleagues of cell `c`: `(cell, s)` where the source images to use are `y + s`.
@@ -87,6 +146,15 @@ impl CellGrid {
                     for a in 0..3 {
                         let v = ix[a] as i64 + d[a];
                         let n = self.n[a] as i64;
+                        if !self.wrap[a] {
+                            // windowed: no wrap; the shift is that of the ghost layer's image
+                            // (cells without targets may reach past the window: clamped, unused)
+                            let v = v.clamp(0, n - 1);
+                            j[a] = v as usize;
+                            let g = self.global_n[a] as i64;
+                            s[a] = (self.origin[a] + v).div_euclid(g) as f64 * self.lengths[a];
+                            continue;
+                        }
                         if v < 0 {
                             j[a] = (v + n) as usize;
                             s[a] = -self.lengths[a];
@@ -105,7 +173,8 @@ impl CellGrid {
         out
     }
 
-    fn keys<T: Real>(&self, positions: &[[T; 3]], par: Par) -> Vec<u32> {
+    /// Cell of every position (see [`cell_of`](Self::cell_of)).
+    pub fn keys<T: Real>(&self, positions: &[[T; 3]], par: Par) -> Vec<u32> {
         match par {
             Par::Seq => positions.iter().map(|p| self.cell_of(p)).collect(),
             Par::Rayon(_) => {
@@ -175,7 +244,20 @@ impl<T: Real> PaddedSources<T> {
     /// Builds the padded list of `sources` on `grid`, padding cells to multiples of `lanes`.
     pub fn build(grid: &CellGrid, kernel: Kernel, sources: &Sources<T>, lanes: usize, par: Par) -> Self {
         let keys = grid.keys(sources.positions, par);
-        let binned = counting_sort(&keys, grid.cells(), par);
+        Self::build_keyed(grid, kernel, sources, &keys, lanes, par)
+    }
+
+    /// As [`build`](Self::build) with the cell of every source given (ghost sources of a
+    /// window, whose cell follows from where they came from rather than their position).
+    pub fn build_keyed(
+        grid: &CellGrid,
+        kernel: Kernel,
+        sources: &Sources<T>,
+        keys: &[u32],
+        lanes: usize,
+        par: Par,
+    ) -> Self {
+        let binned = counting_sort(keys, grid.cells(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, par)
     }
 

@@ -5,15 +5,22 @@
 //! ([`EwaldSolver::evaluate`]) for Laplace, Stokeslet, stresslet and combined Stokes kernels in a
 //! triply periodic box, to a relative RMS tolerance, in f64 or f32, multi-threaded.
 //!
+//! [`DistEwaldSolver`] is the same solver over MPI ranks (module [`distributed`]).
+//!
 //! The application reads a run.toml ([`config`]), see `parki-dist --help` and README.md.
 
 pub mod app;
 pub mod config;
+pub mod distributed;
 pub mod generate;
 pub mod npy;
+pub mod particles;
 pub mod solver;
 
+pub use distributed::{DistEwaldSolver, ParallelOptions, SortMode};
+pub use parki_comm::{Backend, Comm, Universe};
 pub use parki_core::{Domain, Error, Kernel, Result, Sources, Stage, StageTimes};
+pub use parki_decomp::{Decomposition, ProcGrid};
 pub use parki_farfield::{CostModel, G2pVariant, P2gVariant, Params};
 pub use parki_fft3d::PlanRigor;
 pub use parki_nearfield::Isa;

@@ -143,53 +143,7 @@ impl<T: SolverReal> EwaldSolver<T> {
     /// Plans a solver for `sources` sources and `targets` targets: chooses the parameters,
     /// builds the window, the FFT plans and the grid buffer.
     pub fn new(opts: &EwaldOptions, sources: usize, targets: usize) -> Result<Self> {
-        parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
-        if opts.rc.is_some() && opts.cell_size.is_some() {
-            return Err(Error::OutOfRange {
-                field: "ewald.cell_size".into(),
-                value: format!("{}", opts.cell_size.unwrap_or(0.0)),
-                allowed: "unset when ewald.rc is given (they fix the same thing)".into(),
-            });
-        }
-        let rc = match opts.cell_size {
-            Some(s) => {
-                if !(s.is_finite() && s > 0.0) {
-                    return Err(Error::OutOfRange {
-                        field: "ewald.cell_size".into(),
-                        value: format!("{s}"),
-                        allowed: "a positive mean number of sources per cell".into(),
-                    });
-                }
-                Some((opts.domain.volume() * s / sources.max(1) as f64).cbrt())
-            }
-            None => opts.rc,
-        };
-        let threads = if opts.threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-        } else {
-            opts.threads
-        };
-        let isa = match opts.isa {
-            None => Isa::detect(),
-            Some(i) if i.available() => i,
-            Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
-        };
-        let request = parki_farfield::Request {
-            kernel: opts.kernel,
-            domain: opts.domain,
-            sources,
-            targets,
-            tolerance: opts.tolerance,
-            real_bytes: T::BYTES,
-            rc,
-            window_p: opts.window_support,
-            oversampling: opts.oversampling,
-            lanes: isa.lanes::<T>(),
-            max_grid_bytes: opts.max_grid_bytes.unwrap_or_else(|| available_memory() / 2),
-            cost: opts.cost,
-            enforce_tolerance: opts.enforce_tolerance,
-        };
-        let params = parki_farfield::select(&request)?;
+        let PlanParts { params, threads, isa, pool } = plan_parts::<T>(opts, sources, targets)?;
         let cells = CellGrid::new(&opts.domain, params.rc)?;
         let layout = parki_decomp::GridLayout::new(params.grid)?;
         let window = GridWindow::new(layout, params.h, &params.poly);
@@ -197,10 +151,6 @@ impl<T: SolverReal> EwaldSolver<T> {
         let mut buffer = GridBuffer::new(layout, opts.kernel.grid_components(), threads);
         let fft =
             Fft3d::plan(&mut buffer, opts.kernel.grid_components(), opts.kernel.output_dim(), threads, opts.fft_rigor)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
         // allocate and touch the evaluation scratch now: evaluations then fault in no pages
         let dim = opts.kernel.output_dim();
         let gather = HugeBuffer::new(if dim > 1 { dim * layout.points() } else { 0 }, T::ZERO, threads);
@@ -306,8 +256,9 @@ impl<T: SolverReal> EwaldSolver<T> {
                 expected: nt * dim,
             });
         }
-        let net_charge = net_charge(kernel, sources);
-        ev.warnings = neutrality_warnings(kernel, sources, net_charge);
+        let sums = neutrality_sums(kernel, sources);
+        let net_charge = net_charge(kernel, &sums);
+        ev.warnings = neutrality_warnings(kernel, &sums, T::BYTES == 4);
         let (cells, isa) = (&self.cells, self.isa);
         let (padded, sorted) = self.pool.install(|| {
             let padded = PaddedSources::build(cells, kernel, sources, isa.lanes::<T>(), par);
@@ -378,38 +329,118 @@ impl<T: SolverReal> EwaldSolver<T> {
     }
 }
 
-/// Net charge of Laplace sources (0 for the other kernels). The Laplace real-space kernel has
-/// mean `pi/xi^2`; dropping the zero mode of the whole sum subtracts `pi Q/(V xi^2)` from every
-/// target (the potential of a uniform neutralising background).
-fn net_charge<T: Real>(kernel: Kernel, sources: &Sources<T>) -> f64 {
-    match (kernel.needs_charges(), sources.charges) {
-        (true, Some(q)) => q.iter().map(|v| v.to_f64()).sum(),
-        _ => 0.0,
+/// What every solver plans first: parameters, threads, instruction set, thread pool.
+pub(crate) struct PlanParts {
+    pub(crate) params: Params,
+    pub(crate) threads: usize,
+    pub(crate) isa: Isa,
+    pub(crate) pool: rayon::ThreadPool,
+}
+
+/// Chooses the parameters for `sources` and `targets` particles (in total) and starts the pool.
+pub(crate) fn plan_parts<T: SolverReal>(opts: &EwaldOptions, sources: usize, targets: usize) -> Result<PlanParts> {
+    parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
+    if opts.rc.is_some() && opts.cell_size.is_some() {
+        return Err(Error::OutOfRange {
+            field: "ewald.cell_size".into(),
+            value: format!("{}", opts.cell_size.unwrap_or(0.0)),
+            allowed: "unset when ewald.rc is given (they fix the same thing)".into(),
+        });
+    }
+    let rc = match opts.cell_size {
+        Some(s) => {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(Error::OutOfRange {
+                    field: "ewald.cell_size".into(),
+                    value: format!("{s}"),
+                    allowed: "a positive mean number of sources per cell".into(),
+                });
+            }
+            Some((opts.domain.volume() * s / sources.max(1) as f64).cbrt())
+        }
+        None => opts.rc,
+    };
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    } else {
+        opts.threads
+    };
+    let isa = match opts.isa {
+        None => Isa::detect(),
+        Some(i) if i.available() => i,
+        Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
+    };
+    let request = parki_farfield::Request {
+        kernel: opts.kernel,
+        domain: opts.domain,
+        sources,
+        targets,
+        tolerance: opts.tolerance,
+        real_bytes: T::BYTES,
+        rc,
+        window_p: opts.window_support,
+        oversampling: opts.oversampling,
+        lanes: isa.lanes::<T>(),
+        max_grid_bytes: opts.max_grid_bytes.unwrap_or_else(|| available_memory() / 2),
+        cost: opts.cost,
+        enforce_tolerance: opts.enforce_tolerance,
+    };
+    let params = parki_farfield::select(&request)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
+    Ok(PlanParts { params, threads, isa, pool })
+}
+
+/// Partial sums of a source set for the neutrality checks: `[Q, sum |q|, F_x, F_y, F_z, sum |f_d|]`
+/// (add them over ranks before [`neutrality_warnings`]).
+pub(crate) fn neutrality_sums<T: Real>(kernel: Kernel, sources: &Sources<T>) -> [f64; 6] {
+    let mut s = [0.0f64; 6];
+    if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
+        for v in q {
+            s[0] += v.to_f64();
+            s[1] += v.to_f64().abs();
+        }
+    }
+    if let (true, Some(f)) = (kernel.needs_forces(), sources.forces) {
+        for v in f {
+            for d in 0..3 {
+                s[2 + d] += v[d].to_f64();
+                s[5] += v[d].to_f64().abs();
+            }
+        }
+    }
+    s
+}
+
+/// Net charge of Laplace sources from [`neutrality_sums`] (0 for the other kernels). The Laplace
+/// real-space kernel has mean `pi/xi^2`; dropping the zero mode of the whole sum subtracts
+/// `pi Q/(V xi^2)` from every target (the potential of a uniform neutralising background).
+pub(crate) fn net_charge(kernel: Kernel, sums: &[f64; 6]) -> f64 {
+    if kernel.needs_charges() {
+        sums[0]
+    } else {
+        0.0
     }
 }
 
-fn neutrality_warnings<T: Real>(kernel: Kernel, sources: &Sources<T>, net: f64) -> Vec<String> {
+/// Warnings for non-neutral input, from the (global) [`neutrality_sums`].
+pub(crate) fn neutrality_warnings(kernel: Kernel, sums: &[f64; 6], single: bool) -> Vec<String> {
     let mut w = Vec::new();
-    let rel = if T::BYTES == 4 { 1e-5 } else { 1e-10 };
-    if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
-        let abs: f64 = q.iter().map(|v| v.to_f64().abs()).sum();
-        if net.abs() > rel * abs.max(f64::MIN_POSITIVE) {
+    let rel = if single { 1e-5 } else { 1e-10 };
+    if kernel.needs_charges() {
+        let net = sums[0];
+        if net.abs() > rel * sums[1].max(f64::MIN_POSITIVE) {
             w.push(format!(
                 "sources.charges: net charge {net:.6e} is not zero; the zero Fourier mode is dropped, \
                  which adds a uniform neutralising background"
             ));
         }
     }
-    if let (true, Some(f)) = (kernel.needs_forces(), sources.forces) {
-        let mut net = [0.0f64; 3];
-        let mut abs = 0.0f64;
-        for v in f {
-            for d in 0..3 {
-                net[d] += v[d].to_f64();
-                abs += v[d].to_f64().abs();
-            }
-        }
-        if net.iter().any(|n| n.abs() > rel * abs.max(f64::MIN_POSITIVE)) {
+    if kernel.needs_forces() {
+        let net = [sums[2], sums[3], sums[4]];
+        if net.iter().any(|n| n.abs() > rel * sums[5].max(f64::MIN_POSITIVE)) {
             w.push(format!(
                 "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is \
                  dropped, which balances it by a uniform pressure gradient (zero mean flow)",

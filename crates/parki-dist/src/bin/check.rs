@@ -3,12 +3,19 @@
 //!
 //! - `parki-check fft`: the distributed FFT against a serial FFTW transform of the whole field
 //!   (computed on every rank) and forward-then-backward against the input.
+//! - `parki-check ewald`: the distributed Ewald sum against the single-process solver run on
+//!   every rank over the whole particle set (particles on and near subdomain boundaries and box
+//!   faces included), each rank holding a slice of the input; then particles moved by less than
+//!   a cell and evaluated again with the neighbour-only sort against a fresh solve.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use parki_comm::{Backend, Comm, Universe};
+use parki_comm::{Backend, Comm, ReduceOp, Universe};
+use parki_core::{Domain, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
+use parki_dist::generate::Rng;
+use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor};
 
 #[derive(Parser, Debug)]
@@ -41,6 +48,201 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         threads: usize,
     },
+    /// Distributed Ewald against the single-process solver.
+    Ewald {
+        /// laplace, stokeslet, stresslet or stokes.
+        #[arg(long, default_value = "stokes")]
+        kernel: String,
+        /// Sources in total.
+        #[arg(long, default_value_t = 1500)]
+        n: usize,
+        /// Tolerance.
+        #[arg(long, default_value_t = 1e-8)]
+        tol: f64,
+        /// slab, pencil or auto.
+        #[arg(long, default_value = "auto")]
+        layout: String,
+        /// alltoallv or persistent.
+        #[arg(long, default_value = "alltoallv")]
+        backend: String,
+        /// Separate targets instead of the sources.
+        #[arg(long)]
+        targets: bool,
+        /// Relative bound.
+        #[arg(long, default_value_t = 1e-12)]
+        bound: f64,
+    },
+}
+
+struct Problem {
+    pos: Vec<[f64; 3]>,
+    q: Vec<f64>,
+    f: Vec<[f64; 3]>,
+    d: Vec<[f64; 3]>,
+    n: Vec<[f64; 3]>,
+}
+
+impl Problem {
+    fn sources(&self, kernel: Kernel, idx: &[usize]) -> (Problem, Kernel) {
+        let pick = |v: &Vec<[f64; 3]>| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
+        (
+            Problem {
+                pos: pick(&self.pos),
+                q: idx.iter().map(|&i| self.q[i]).collect(),
+                f: pick(&self.f),
+                d: pick(&self.d),
+                n: pick(&self.n),
+            },
+            kernel,
+        )
+    }
+
+    fn view(&self, kernel: Kernel) -> Sources<'_, f64> {
+        match kernel {
+            Kernel::Laplace => Sources::laplace(&self.pos, &self.q),
+            Kernel::Stokeslet => Sources::stokeslet(&self.pos, &self.f),
+            Kernel::Stresslet => Sources::stresslet(&self.pos, &self.d, &self.n),
+            Kernel::Stokes => Sources::stokes(&self.pos, &self.f, &self.d, &self.n),
+        }
+    }
+}
+
+/// Uniform particles plus particles on and next to cell boundaries (the subdomain boundaries)
+/// and box faces along every axis.
+fn particles(n: usize, lengths: [f64; 3], cells: [usize; 3], seed: u64) -> Problem {
+    let mut rng = Rng::new(seed);
+    let mut pos = Vec::with_capacity(n);
+    let special = n / 3;
+    for k in 0..n {
+        let mut p = [0.0; 3];
+        for d in 0..3 {
+            p[d] = rng.uniform() * lengths[d];
+        }
+        if k < special {
+            let d = 1 + k % 2;
+            let w = lengths[d] / cells[d] as f64;
+            let c = (rng.uniform() * cells[d] as f64).floor();
+            let eps = [0.0, 1e-12, -1e-12, 1e-9 * w, -1e-9 * w][k % 5];
+            let mut v = c * w + eps * lengths[d];
+            if k % 7 == 0 {
+                v = if k % 2 == 0 { 0.0 } else { lengths[d].next_down() };
+            }
+            p[d] = v.rem_euclid(lengths[d]).min(lengths[d].next_down());
+        }
+        pos.push(p);
+    }
+    let vec3 = |rng: &mut Rng| -> Vec<[f64; 3]> {
+        let mut v: Vec<[f64; 3]> =
+            (0..n).map(|_| [rng.uniform() - 0.5, rng.uniform() - 0.5, rng.uniform() - 0.5]).collect();
+        let mean = [0, 1, 2].map(|d| v.iter().map(|x| x[d]).sum::<f64>() / n as f64);
+        v.iter_mut().for_each(|x| (0..3).for_each(|d| x[d] -= mean[d]));
+        v
+    };
+    let f = vec3(&mut rng);
+    let d = vec3(&mut rng);
+    let nn = vec3(&mut rng);
+    let mut q: Vec<f64> = (0..n).map(|_| rng.uniform() - 0.5).collect();
+    let m = q.iter().sum::<f64>() / n as f64;
+    q.iter_mut().for_each(|v| *v -= m);
+    Problem { pos, q, f, d, n: nn }
+}
+
+/// Global relative L2 difference of this rank's `u` against `reference`.
+fn rel_diff(world: &Comm, u: &[f64], reference: &[f64]) -> f64 {
+    let mut s = [0.0, 0.0];
+    for (a, b) in u.iter().zip(reference) {
+        s[0] += (a - b) * (a - b);
+        s[1] += b * b;
+    }
+    world.all_reduce(&mut s, ReduceOp::Sum);
+    (s[0] / s[1]).sqrt()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_ewald(
+    world: &Comm,
+    kernel: &str,
+    n: usize,
+    tol: f64,
+    layout: &str,
+    backend: &str,
+    separate: bool,
+    bound: f64,
+) -> Result<(), String> {
+    let kernel = Kernel::from_name(kernel).map_err(|e| e.to_string())?;
+    let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
+    let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
+    let lengths = [1.0, 1.2, 0.9];
+    let domain = Domain::triply_periodic(lengths).map_err(|e| e.to_string())?;
+    let mut opts = EwaldOptions::new(kernel, domain, tol);
+    opts.threads = 1;
+    let nt = if separate { n / 2 } else { n };
+    let mut serial = EwaldSolver::<f64>::new(&opts, n, nt).map_err(|e| e.to_string())?;
+    let cells = serial.cells().dims();
+    let all = particles(n, lengths, cells, 7);
+    let tall = particles(nt, lengths, cells, 8);
+    let dim = kernel.output_dim();
+    let targets_all = if separate { Targets::Points(&tall.pos[..]) } else { Targets::Sources };
+    let mut reference = vec![0.0; nt * dim];
+    serial.evaluate(&all.view(kernel), targets_all, &mut reference).map_err(|e| e.to_string())?;
+
+    let popts = ParallelOptions { grid: None, decomposition: kind, backend };
+    let mut solver = DistEwaldSolver::<f64>::new(world, &opts, popts, n, nt).map_err(|e| e.to_string())?;
+    // each rank holds a contiguous slice of the input
+    let slice = |len: usize| parki_decomp::split_range(len, world.size(), world.rank());
+    let (sr, tr) = (slice(n), slice(nt));
+    let (mine, _) = all.sources(kernel, &sr.clone().collect::<Vec<_>>());
+    let tmine: Vec<[f64; 3]> = tall.pos[tr.clone()].to_vec();
+    let (tgt, rref) = if separate {
+        (Targets::Points(&tmine[..]), &reference[tr.start * dim..tr.end * dim])
+    } else {
+        (Targets::Sources, &reference[sr.start * dim..sr.end * dim])
+    };
+    let mut u = vec![0.0; rref.len()];
+    solver.evaluate(&mine.view(kernel), tgt, &mut u, SortMode::Full).map_err(|e| e.to_string())?;
+    let err = rel_diff(world, &u, rref);
+
+    // particles kept on their owners, moved by less than a cell, neighbour-only sort
+    let owned_idx: Vec<usize> = (0..n).filter(|&i| solver.owner_of(&all.pos[i]) == world.rank()).collect();
+    let (mut held, _) = all.sources(kernel, &owned_idx);
+    let mut rng = Rng::new(99);
+    let cw = [0, 1, 2].map(|d| lengths[d] / cells[d] as f64);
+    let mut moved = all.pos.clone();
+    for p in moved.iter_mut() {
+        for d in 0..3 {
+            p[d] = (p[d] + (rng.uniform() - 0.5) * 0.8 * cw[d]).rem_euclid(lengths[d]).min(lengths[d].next_down());
+        }
+    }
+    for (k, &i) in owned_idx.iter().enumerate() {
+        held.pos[k] = moved[i];
+    }
+    let mut u2 = vec![0.0; owned_idx.len() * dim];
+    let t_held = if separate { Targets::Points(&held.pos[..]) } else { Targets::Sources };
+    solver.evaluate(&held.view(kernel), t_held, &mut u2, SortMode::Neighbour).map_err(|e| e.to_string())?;
+    let moved_all =
+        Problem { pos: moved.clone(), q: all.q.clone(), f: all.f.clone(), d: all.d.clone(), n: all.n.clone() };
+    let mut fresh = vec![0.0; n * dim];
+    let t_fresh = if separate { Targets::Points(&moved[..]) } else { Targets::Sources };
+    let mut serial2 = EwaldSolver::<f64>::new(&opts, n, n).map_err(|e| e.to_string())?;
+    serial2.evaluate(&moved_all.view(kernel), t_fresh, &mut fresh).map_err(|e| e.to_string())?;
+    let fresh_mine: Vec<f64> = owned_idx.iter().flat_map(|&i| fresh[i * dim..(i + 1) * dim].to_vec()).collect();
+    let err2 = rel_diff(world, &u2, &fresh_mine);
+    if world.rank() == 0 {
+        println!(
+            "ewald {} n={n} tol={tol:e} targets={} {} {:?} backend={} ranks={}: vs single process {err:.3e}, \
+             moved + neighbour sort vs fresh {err2:.3e} (bound {bound:e})",
+            kernel.name(),
+            if separate { "separate" } else { "sources" },
+            solver.proc_grid().kind(),
+            solver.proc_grid().dims,
+            backend.name(),
+            world.size()
+        );
+    }
+    if err > bound || err2 > bound || !err.is_finite() || !err2.is_finite() {
+        return Err(format!("Ewald check failed: {err:.3e} and {err2:.3e} (bound {bound:e})"));
+    }
+    Ok(())
 }
 
 /// A deterministic field value in [-1, 1).
@@ -102,8 +304,13 @@ fn check_fft(
     let mut scale = 0.0f64;
     if complex {
         let single = Comm::single();
-        let mut s = DistFft::<f64>::new(&single, grid, ProcGrid::slab(1), DistFftOptions { complex, ..DistFftOptions::new(comps) })
-            .map_err(|e| e.to_string())?;
+        let mut s = DistFft::<f64>::new(
+            &single,
+            grid,
+            ProcGrid::slab(1),
+            DistFftOptions { complex, ..DistFftOptions::new(comps) },
+        )
+        .map_err(|e| e.to_string())?;
         let scs = s.component_stride();
         for c in 0..comps {
             for z in 0..mz {
@@ -200,6 +407,9 @@ fn main() -> ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Ewald { kernel, n, tol, layout, backend, targets, bound } => {
+            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound)
+        }
         Command::Fft { grid, comps, layout, backend, complex, threads } => {
             if grid.len() != 3 {
                 Err("--grid: expected three sizes Mx,My,Mz".to_string())
@@ -215,6 +425,10 @@ fn main() -> ExitCode {
                 )
             }
         }
+    };
+    let result = match result {
+        Err(e) => Err(e),
+        Ok(()) => Ok(()),
     };
     let agreed = world.agree(result.map_err(|m| parki_core::Error::Unsupported { what: m }));
     match agreed {
