@@ -3,11 +3,14 @@
 //! under the current stage name ([`Comm::stage`]).
 
 use std::sync::Arc;
+#[cfg(feature = "mpi")]
 use std::time::Instant;
 
 use parki_core::{Error, Result};
 
-use crate::pod::{as_bytes, as_bytes_mut, Pod};
+use crate::pod::Pod;
+#[cfg(feature = "mpi")]
+use crate::pod::{as_bytes, as_bytes_mut};
 use crate::traffic::{Counters, StageGuard, TrafficRow};
 
 #[cfg(feature = "mpi")]
@@ -89,6 +92,7 @@ impl Drop for Handle {
 /// communicators split from it share one set of traffic counters.
 #[derive(Clone)]
 pub struct Comm {
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) handle: Arc<Handle>,
     rank: usize,
     size: usize,
@@ -102,6 +106,7 @@ impl std::fmt::Debug for Comm {
     }
 }
 
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn count_i32(v: usize, what: &str) -> i32 {
     i32::try_from(v).unwrap_or_else(|_| panic!("{what} = {v} exceeds MPI's int range"))
 }
@@ -285,7 +290,7 @@ impl Comm {
                     raw,
                 );
             }
-            self.counters.add((values.len() * std::mem::size_of::<T>()) as u64, 1, t);
+            self.counters.add(std::mem::size_of_val(values) as u64, 1, t);
         }
         let _ = (values, op);
     }

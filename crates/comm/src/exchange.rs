@@ -117,6 +117,7 @@ impl<T: Pod + Default> ExchangePlan<T> {
         assert_eq!(b_counts.len(), comm.size(), "one B count per rank");
         assert_eq!(a_counts[comm.rank()], b_counts[comm.rank()], "self block sizes differ");
         let (side_a, side_b) = (Side::new(a_counts), Side::new(b_counts));
+        #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
         let mut plan = Self {
             comm: comm.clone(),
             backend,

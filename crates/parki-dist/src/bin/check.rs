@@ -71,6 +71,9 @@ enum Command {
         /// Relative bound.
         #[arg(long, default_value_t = 1e-12)]
         bound: f64,
+        /// Failure injection: this rank passes a particle outside the box.
+        #[arg(long)]
+        bad_rank: Option<usize>,
     },
 }
 
@@ -168,6 +171,7 @@ fn check_ewald(
     backend: &str,
     separate: bool,
     bound: f64,
+    bad_rank: Option<usize>,
 ) -> Result<(), String> {
     let kernel = Kernel::from_name(kernel).map_err(|e| e.to_string())?;
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
@@ -191,7 +195,10 @@ fn check_ewald(
     // each rank holds a contiguous slice of the input
     let slice = |len: usize| parki_decomp::split_range(len, world.size(), world.rank());
     let (sr, tr) = (slice(n), slice(nt));
-    let (mine, _) = all.sources(kernel, &sr.clone().collect::<Vec<_>>());
+    let (mut mine, _) = all.sources(kernel, &sr.clone().collect::<Vec<_>>());
+    if bad_rank == Some(world.rank()) && !mine.pos.is_empty() {
+        mine.pos[0][2] = 2.0 * lengths[2];
+    }
     let tmine: Vec<[f64; 3]> = tall.pos[tr.clone()].to_vec();
     let (tgt, rref) = if separate {
         (Targets::Points(&tmine[..]), &reference[tr.start * dim..tr.end * dim])
@@ -199,7 +206,7 @@ fn check_ewald(
         (Targets::Sources, &reference[sr.start * dim..sr.end * dim])
     };
     let mut u = vec![0.0; rref.len()];
-    solver.evaluate(&mine.view(kernel), tgt, &mut u, SortMode::Full).map_err(|e| e.to_string())?;
+    solver.evaluate(&mine.view(kernel), tgt, &mut u, SortMode::Full).map_err(|e| format!("evaluate: {e}"))?;
     let err = rel_diff(world, &u, rref);
 
     // particles kept on their owners, moved by less than a cell, neighbour-only sort
@@ -223,7 +230,8 @@ fn check_ewald(
         Problem { pos: moved.clone(), q: all.q.clone(), f: all.f.clone(), d: all.d.clone(), n: all.n.clone() };
     let mut fresh = vec![0.0; n * dim];
     let t_fresh = if separate { Targets::Points(&moved[..]) } else { Targets::Sources };
-    let mut serial2 = EwaldSolver::<f64>::new(&opts, n, n).map_err(|e| e.to_string())?;
+    // planned for the same counts as the distributed solver, hence the same parameters
+    let mut serial2 = EwaldSolver::<f64>::new(&opts, n, nt).map_err(|e| e.to_string())?;
     serial2.evaluate(&moved_all.view(kernel), t_fresh, &mut fresh).map_err(|e| e.to_string())?;
     let fresh_mine: Vec<f64> = owned_idx.iter().flat_map(|&i| fresh[i * dim..(i + 1) * dim].to_vec()).collect();
     let err2 = rel_diff(world, &u2, &fresh_mine);
@@ -407,8 +415,8 @@ fn main() -> ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ewald { kernel, n, tol, layout, backend, targets, bound } => {
-            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound)
+        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank } => {
+            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank)
         }
         Command::Fft { grid, comps, layout, backend, complex, threads } => {
             if grid.len() != 3 {
@@ -426,15 +434,13 @@ fn main() -> ExitCode {
             }
         }
     };
-    let result = match result {
-        Err(e) => Err(e),
-        Ok(()) => Ok(()),
-    };
     let agreed = world.agree(result.map_err(|m| parki_core::Error::Unsupported { what: m }));
     match agreed {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("parki-check (rank {} of {}): error: {e}", world.rank(), world.size());
+            // one write per line, so that lines of different ranks do not interleave
+            let line = format!("parki-check (rank {} of {}): error: {e}\n", world.rank(), world.size());
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::from(1)
         }
     }
