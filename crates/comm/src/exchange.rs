@@ -182,7 +182,8 @@ impl<T: Pod + Default> ExchangePlan<T> {
 
     /// Executes in direction `dir`: `pack(peer, block)` fills the block for each peer with a
     /// block (self first), `unpack(peer, block)` consumes each received block (self first, then
-    /// in arrival order for the persistent backend, rank order for all-to-all-v).
+    /// in arrival order for the persistent backend, rank order for all-to-all-v). Every `pack`
+    /// runs before any `unpack`, so callers may pack from and unpack into the same array.
     pub fn execute(&mut self, dir: Dir, mut pack: impl FnMut(usize, &mut [T]), mut unpack: impl FnMut(usize, &[T])) {
         let me = self.comm.rank();
         let (src, dst, ss, ds) = match dir {
@@ -216,10 +217,13 @@ impl<T: Pod + Default> ExchangePlan<T> {
                 }
             }
         }
-        // self block first: packed, then copied to the other side
+        // self block first: packed, then copied to the other side (by MPI_Alltoallv itself when
+        // it runs)
         if ss.counts[me] > 0 {
             pack(me, block(src, ss, me));
-            block(dst, ds, me).copy_from_slice(block(src, ss, me));
+            if persistent || size == 1 {
+                block(dst, ds, me).copy_from_slice(block(src, ss, me));
+            }
         }
         if persistent {
             #[cfg(feature = "mpi")]

@@ -13,6 +13,15 @@ pub enum Par {
 }
 
 impl Par {
+    /// `Seq` for at most one thread, `Rayon(threads)` otherwise.
+    pub fn with_threads(threads: usize) -> Self {
+        if threads <= 1 {
+            Par::Seq
+        } else {
+            Par::Rayon(threads)
+        }
+    }
+
     /// Number of threads the work is split for.
     pub fn threads(self) -> usize {
         match self {

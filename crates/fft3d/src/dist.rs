@@ -127,6 +127,50 @@ unsafe fn copy_runs<T: Copy + Send + Sync>(
     }
 }
 
+/// The runs of one peer's block in the data array: `(count, len, offset of run k)`.
+type Runs<O> = (usize, usize, O);
+
+/// Executes a switch between topologies A (the plan's `A` side) and B: `a(peer)` and `b(peer)`
+/// are the peer's block as runs of the data array in A and in B. Forward packs A runs and
+/// unpacks into B runs, backward the reverse; each block is its runs back to back.
+fn run_switch<T: FftReal, OA, OB>(
+    plan: &mut ExchangePlan<T>,
+    dir: Dir,
+    data: Ptr<T>,
+    par: Par,
+    a: impl Fn(usize) -> Runs<OA>,
+    b: impl Fn(usize) -> Runs<OB>,
+) where
+    OA: Fn(usize) -> usize + Sync,
+    OB: Fn(usize) -> usize + Sync,
+{
+    fn pack<T: Copy + Send + Sync, O: Fn(usize) -> usize + Sync>(
+        (n, len, off): Runs<O>,
+        data: Ptr<T>,
+        block: &mut [T],
+        par: Par,
+    ) {
+        // SAFETY: the runs lie inside the data buffer; the block holds n runs of len.
+        unsafe { copy_runs(n, len, data, off, Ptr(block.as_mut_ptr()), |q| q * len, par) }
+    }
+    fn unpack<T: Copy + Send + Sync, O: Fn(usize) -> usize + Sync>(
+        (n, len, off): Runs<O>,
+        data: Ptr<T>,
+        block: &[T],
+        par: Par,
+    ) {
+        // SAFETY: the destination runs of distinct peers cover distinct index ranges of the
+        // split axis, so they are disjoint; every pack ran before this unpack (ExchangePlan).
+        unsafe { copy_runs(n, len, Ptr(block.as_ptr() as *mut T), |q| q * len, data, off, par) }
+    }
+    let forward = dir == Dir::Forward;
+    plan.execute(
+        dir,
+        |peer, block| if forward { pack(a(peer), data, block, par) } else { pack(b(peer), data, block, par) },
+        |peer, block| if forward { unpack(b(peer), data, block, par) } else { unpack(a(peer), data, block, par) },
+    );
+}
+
 struct Switch<T: FftReal> {
     plan: Option<ExchangePlan<T>>,
 }
@@ -406,11 +450,7 @@ impl<T: FftReal> DistFft<T> {
     }
 
     fn par(&self) -> Par {
-        if self.opts.threads > 1 {
-            Par::Rayon(self.opts.threads)
-        } else {
-            Par::Seq
-        }
+        Par::with_threads(self.opts.threads)
     }
 
     /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
@@ -483,34 +523,7 @@ impl<T: FftReal> DistFft<T> {
                 c * cs + (z * my + r.start) * xl1 * 2
             })
         };
-        match dir {
-            Dir::Forward => plan.execute(
-                dir,
-                |j, block| {
-                    let (n, len, off) = t0_runs(j);
-                    // SAFETY: runs inside the data buffer; block holds n runs of len.
-                    unsafe { copy_runs(n, len, data, off, Ptr(block.as_mut_ptr()), |q| q * len, par) }
-                },
-                |i, block| {
-                    let (n, len, off) = t1_runs(i);
-                    // SAFETY: disjoint destination runs (distinct y ranges per peer).
-                    unsafe { copy_runs(n, len, Ptr(block.as_ptr() as *mut T), |q| q * len, data, off, par) }
-                },
-            ),
-            Dir::Backward => plan.execute(
-                dir,
-                |i, block| {
-                    let (n, len, off) = t1_runs(i);
-                    // SAFETY: as above, roles swapped.
-                    unsafe { copy_runs(n, len, data, off, Ptr(block.as_mut_ptr()), |q| q * len, par) }
-                },
-                |j, block| {
-                    let (n, len, off) = t0_runs(j);
-                    // SAFETY: disjoint destination runs (distinct kx ranges per peer).
-                    unsafe { copy_runs(n, len, Ptr(block.as_ptr() as *mut T), |q| q * len, data, off, par) }
-                },
-            ),
-        }
+        run_switch(plan, dir, data, par, t0_runs, t1_runs);
         self.times.switch += t.elapsed().as_secs_f64();
     }
 
@@ -539,34 +552,7 @@ impl<T: FftReal> DistFft<T> {
             let r = split_range(mz, pz, i);
             (comps, 2 * r.len() * yl2 * xl1, move |c: usize| c * cs + r.start * yl2 * xl1 * 2)
         };
-        match dir {
-            Dir::Forward => plan.execute(
-                dir,
-                |j, block| {
-                    let (n, len, off) = t1_runs(j);
-                    // SAFETY: runs inside the data buffer; block holds n runs of len.
-                    unsafe { copy_runs(n, len, data, off, Ptr(block.as_mut_ptr()), |q| q * len, par) }
-                },
-                |i, block| {
-                    let (n, len, off) = t2_runs(i);
-                    // SAFETY: disjoint destination runs (distinct z ranges per peer).
-                    unsafe { copy_runs(n, len, Ptr(block.as_ptr() as *mut T), |q| q * len, data, off, par) }
-                },
-            ),
-            Dir::Backward => plan.execute(
-                dir,
-                |i, block| {
-                    let (n, len, off) = t2_runs(i);
-                    // SAFETY: as above, roles swapped.
-                    unsafe { copy_runs(n, len, data, off, Ptr(block.as_mut_ptr()), |q| q * len, par) }
-                },
-                |j, block| {
-                    let (n, len, off) = t1_runs(j);
-                    // SAFETY: disjoint destination runs (distinct y ranges per peer).
-                    unsafe { copy_runs(n, len, Ptr(block.as_ptr() as *mut T), |q| q * len, data, off, par) }
-                },
-            ),
-        }
+        run_switch(plan, dir, data, par, t1_runs, t2_runs);
         self.times.switch += t.elapsed().as_secs_f64();
     }
 }

@@ -235,17 +235,36 @@ impl_fft_real!(
     fftwf_execute_dft
 );
 
-/// An owned FFTW plan of `howmany` components (or none when `howmany == 0`).
-pub struct Plan<T: FftReal> {
-    raw: Option<T::RawPlan>,
-    forward: bool,
+/// FFTW planner flags for `rigor`.
+fn planner_flags(rigor: PlanRigor) -> u32 {
+    match rigor {
+        PlanRigor::Estimate => FFTW_ESTIMATE,
+        PlanRigor::Measure => FFTW_MEASURE,
+    }
 }
+
+/// A plan pointer owned by one [`Plan`] or [`Plan1d`], destroyed on drop.
+struct Owned<T: FftReal>(T::RawPlan);
 
 // SAFETY: FFTW plans may be executed from any thread (only planning is not thread safe), and
 // executing one plan concurrently is prevented by `&mut` on the buffer.
-unsafe impl<T: FftReal> Send for Plan<T> {}
+unsafe impl<T: FftReal> Send for Owned<T> {}
 // SAFETY: see Send.
-unsafe impl<T: FftReal> Sync for Plan<T> {}
+unsafe impl<T: FftReal> Sync for Owned<T> {}
+
+impl<T: FftReal> Drop for Owned<T> {
+    fn drop(&mut self) {
+        let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: destroyed once, under the planner mutex.
+        unsafe { T::destroy(self.0) }
+    }
+}
+
+/// An owned FFTW plan of `howmany` components (or none when `howmany == 0`).
+pub struct Plan<T: FftReal> {
+    raw: Option<Owned<T>>,
+    forward: bool,
+}
 
 impl<T: FftReal> Plan<T> {
     pub(crate) fn many(
@@ -267,10 +286,7 @@ impl<T: FftReal> Plan<T> {
         let n = [to_int(mz)?, to_int(my)?, to_int(mx)?];
         let real_embed = [n[0], n[1], to_int(layout.row_stride())?];
         let complex_embed = [n[0], n[1], to_int(layout.complex_row())?];
-        let flags = match rigor {
-            PlanRigor::Estimate => FFTW_ESTIMATE,
-            PlanRigor::Measure => FFTW_MEASURE,
-        };
+        let flags = planner_flags(rigor);
         let raw = {
             let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: planner calls under FFTW's global planner mutex; `data` holds `howmany`
@@ -293,39 +309,24 @@ impl<T: FftReal> Plan<T> {
         if T::is_null(raw) {
             return Err(Error::Resource { message: format!("FFTW could not plan a {mx}x{my}x{mz} transform") });
         }
-        Ok(Self { raw: Some(raw), forward })
+        Ok(Self { raw: Some(Owned(raw)), forward })
     }
 
     /// # Safety
     /// `data` must have the layout, component count and alignment the plan was made for.
     pub(crate) unsafe fn execute(&self, data: *mut T) {
-        if let Some(raw) = self.raw {
+        if let Some(Owned(raw)) = self.raw {
             // SAFETY: forwarded to the caller.
             unsafe { T::execute(raw, data, self.forward) }
         }
     }
 }
 
-impl<T: FftReal> Drop for Plan<T> {
-    fn drop(&mut self) {
-        if let Some(raw) = self.raw.take() {
-            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: destroyed once, under the planner mutex.
-            unsafe { T::destroy(raw) }
-        }
-    }
-}
-
 /// An owned 1-D guru plan (in place), executed on the buffer it was planned for.
 pub(crate) struct Plan1d<T: FftReal> {
-    raw: Option<T::RawPlan>,
+    raw: Option<Owned<T>>,
     kind: Kind,
 }
-
-// SAFETY: as for `Plan`.
-unsafe impl<T: FftReal> Send for Plan1d<T> {}
-// SAFETY: as for `Plan`.
-unsafe impl<T: FftReal> Sync for Plan1d<T> {}
 
 impl<T: FftReal> Plan1d<T> {
     /// Plans (see [`FftReal::plan_guru`]); no plan when a loop count or `n` is zero.
@@ -342,10 +343,7 @@ impl<T: FftReal> Plan1d<T> {
         if n == 0 || howmany.iter().any(|h| h.0 == 0) {
             return Ok(Self { raw: None, kind });
         }
-        let flags = match rigor {
-            PlanRigor::Estimate => FFTW_ESTIMATE,
-            PlanRigor::Measure => FFTW_MEASURE,
-        };
+        let flags = planner_flags(rigor);
         let loops: Vec<(isize, isize, isize)> =
             howmany.iter().map(|&(a, b, c)| (a as isize, b as isize, c as isize)).collect();
         let raw = {
@@ -359,25 +357,15 @@ impl<T: FftReal> Plan1d<T> {
         if T::is_null(raw) {
             return Err(Error::Resource { message: format!("FFTW could not plan a 1-D transform of {n} points") });
         }
-        Ok(Self { raw: Some(raw), kind })
+        Ok(Self { raw: Some(Owned(raw)), kind })
     }
 
     /// # Safety
     /// `data` must be the buffer (or one of identical layout and alignment) planned for.
     pub(crate) unsafe fn execute(&self, data: *mut T) {
-        if let Some(raw) = self.raw {
+        if let Some(Owned(raw)) = self.raw {
             // SAFETY: forwarded to the caller.
             unsafe { T::execute_guru(raw, self.kind, data) }
-        }
-    }
-}
-
-impl<T: FftReal> Drop for Plan1d<T> {
-    fn drop(&mut self) {
-        if let Some(raw) = self.raw.take() {
-            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: destroyed once, under the planner mutex.
-            unsafe { T::destroy(raw) }
         }
     }
 }

@@ -28,17 +28,18 @@ use std::time::Instant;
 
 use parki_comm::{Backend, Comm, Dir, ExchangePlan, ReduceOp};
 use parki_core::memory::HugeBuffer;
-use parki_core::{Error, Par, Real, Result, Sources, Stage};
+use parki_core::{Par, Real, Result, Sources, Stage};
 use parki_decomp::sort::counting_sort;
 use parki_decomp::{split_owner, split_range, Decomposition, GridLayout, ProcGrid};
-use parki_farfield::{
-    g2p, interleave, p2g, Cnv, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant, Params, SpectralBlock,
-};
+use parki_farfield::{p2g, Cnv, GridWindow, KaiserBessel, P2gScratch, P2gVariant, Params, SpectralBlock};
 use parki_fft3d::{DistFft, DistFftOptions};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
 
 use crate::particles::{density_width, pack_density, ParticleSet};
-use crate::solver::{net_charge, neutrality_sums, neutrality_warnings, Evaluation, EwaldOptions, SolverReal, Targets};
+use crate::solver::{
+    check_inputs, interpolate, net_charge, neutrality_sums, neutrality_warnings, Evaluation, EwaldOptions, SolverReal,
+    Targets,
+};
 
 /// How the ranks are arranged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -388,11 +389,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
     }
 
     fn par(&self) -> Par {
-        if self.threads <= 1 {
-            Par::Seq
-        } else {
-            Par::Rayon(self.threads)
-        }
+        Par::with_threads(self.threads)
     }
 
     /// Sends particles (positions and, for sources, packed densities) to their owners.
@@ -576,27 +573,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
 
         // prepare: checks on every rank, then agreement
         let t = Instant::now();
-        let target_positions = match targets {
-            Targets::Sources => sources.positions,
-            Targets::Points(p) => p,
-        };
-        let checked = (|| -> Result<()> {
-            parki_core::validate::check_positions("sources.positions", sources.positions, &domain)?;
-            sources.check_densities(kernel)?;
-            if let Targets::Points(p) = targets {
-                parki_core::validate::check_positions("targets.positions", p, &domain)?;
-            }
-            if out.len() != target_positions.len() * dim {
-                return Err(Error::LengthMismatch {
-                    field: "output".into(),
-                    found: out.len(),
-                    reference: format!("targets x {dim} components"),
-                    expected: target_positions.len() * dim,
-                });
-            }
-            Ok(())
-        })();
-        self.comm.agree(checked)?;
+        self.comm.agree(check_inputs(kernel, &domain, sources, targets, out.len()).map(drop))?;
         let mut sums = neutrality_sums(kernel, sources);
         self.comm.all_reduce(&mut sums, ReduceOp::Sum);
         let net = net_charge(kernel, &sums);
@@ -616,9 +593,6 @@ impl<T: SolverReal> DistEwaldSolver<T> {
             };
             (sr, tr)
         };
-        if trg_route.is_none() {
-            owned_targets = owned.positions.clone();
-        }
         stage(&mut ev, Stage::Sort, t);
 
         // ghost sources
@@ -631,13 +605,13 @@ impl<T: SolverReal> DistEwaldSolver<T> {
 
         // P2P on the window: owned + ghost sources
         let t = Instant::now();
-        let mut all = owned.clone();
-        all.positions.extend_from_slice(&ghosts.positions);
-        all.charges.extend_from_slice(&ghosts.charges);
-        all.forces.extend_from_slice(&ghosts.forces);
-        all.dipoles.extend_from_slice(&ghosts.dipoles);
-        all.normals.extend_from_slice(&ghosts.normals);
+        // owned sources first, ghosts after them: the first `n_own` are the owned set
+        let n_own = owned.len();
         let mut keys = self.cells.keys(&owned.positions, par);
+        owned.append(&ghosts);
+        drop(ghosts);
+        let all = &owned;
+        let owned_targets: &[[T; 3]] = if trg_route.is_some() { &owned_targets } else { &all.positions[..n_own] };
         keys.extend_from_slice(&ghost_keys);
         let nt = owned_targets.len();
         let mut near_sorted = vec![T::ZERO; nt * dim];
@@ -645,12 +619,11 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         let (cells, isa, xi) = (&self.cells, self.isa, self.params.xi);
         self.pool.install(|| {
             let padded = PaddedSources::build_keyed(cells, kernel, &all.view(kernel), &keys, isa.lanes::<T>(), par);
-            let sorted = SortedTargets::build(cells, &owned_targets, par);
+            let sorted = SortedTargets::build(cells, owned_targets, par);
             ev.padding_efficiency = padded.count as f64 / padded.slots().max(1) as f64;
             p2p(kernel, xi, cells, &padded, &sorted, &mut near_sorted, isa, par);
             sorted.unsort(&near_sorted, dim, &mut result);
         });
-        drop(all);
         stage(&mut ev, Stage::P2P, t);
 
         // P2G onto the block (or straight into the FFT grid on one rank)
@@ -660,7 +633,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         {
             let (window, scratch) = (&self.window, &mut self.p2g_scratch);
             let grid = if self.direct { self.fft.data_mut() } else { self.block.as_mut_slice() };
-            let view = owned.view(kernel);
+            let view = owned.view_first(kernel, n_own);
             self.pool.install(|| p2g(variant, kernel, window, &view, grid, scratch, isa, par));
         }
         stage(&mut ev, Stage::P2G, t);
@@ -713,15 +686,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
             let grid = if self.direct { self.fft.data() } else { self.block.as_slice() };
             let gather = &mut self.gather;
             let variant = self.opts.g2p;
-            self.pool.install(|| {
-                let view = if dim == 1 {
-                    GatherGrid::from_fft(&window.layout, grid)
-                } else {
-                    interleave(&window.layout, dim, grid, gather.as_mut_slice(), par);
-                    GatherGrid::interleaved(&window.layout, dim, gather.as_slice())
-                };
-                g2p(variant, window, &view, &owned_targets, &mut far, isa, par)
-            });
+            self.pool.install(|| interpolate(variant, window, dim, grid, gather, owned_targets, &mut far, isa, par));
         }
         let background = T::from_f64(-PI * net / (domain.volume() * self.params.xi * self.params.xi));
         for (r, f) in result.iter_mut().zip(&far) {

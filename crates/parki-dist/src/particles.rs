@@ -84,14 +84,28 @@ impl<T: Real> ParticleSet<T> {
         }
     }
 
+    /// Appends the particles of `other`.
+    pub fn append(&mut self, other: &ParticleSet<T>) {
+        self.positions.extend_from_slice(&other.positions);
+        self.charges.extend_from_slice(&other.charges);
+        self.forces.extend_from_slice(&other.forces);
+        self.dipoles.extend_from_slice(&other.dipoles);
+        self.normals.extend_from_slice(&other.normals);
+    }
+
     /// A [`Sources`] view for `kernel`.
     pub fn view(&self, kernel: Kernel) -> Sources<'_, T> {
+        self.view_first(kernel, self.len())
+    }
+
+    /// A [`Sources`] view of the first `n` particles for `kernel`.
+    pub fn view_first(&self, kernel: Kernel, n: usize) -> Sources<'_, T> {
         Sources {
-            positions: &self.positions,
-            charges: kernel.needs_charges().then_some(&self.charges[..]),
-            forces: kernel.needs_forces().then_some(&self.forces[..]),
-            dipoles: kernel.needs_dipoles().then_some(&self.dipoles[..]),
-            normals: kernel.needs_dipoles().then_some(&self.normals[..]),
+            positions: &self.positions[..n],
+            charges: kernel.needs_charges().then(|| &self.charges[..n]),
+            forces: kernel.needs_forces().then(|| &self.forces[..n]),
+            dipoles: kernel.needs_dipoles().then(|| &self.dipoles[..n]),
+            normals: kernel.needs_dipoles().then(|| &self.normals[..n]),
         }
     }
 }

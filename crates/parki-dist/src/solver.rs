@@ -204,11 +204,7 @@ impl<T: SolverReal> EwaldSolver<T> {
     }
 
     fn par(&self) -> Par {
-        if self.threads <= 1 {
-            Par::Seq
-        } else {
-            Par::Rayon(self.threads)
-        }
+        Par::with_threads(self.threads)
     }
 
     /// Evaluates the potential at `targets` into `out` (`output_dim` values per target, input
@@ -238,24 +234,8 @@ impl<T: SolverReal> EwaldSolver<T> {
 
         // prepare: checks and cell lists
         let t = std::time::Instant::now();
-        parki_core::validate::check_positions("sources.positions", sources.positions, &domain)?;
-        sources.check_densities(kernel)?;
-        let target_positions = match targets {
-            Targets::Sources => sources.positions,
-            Targets::Points(p) => {
-                parki_core::validate::check_positions("targets.positions", p, &domain)?;
-                p
-            }
-        };
+        let target_positions = check_inputs(kernel, &domain, sources, targets, out.len())?;
         let nt = target_positions.len();
-        if out.len() != nt * dim {
-            return Err(Error::LengthMismatch {
-                field: "output".into(),
-                found: out.len(),
-                reference: format!("targets x {dim} components"),
-                expected: nt * dim,
-            });
-        }
         let sums = neutrality_sums(kernel, sources);
         let net_charge = net_charge(kernel, &sums);
         ev.warnings = neutrality_warnings(kernel, &sums, T::BYTES == 4);
@@ -311,15 +291,7 @@ impl<T: SolverReal> EwaldSolver<T> {
         let (window, grid) = (&self.window, self.buffer.as_slice());
         let (far, gather) = (&mut self.far, &mut self.gather);
         let variant = self.opts.g2p;
-        self.pool.install(|| {
-            let view = if dim == 1 {
-                GatherGrid::from_fft(&window.layout, grid)
-            } else {
-                interleave(&window.layout, dim, grid, gather.as_mut_slice(), par);
-                GatherGrid::interleaved(&window.layout, dim, gather.as_slice())
-            };
-            g2p(variant, window, &view, target_positions, far, isa, par)
-        });
+        self.pool.install(|| interpolate(variant, window, dim, grid, gather, target_positions, far, isa, par));
         let background = -PI * net_charge / (domain.volume() * self.params.xi * self.params.xi);
         for (o, f) in out.iter_mut().zip(&self.far) {
             *o += *f + T::from_f64(background);
@@ -327,6 +299,59 @@ impl<T: SolverReal> EwaldSolver<T> {
         stage(&mut ev, Stage::G2P, t);
         Ok(ev)
     }
+}
+
+/// Checks the inputs of one evaluation (positions in the box, densities, output length) and
+/// returns the target positions.
+pub(crate) fn check_inputs<'a, T: Real>(
+    kernel: Kernel,
+    domain: &Domain,
+    sources: &Sources<'a, T>,
+    targets: Targets<'a, T>,
+    out_len: usize,
+) -> Result<&'a [[T; 3]]> {
+    parki_core::validate::check_positions("sources.positions", sources.positions, domain)?;
+    sources.check_densities(kernel)?;
+    let target_positions = match targets {
+        Targets::Sources => sources.positions,
+        Targets::Points(p) => {
+            parki_core::validate::check_positions("targets.positions", p, domain)?;
+            p
+        }
+    };
+    let dim = kernel.output_dim();
+    if out_len != target_positions.len() * dim {
+        return Err(Error::LengthMismatch {
+            field: "output".into(),
+            found: out_len,
+            reference: format!("targets x {dim} components"),
+            expected: target_positions.len() * dim,
+        });
+    }
+    Ok(target_positions)
+}
+
+/// G2P of `dim` output components from `grid` (components back to back in the window's
+/// layout; interleaved into `gather` first when `dim > 1`) at `targets` into `far`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn interpolate<T: SolverReal>(
+    variant: G2pVariant,
+    window: &GridWindow<T>,
+    dim: usize,
+    grid: &[T],
+    gather: &mut HugeBuffer<T>,
+    targets: &[[T; 3]],
+    far: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    let view = if dim == 1 {
+        GatherGrid::from_fft(&window.layout, grid)
+    } else {
+        interleave(&window.layout, dim, grid, gather.as_mut_slice(), par);
+        GatherGrid::interleaved(&window.layout, dim, gather.as_slice())
+    };
+    g2p(variant, window, &view, targets, far, isa, par)
 }
 
 /// What every solver plans first: parameters, threads, instruction set, thread pool.

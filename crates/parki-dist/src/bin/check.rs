@@ -86,18 +86,15 @@ struct Problem {
 }
 
 impl Problem {
-    fn sources(&self, kernel: Kernel, idx: &[usize]) -> (Problem, Kernel) {
+    fn subset(&self, idx: &[usize]) -> Problem {
         let pick = |v: &Vec<[f64; 3]>| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
-        (
-            Problem {
-                pos: pick(&self.pos),
-                q: idx.iter().map(|&i| self.q[i]).collect(),
-                f: pick(&self.f),
-                d: pick(&self.d),
-                n: pick(&self.n),
-            },
-            kernel,
-        )
+        Problem {
+            pos: pick(&self.pos),
+            q: idx.iter().map(|&i| self.q[i]).collect(),
+            f: pick(&self.f),
+            d: pick(&self.d),
+            n: pick(&self.n),
+        }
     }
 
     fn view(&self, kernel: Kernel) -> Sources<'_, f64> {
@@ -195,7 +192,7 @@ fn check_ewald(
     // each rank holds a contiguous slice of the input
     let slice = |len: usize| parki_decomp::split_range(len, world.size(), world.rank());
     let (sr, tr) = (slice(n), slice(nt));
-    let (mut mine, _) = all.sources(kernel, &sr.clone().collect::<Vec<_>>());
+    let mut mine = all.subset(&sr.clone().collect::<Vec<_>>());
     if bad_rank == Some(world.rank()) && !mine.pos.is_empty() {
         mine.pos[0][2] = 2.0 * lengths[2];
     }
@@ -211,7 +208,7 @@ fn check_ewald(
 
     // particles kept on their owners, moved by less than a cell, neighbour-only sort
     let owned_idx: Vec<usize> = (0..n).filter(|&i| solver.owner_of(&all.pos[i]) == world.rank()).collect();
-    let (mut held, _) = all.sources(kernel, &owned_idx);
+    let mut held = all.subset(&owned_idx);
     let mut rng = Rng::new(99);
     let cw = [0, 1, 2].map(|d| lengths[d] / cells[d] as f64);
     let mut moved = all.pos.clone();
