@@ -32,7 +32,8 @@ impl StageStats {
         StageStats { rows, total: (lo[k], sum[k] / n, hi[k]), ranks: comm.size() }
     }
 
-    /// The timing table printed at the end of a run.
+    /// The timing table printed at the end of a run (on one rank without the stages that did
+    /// not run).
     pub fn table(&self) -> String {
         let mut s = format!(
             "{:<10} {:>12} {:>12} {:>12}   (seconds over {} rank{})\n",
@@ -44,6 +45,10 @@ impl StageStats {
             if self.ranks == 1 { "" } else { "s" }
         );
         for &(stage, lo, avg, hi) in &self.rows {
+            if self.ranks == 1 && hi == 0.0 {
+                // a stage that only runs on several ranks (sort, ghost, halo, ...)
+                continue;
+            }
             s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", stage.name(), lo, avg, hi);
         }
         let (lo, avg, hi) = self.total;

@@ -40,6 +40,25 @@ impl Universe {
         self.world.clone()
     }
 
+    /// Makes a panic on any rank stop the whole job: after the usual panic message (prefixed
+    /// with the rank), the hook calls `MPI_Abort` on the world when it has more than one rank,
+    /// so that the other ranks do not wait forever in their next collective.
+    pub fn abort_on_panic(&self) {
+        let (rank, size) = (self.world.rank(), self.world.size());
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if size > 1 {
+                eprintln!("parki-dist: rank {rank} of {size} panicked; aborting all ranks");
+            }
+            previous(info);
+            #[cfg(feature = "mpi")]
+            if size > 1 && crate::comm::mpi_live() {
+                // SAFETY: MPI is initialised and not finalised; aborting is always allowed.
+                unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101) };
+            }
+        }));
+    }
+
     /// Whether this build links MPI.
     pub fn has_mpi() -> bool {
         cfg!(feature = "mpi")

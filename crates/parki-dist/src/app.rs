@@ -1,28 +1,39 @@
-//! The `parki-dist run` application: read run.toml, load or generate particles, plan, evaluate,
-//! check, write the potential and the report, print progress and the timing table.
+//! The `parki-dist run` application: read run.toml, load this rank's share of the particles,
+//! plan, evaluate, check, write the potential and the report, print progress and the timing
+//! table. The same code runs one process or R MPI ranks (`mpirun -n R parki-dist run run.toml`):
+//! every rank reads its own rows of the inputs, rank 0 prints, the potential is written in the
+//! global input order by every rank into its own rows of one file, and every step that can fail
+//! on one rank is agreed on, so that all ranks stop with the same message.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use parki_comm::{Comm, StageStats};
+use parki_comm::{Backend, Comm, StageStats, TrafficStats};
 use parki_core::validate::{narrow_positions, wrap_positions};
-use parki_core::{Domain, Error, Kernel, Real, Result, Sources, Stage};
-use parki_farfield::{G2pVariant, P2gVariant};
+use parki_core::{Error, Real, Result, Sources, Stage};
+use parki_decomp::{Decomposition, ProcGrid};
+use parki_farfield::{G2pVariant, P2gVariant, Params};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::Isa;
-use parki_reference::ClassicalEwald;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::config::{resolve, Generate, ParticleSection, RunConfig};
-use crate::generate::{self, Distribution, Rng};
+use crate::config::{resolve, GridChoice, RunConfig};
+use crate::distributed::{DistEwaldSolver, ParallelOptions, SortMode};
+use crate::input::{load_problem, neutralise, Problem};
 use crate::npy;
-use crate::solver::{Evaluation, EwaldOptions, EwaldSolver, SolverReal, Targets};
+use crate::report::{self, ReportInputs};
+use crate::solver::{check_inputs, Evaluation, EwaldOptions, EwaldSolver, SolverReal, Targets};
+use crate::verify;
+
+/// The communication stages whose bytes a distributed run reports, in data-flow order.
+pub const TRAFFIC_STAGES: [&str; 7] =
+    ["sort", "ghost_sources", "halo", "fft_switch1", "fft_switch2", "grid_ghost", "return"];
 
 /// Command-line overrides of run.toml.
 #[derive(Clone, Debug, Default)]
 pub struct RunArgs {
     /// The run.toml.
-    pub config: PathBuf,
+    pub config: std::path::PathBuf,
     /// `--check K`.
     pub check: Option<usize>,
     /// `--threads N`.
@@ -33,183 +44,107 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// What a run produced (the JSON report and the table).
+/// What a run produced (the JSON report and the tables), the same on every rank.
 #[derive(Clone, Debug)]
 pub struct RunSummary {
     /// The report.
     pub report: Value,
-    /// The timing table.
+    /// The timing table (and, on several ranks, the communication table).
     pub table: String,
 }
 
-/// A problem in f64, as read or generated.
-#[derive(Clone, Debug)]
-pub struct Problem {
-    /// Kernel.
-    pub kernel: Kernel,
-    /// Box.
-    pub domain: Domain,
-    /// Tolerance.
-    pub tolerance: f64,
-    /// `"f64"` or `"f32"`.
-    pub precision: String,
-    /// Wrap periodic coordinates.
-    pub wrap: bool,
-    /// Source positions.
-    pub positions: Vec<[f64; 3]>,
-    /// Charges.
-    pub charges: Option<Vec<f64>>,
-    /// Forces.
-    pub forces: Option<Vec<[f64; 3]>>,
-    /// Dipoles.
-    pub dipoles: Option<Vec<[f64; 3]>>,
-    /// Normals.
-    pub normals: Option<Vec<[f64; 3]>>,
-    /// Separate targets.
-    pub targets: Option<Vec<[f64; 3]>>,
+/// Progress lines on stderr, from rank 0 only.
+#[derive(Clone, Copy, Debug)]
+struct Log {
+    on: bool,
 }
 
-fn log(quiet: bool, msg: &str) {
-    if !quiet {
-        eprintln!("[parki-dist] {msg}");
-    }
-}
-
-fn generate_positions(domain: &Domain, g: &Generate, field: &str) -> Result<Vec<[f64; 3]>> {
-    let dist = Distribution::from_name(&g.distribution, &format!("{field}.generate.distribution"))?;
-    if g.count == 0 {
-        return Err(Error::OutOfRange {
-            field: format!("{field}.generate.count"),
-            value: "0".into(),
-            allowed: "at least 1".into(),
-        });
-    }
-    Ok(generate::positions(domain, dist, g.count, &mut Rng::new(g.seed)))
-}
-
-fn read_rows(base: &Path, p: &Path, field: &str) -> Result<Vec<[f64; 3]>> {
-    npy::read(&resolve(base, p), field)?.rows3(field)
-}
-
-/// Reads or generates the problem of a run.toml.
-pub fn load_problem(cfg: &RunConfig, path: &Path) -> Result<Problem> {
-    let kernel = Kernel::from_name(&cfg.problem.kernel)?;
-    let domain = Domain::new(cfg.problem.box_lengths, cfg.problem.periodic)?;
-    if !matches!(cfg.problem.precision.as_str(), "f64" | "f32") {
-        return Err(Error::OutOfRange {
-            field: "problem.precision".into(),
-            value: format!("\"{}\"", cfg.problem.precision),
-            allowed: "\"f64\" or \"f32\"".into(),
-        });
-    }
-    let s: &ParticleSection = &cfg.sources;
-    let mut prob = Problem {
-        kernel,
-        domain,
-        tolerance: cfg.problem.tolerance,
-        precision: cfg.problem.precision.clone(),
-        wrap: cfg.problem.wrap,
-        positions: Vec::new(),
-        charges: None,
-        forces: None,
-        dipoles: None,
-        normals: None,
-        targets: None,
-    };
-    match (&s.generate, &s.positions) {
-        (Some(_), Some(_)) => {
-            return Err(Error::OutOfRange {
-                field: "sources.generate".into(),
-                value: "set together with sources.positions".into(),
-                allowed: "either files or a generator, not both".into(),
-            })
-        }
-        (None, None) => {
-            return Err(Error::Missing {
-                field: "sources.positions".into(),
-                reason: "give a .npy file or sources.generate = { distribution, count, seed }".into(),
-            })
-        }
-        (Some(g), None) => {
-            prob.positions = generate_positions(&domain, g, "sources")?;
-            let n = g.count;
-            let mut rng = Rng::new(g.seed.wrapping_add(0x5eed));
-            if kernel.needs_charges() {
-                prob.charges = Some(generate::neutral_scalars(n, &mut rng));
-            }
-            if kernel.needs_forces() {
-                prob.forces = Some(generate::neutral_vectors(n, &mut rng));
-            }
-            if kernel.needs_dipoles() {
-                prob.dipoles = Some(generate::normal_vectors(n, &mut rng));
-                prob.normals = Some((0..n).map(|_| generate::unit_vector(&mut rng)).collect());
-            }
-        }
-        (None, Some(p)) => {
-            prob.positions = read_rows(path, p, "sources.positions")?;
-            if let Some(c) = &s.charges {
-                prob.charges = Some(npy::read(&resolve(path, c), "sources.charges")?.column("sources.charges")?);
-            }
-            if let Some(f) = &s.forces {
-                prob.forces = Some(read_rows(path, f, "sources.forces")?);
-            }
-            if let Some(d) = &s.dipoles {
-                prob.dipoles = Some(read_rows(path, d, "sources.dipoles")?);
-            }
-            if let Some(nn) = &s.normals {
-                prob.normals = Some(read_rows(path, nn, "sources.normals")?);
-            }
+impl Log {
+    fn line(&self, msg: &str) {
+        if self.on {
+            eprintln!("[parki-dist] {msg}");
         }
     }
-    if let Some(t) = &cfg.targets {
-        if t.charges.is_some() || t.forces.is_some() || t.dipoles.is_some() || t.normals.is_some() {
-            return Err(Error::OutOfRange {
-                field: "targets".into(),
-                value: "densities given".into(),
-                allowed: "only positions or generate".into(),
-            });
-        }
-        prob.targets = Some(match (&t.generate, &t.positions) {
-            (Some(g), None) => generate_positions(&domain, g, "targets")?,
-            (None, Some(p)) => read_rows(path, p, "targets.positions")?,
-            _ => {
-                return Err(Error::Missing {
-                    field: "targets.positions".into(),
-                    reason: "[targets] needs exactly one of positions or generate".into(),
-                })
-            }
-        });
-    }
-    Ok(prob)
 }
 
-fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
-    v.iter().map(|p| p.map(T::from_f64)).collect()
-}
-
-/// Runs a run.toml.
-pub fn run(args: &RunArgs) -> Result<RunSummary> {
+/// Runs a run.toml on the ranks of `comm` (collective: every rank calls it with the same
+/// arguments). Any rank's error is returned on every rank.
+pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let t0 = Instant::now();
-    let cfg = RunConfig::load(&args.config)?;
-    log(args.quiet, &format!("reading {}", args.config.display()));
-    let prob = load_problem(&cfg, &args.config)?;
-    log(
-        args.quiet,
-        &format!(
-            "{} sources, {} targets, kernel {}, {}, tolerance {:e}",
-            prob.positions.len(),
-            prob.targets.as_ref().map_or(prob.positions.len(), |t| t.len()),
-            prob.kernel.name(),
-            prob.precision,
-            prob.tolerance
-        ),
-    );
+    let log = Log { on: !args.quiet && comm.rank() == 0 };
+    let cfg = comm.agree(RunConfig::load(&args.config))?;
+    let popts = comm.agree(parallel_options(&cfg).and_then(|p| check_grid(p, comm.size())))?;
+    log.line(&format!("reading {} on {} rank{}", args.config.display(), comm.size(), plural(comm.size())));
+    let mut prob = comm.agree(load_problem(&cfg, &args.config, comm.rank(), comm.size()))?;
+    neutralise(comm, &mut prob);
+    log.line(&format!(
+        "{} sources, {} targets, kernel {}, {}, tolerance {:e}",
+        prob.sources_total,
+        prob.targets_total(),
+        prob.kernel.name(),
+        prob.precision,
+        prob.tolerance
+    ));
     let summary = match prob.precision.as_str() {
-        "f32" => run_typed::<f32>(&cfg, &prob, args),
-        _ => run_typed::<f64>(&cfg, &prob, args),
+        "f32" => run_typed::<f32>(&cfg, &prob, popts, args, comm, log),
+        _ => run_typed::<f64>(&cfg, &prob, popts, args, comm, log),
     }?;
-    log(args.quiet, &format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
+    log.line(&format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
     Ok(summary)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Checks an explicit process grid against the rank count before any input is read.
+fn check_grid(p: ParallelOptions, ranks: usize) -> Result<ParallelOptions> {
+    match p.grid {
+        Some(g) if g[0] * g[1] != ranks => Err(Error::OutOfRange {
+            field: "parallel.grid".into(),
+            value: format!("{g:?} on {ranks} rank{}", plural(ranks)),
+            allowed: format!("[P_y, P_z] with P_y P_z = {ranks}, the rank count, or \"auto\""),
+        }),
+        _ => Ok(p),
+    }
+}
+
+/// The `[parallel]` table as solver options.
+pub fn parallel_options(cfg: &RunConfig) -> Result<ParallelOptions> {
+    let p = &cfg.parallel;
+    let grid = match &p.grid {
+        None => None,
+        Some(GridChoice::Word(w)) if w == "auto" => None,
+        Some(GridChoice::Word(w)) => {
+            return Err(Error::OutOfRange {
+                field: "parallel.grid".into(),
+                value: format!("\"{w}\""),
+                allowed: "\"auto\" or [P_y, P_z]".into(),
+            })
+        }
+        Some(GridChoice::Dims(d)) => Some(*d),
+    };
+    let decomposition = match p.decomposition.as_deref() {
+        None => Decomposition::Auto,
+        Some(v) => Decomposition::parse(v).ok_or_else(|| Error::OutOfRange {
+            field: "parallel.decomposition".into(),
+            value: format!("\"{v}\""),
+            allowed: "\"auto\", \"slab\" or \"pencil\"".into(),
+        })?,
+    };
+    let backend = match p.backend.as_deref() {
+        None => Backend::Alltoallv,
+        Some(v) => Backend::parse(v).ok_or_else(|| Error::OutOfRange {
+            field: "parallel.backend".into(),
+            value: format!("\"{v}\""),
+            allowed: "\"alltoallv\" or \"persistent\"".into(),
+        })?,
+    };
+    Ok(ParallelOptions { grid, decomposition, backend })
 }
 
 /// The solver options a run.toml asks for.
@@ -275,21 +210,96 @@ pub fn options(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<EwaldO
     Ok(o)
 }
 
-fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<RunSummary> {
-    let quiet = args.quiet;
-    let domain = prob.domain;
-    let mut pos: Vec<[T; 3]> = narrow_positions(&prob.positions, &domain);
-    let mut trg: Option<Vec<[T; 3]>> = prob.targets.as_ref().map(|t| narrow_positions(t, &domain));
-    if prob.wrap {
-        wrap_positions("sources.positions", &mut pos, &domain)?;
-        if let Some(t) = trg.as_mut() {
-            wrap_positions("targets.positions", t, &domain)?;
+/// The solver of a run: the single-process one on one rank, the distributed one on several.
+enum Engine<T: SolverReal> {
+    One(Box<EwaldSolver<T>>),
+    Many(Box<DistEwaldSolver<T>>),
+}
+
+impl<T: SolverReal> Engine<T> {
+    fn params(&self) -> &Params {
+        match self {
+            Engine::One(s) => s.params(),
+            Engine::Many(s) => s.params(),
         }
     }
+
+    fn threads(&self) -> usize {
+        match self {
+            Engine::One(s) => s.threads(),
+            Engine::Many(s) => s.threads(),
+        }
+    }
+
+    fn isa(&self) -> Isa {
+        match self {
+            Engine::One(s) => s.isa(),
+            Engine::Many(s) => s.isa(),
+        }
+    }
+
+    fn proc_grid(&self) -> ProcGrid {
+        match self {
+            Engine::One(_) => ProcGrid { dims: [1, 1] },
+            Engine::Many(s) => s.proc_grid(),
+        }
+    }
+
+    fn evaluate(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+        progress: &mut dyn FnMut(Stage, f64),
+    ) -> Result<Evaluation> {
+        match self {
+            Engine::One(s) => s.evaluate_with_progress(sources, targets, out, progress),
+            Engine::Many(s) => s.evaluate_with_progress(sources, targets, out, SortMode::Full, progress),
+        }
+    }
+}
+
+fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
+    v.iter().map(|p| p.map(T::from_f64)).collect()
+}
+
+fn run_typed<T: SolverReal>(
+    cfg: &RunConfig,
+    prob: &Problem,
+    popts: ParallelOptions,
+    args: &RunArgs,
+    comm: &Comm,
+    log: Log,
+) -> Result<RunSummary> {
+    let domain = prob.domain;
+    let kernel = prob.kernel;
+    let mut pos: Vec<[T; 3]> = narrow_positions(&prob.positions, &domain);
+    let mut trg: Option<Vec<[T; 3]>> = prob.targets.as_ref().map(|t| narrow_positions(t, &domain));
     let charges: Option<Vec<T>> = prob.charges.as_ref().map(|q| q.iter().map(|&v| T::from_f64(v)).collect());
     let forces = prob.forces.as_ref().map(|f| convert3::<T>(f));
     let dipoles = prob.dipoles.as_ref().map(|f| convert3::<T>(f));
     let normals = prob.normals.as_ref().map(|f| convert3::<T>(f));
+    // input checks with the rows of the user's files, agreed before any collective
+    let dim = kernel.output_dim();
+    let nt = prob.local_targets();
+    let checked = (|| {
+        if prob.wrap {
+            wrap_positions("sources.positions", &mut pos, &domain)?;
+            if let Some(t) = trg.as_mut() {
+                wrap_positions("targets.positions", t, &domain)?;
+            }
+        }
+        let sources = Sources {
+            positions: &pos,
+            charges: charges.as_deref(),
+            forces: forces.as_deref(),
+            dipoles: dipoles.as_deref(),
+            normals: normals.as_deref(),
+        };
+        let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
+        check_inputs(kernel, &domain, &sources, targets, nt * dim).map(drop)
+    })();
+    comm.agree(checked.map_err(|e| prob.globalise(e)))?;
     let sources = Sources {
         positions: &pos,
         charges: charges.as_deref(),
@@ -297,173 +307,129 @@ fn run_typed<T: SolverReal>(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> 
         dipoles: dipoles.as_deref(),
         normals: normals.as_deref(),
     };
-    let nt = trg.as_ref().map_or(pos.len(), |t| t.len());
-    let opts = options(cfg, prob, args)?;
+    let opts = comm.agree(options(cfg, prob, args))?;
     let t_plan = Instant::now();
-    let mut solver = EwaldSolver::<T>::new(&opts, pos.len(), nt)?;
-    let plan_seconds = t_plan.elapsed().as_secs_f64();
-    let p = solver.params().clone();
-    log(
-        quiet,
-        &format!(
-            "planned in {:.2} s: xi = {:.6}, rc = {:.6} ({}x{}x{} cells, {:.1} sources/cell), grid {}x{}x{}, P = {}, \
-             estimated error {:.2e}, {} threads, P2P {}",
-            plan_seconds,
-            p.xi,
-            p.rc_effective,
-            p.cells[0],
-            p.cells[1],
-            p.cells[2],
-            p.sources_per_cell,
-            p.grid[0],
-            p.grid[1],
-            p.grid[2],
-            p.p,
-            p.estimate.total,
-            solver.threads(),
-            solver.isa().name()
-        ),
-    );
-    let dim = prob.kernel.output_dim();
+    let mut engine = if comm.size() == 1 {
+        Engine::One(Box::new(EwaldSolver::<T>::new(&opts, prob.sources_total, prob.targets_total())?))
+    } else {
+        Engine::Many(Box::new(DistEwaldSolver::<T>::new(comm, &opts, popts, prob.sources_total, prob.targets_total())?))
+    };
+    let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
+    let p = engine.params().clone();
+    let pg = engine.proc_grid();
+    log.line(&format!(
+        "planned in {:.2} s: xi = {:.6}, rc = {:.6} ({}x{}x{} cells, {:.1} sources/cell), grid {}x{}x{}, P = {}, \
+         estimated error {:.2e}, {} threads per rank, P2P {}",
+        plan_seconds,
+        p.xi,
+        p.rc_effective,
+        p.cells[0],
+        p.cells[1],
+        p.cells[2],
+        p.sources_per_cell,
+        p.grid[0],
+        p.grid[1],
+        p.grid[2],
+        p.p,
+        p.estimate.total,
+        engine.threads(),
+        engine.isa().name()
+    ));
+    if comm.size() > 1 {
+        log.line(&format!(
+            "{} ranks as a {} process grid [P_y, P_z] = {:?}, switch backend {}",
+            comm.size(),
+            pg.kind(),
+            pg.dims,
+            popts.backend.name()
+        ));
+    }
     let mut u = vec![T::ZERO; nt * dim];
     let repeat = args.repeat.or(cfg.run.repeat).unwrap_or(1).max(1);
     let mut ev = Evaluation::default();
     for r in 0..repeat {
         if repeat > 1 {
-            log(quiet, &format!("evaluation {} of {repeat}", r + 1));
+            log.line(&format!("evaluation {} of {repeat}", r + 1));
         }
-        let targets = match &trg {
-            Some(t) => Targets::Points(t),
-            None => Targets::Sources,
-        };
-        ev = solver.evaluate_with_progress(&sources, targets, &mut u, &mut |s: Stage, dt: f64| {
-            log(quiet, &format!("{:<8} {:>9.4} s", s.name(), dt));
+        comm.reset_traffic();
+        let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
+        ev = engine.evaluate(&sources, targets, &mut u, &mut |s: Stage, dt: f64| {
+            log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
         })?;
     }
     for w in &ev.warnings {
-        eprintln!("[parki-dist] warning: {w}");
+        if comm.rank() == 0 {
+            eprintln!("[parki-dist] warning: {w}");
+        }
     }
-    let stats = StageStats::reduce(&Comm::single(), &ev.times);
+    let stats = StageStats::reduce(comm, &ev.times);
+    let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &TRAFFIC_STAGES) } else { Vec::new() };
+    let pairs = comm.sum(ev.pairs);
     let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
-    // check against the classical Ewald sum
+
     let check_count = args.check.or(cfg.run.check).unwrap_or(0);
     let check = if check_count > 0 {
-        let k = check_count.min(nt);
-        log(quiet, &format!("checking {k} random targets against the classical Ewald sum"));
-        let tc = Instant::now();
-        let mut rng = Rng::new(0xc4ec);
-        let mut idx: Vec<usize> = (0..nt).collect();
-        for i in 0..k {
-            let j = i + (rng.next_u64() % (nt - i) as u64) as usize;
-            idx.swap(i, j);
-        }
-        idx.truncate(k);
-        let p64: Vec<[f64; 3]> = pos.iter().map(|p| p.map(|v| v.to_f64())).collect();
-        let tp: Vec<[f64; 3]> = match &trg {
-            Some(t) => idx.iter().map(|&i| t[i].map(|v| v.to_f64())).collect(),
-            None => idx.iter().map(|&i| p64[i]).collect(),
-        };
-        let to64 =
-            |v: &Option<Vec<[T; 3]>>| v.as_ref().map(|f| f.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>());
-        let (f64s, d64, n64) = (to64(&forces), to64(&dipoles), to64(&normals));
-        let q64: Option<Vec<f64>> = charges.as_ref().map(|q| q.iter().map(|v| v.to_f64()).collect());
-        let src64 = Sources {
-            positions: &p64,
-            charges: q64.as_deref(),
-            forces: f64s.as_deref(),
-            dipoles: d64.as_deref(),
-            normals: n64.as_deref(),
-        };
-        let reference = ClassicalEwald::new(domain, p64.len(), k).evaluate(prob.kernel, &src64, &tp);
-        let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
-        for (a, &i) in idx.iter().enumerate() {
-            for d in 0..dim {
-                let e = u64v[i * dim + d] - reference[a * dim + d];
-                num += e * e;
-                den += reference[a * dim + d].powi(2);
-                maxe = maxe.max(e.abs());
-            }
-        }
-        let rel = (num / den).sqrt();
-        let secs = tc.elapsed().as_secs_f64();
-        log(
-            quiet,
-            &format!("relative RMS error {rel:.3e} on {k} targets (tolerance {:e}), {secs:.2} s", prob.tolerance),
-        );
-        Some(json!({
-            "targets": k,
-            "relative_rms_error": rel,
-            "max_abs_error": maxe,
-            "reference_rms": (den / (k * dim) as f64).sqrt(),
-            "reference": "classical Ewald sum (parki-reference), f64",
-            "seconds": secs,
-        }))
+        log.line(&format!(
+            "checking {} random targets against the classical Ewald sum",
+            check_count.min(prob.targets_total())
+        ));
+        Some(verify::classical_check(comm, prob, &sources, trg.as_deref(), &u64v, check_count))
     } else {
         None
     };
+    if let Some(c) = &check {
+        log.line(&format!(
+            "relative RMS error {:.3e} on {} targets (tolerance {:e}), {:.2} s",
+            c.relative_rms_error, c.targets, prob.tolerance, c.seconds
+        ));
+    }
     if let Some(path) = &cfg.output.potential {
         let path = resolve(&args.config, path);
-        let shape: Vec<usize> = if dim == 1 { vec![nt] } else { vec![nt, dim] };
-        npy::write(&path, &shape, &u64v)?;
-        log(quiet, &format!("wrote {}", path.display()));
+        write_potential(comm, &path, prob, dim, &u64v)?;
+        log.line(&format!("wrote {}", path.display()));
     }
-    let total = ev.times.total();
-    let report = json!({
-        "parki_dist": env!("CARGO_PKG_VERSION"),
-        "kernel": prob.kernel.name(),
-        "precision": T::NAME,
-        "box": domain.lengths(),
-        "periodic": domain.periodic(),
-        "tolerance": prob.tolerance,
-        "sources": pos.len(),
-        "targets": nt,
-        "targets_are_sources": trg.is_none(),
-        "threads": solver.threads(),
-        "ranks": 1,
-        "p2p_isa": solver.isa().name(),
-        "variants": { "p2g": opts.p2g.name(), "g2p": opts.g2p.name() },
-        "parameters": {
-            "xi": p.xi,
-            "rc": p.rc,
-            "rc_effective": p.rc_effective,
-            "cells": p.cells,
-            "sources_per_cell": p.sources_per_cell,
-            "grid": p.grid,
-            "h": p.h,
-            "kmax": p.kmax,
-            "window_support": p.p,
-            "beta": p.beta,
-            "window_half_width": p.window_half_width,
-            "window_poly_degree": p.poly.degree,
-            "window_poly_error": p.poly_error,
-            "grid_components": prob.kernel.grid_components(),
-            "grid_bytes": p.grid_bytes,
-            "grid_oversampling": p.oversampling,
-            "candidates_compared": p.candidates,
-        },
-        "error_estimate": {
-            "near": p.estimate.near, "fourier": p.estimate.fourier, "window": p.estimate.window,
-            "self_interaction": p.estimate.self_interaction, "total": p.estimate.total,
-        },
-        "predicted_seconds_one_thread": {
-            "P2P": p.cost.p2p, "P2G": p.cost.p2g, "FFT": p.cost.fft, "CNV": p.cost.cnv, "G2P": p.cost.g2p,
-        },
-        "plan_seconds": plan_seconds,
-        "timings": stats.rows.iter().map(|(s, lo, avg, hi)| (s.name().to_string(), json!({"min": lo, "avg": avg, "max": hi}))).collect::<serde_json::Map<String, Value>>(),
-        "total_seconds": total,
-        "throughput_particles_per_second": nt as f64 / total,
-        "p2p_pairs": ev.pairs,
-        "padding_efficiency": ev.padding_efficiency,
-        "check": check,
-        "warnings": ev.warnings,
-    });
+    let inputs = ReportInputs {
+        prob,
+        precision: T::NAME,
+        threads: engine.threads(),
+        isa: engine.isa().name(),
+        opts: &opts,
+        params: &p,
+        ranks: comm.size(),
+        proc_grid: pg,
+        backend: popts.backend,
+        plan_seconds,
+        stats: &stats,
+        traffic: &traffic,
+        pairs,
+        padding_efficiency: ev.padding_efficiency,
+        check: check.as_ref(),
+        warnings: &ev.warnings,
+    };
+    let report = report::build(&inputs);
     if let Some(path) = &cfg.output.report {
         let path = resolve(&args.config, path);
-        let text = serde_json::to_string_pretty(&report).expect("report serialises");
-        std::fs::write(&path, text + "\n").map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
-        log(quiet, &format!("wrote {}", path.display()));
+        let written = if comm.rank() == 0 {
+            let text = serde_json::to_string_pretty(&report).expect("report serialises");
+            std::fs::write(&path, text + "\n").map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })
+        } else {
+            Ok(())
+        };
+        comm.agree(written)?;
+        log.line(&format!("wrote {}", path.display()));
     }
-    let mut table = stats.table();
-    table += &format!("throughput {:.4e} particles/s ({} targets)\n", nt as f64 / total, nt);
-    Ok(RunSummary { report, table })
+    Ok(RunSummary { table: report::table(&inputs), report })
+}
+
+/// Writes the potential in the global input order: rank 0 creates the file at its full length,
+/// then every rank writes its rows in place (no gather through one rank).
+fn write_potential(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f64]) -> Result<()> {
+    let total = prob.targets_total();
+    let shape: Vec<usize> = if dim == 1 { vec![total] } else { vec![total, dim] };
+    let created = if comm.rank() == 0 { npy::create(path, &shape) } else { Ok(0) };
+    let mut offset = [comm.agree(created)? as u64];
+    comm.all_reduce(&mut offset, parki_comm::ReduceOp::Max);
+    let rows = &prob.target_rows;
+    let written = if rows.is_empty() { Ok(()) } else { npy::write_rows(path, offset[0] as usize, rows.start, dim, u) };
+    comm.agree(written)
 }

@@ -25,6 +25,9 @@ pub struct RunConfig {
     /// `[run]`: threads, checks, repetitions.
     #[serde(default)]
     pub run: RunSection,
+    /// `[parallel]`: the process grid and the switch backend of a run on several ranks.
+    #[serde(default)]
+    pub parallel: ParallelSection,
 }
 
 /// `[problem]`.
@@ -136,6 +139,28 @@ pub struct RunSection {
     pub repeat: Option<usize>,
     /// Grid memory limit in GB (default: half the available memory).
     pub max_grid_gb: Option<f64>,
+}
+
+/// `[parallel]`: read by every rank; ignored by a run on one rank.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelSection {
+    /// `"auto"` (default) or `[P_y, P_z]` with `P_y P_z` = ranks.
+    pub grid: Option<GridChoice>,
+    /// `"auto"` (default: slabs when they fit, else pencils), `"slab"` or `"pencil"`.
+    pub decomposition: Option<String>,
+    /// `"alltoallv"` (default) or `"persistent"` (point-to-point, unpacked as blocks arrive).
+    pub backend: Option<String>,
+}
+
+/// `grid = "auto"` or `grid = [P_y, P_z]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum GridChoice {
+    /// An explicit process grid.
+    Dims([usize; 2]),
+    /// A word (only `"auto"` is valid).
+    Word(String),
 }
 
 impl RunConfig {

@@ -13,9 +13,12 @@ pub mod app;
 pub mod config;
 pub mod distributed;
 pub mod generate;
+pub mod input;
 pub mod npy;
 pub mod particles;
+pub mod report;
 pub mod solver;
+pub mod verify;
 
 pub use distributed::{DistEwaldSolver, ParallelOptions, SortMode};
 pub use parki_comm::{Backend, Comm, Universe};

@@ -2,6 +2,7 @@
 //! little-endian `float64` or `float32`, C or Fortran order.
 
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 
 use parki_core::{Error, Result};
@@ -25,8 +26,48 @@ pub fn read(path: &Path, field: &str) -> Result<Array> {
     parse(&bytes, &format!("{field} ({})", path.display()))
 }
 
-/// Parses the bytes of a `.npy` file.
-pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
+/// The header of a `.npy` file: what is needed to read any rows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Shape: `[n]` or `[n, m]`.
+    pub shape: Vec<usize>,
+    /// Bytes per value (8: float64, 4: float32).
+    pub width: usize,
+    /// Column-major data.
+    pub fortran: bool,
+    /// Offset of the first value in the file.
+    pub data_offset: usize,
+}
+
+impl Header {
+    /// Rows (the first dimension; 1 for a 0-d array).
+    pub fn rows(&self) -> usize {
+        self.shape.first().copied().unwrap_or(1)
+    }
+
+    /// Values per row.
+    pub fn columns(&self) -> usize {
+        self.shape.iter().skip(1).product()
+    }
+
+    /// Checks the shape against `(N, cols)` (or `(N,)` for `cols == 1`, `(N, 1)` accepted).
+    pub fn expect_columns(&self, cols: usize, field: &str) -> Result<()> {
+        let ok = match self.shape.as_slice() {
+            [_] => cols == 1,
+            [_, m] => *m == cols,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            let expected = if cols == 1 { "shape (N,)".to_string() } else { format!("shape (N, {cols})") };
+            Err(shape_err(field, &expected, format!("shape {:?}", self.shape)))
+        }
+    }
+}
+
+/// Parses the header from the first bytes of a file (at least the whole header).
+fn parse_header(bytes: &[u8], field: &str) -> Result<Header> {
     const MAGIC: &[u8] = b"\x93NUMPY";
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(shape_err(field, "a NumPy .npy file", "no .npy magic number".into()));
@@ -60,23 +101,29 @@ pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
         "<f4" | "=f4" | "f4" => 4,
         other => return Err(shape_err(field, "float64 ('<f8') or float32 ('<f4') data", format!("dtype '{other}'"))),
     };
-    let count: usize = shape.iter().product();
-    let body = &bytes[start + hlen..];
-    if body.len() < count * width {
+    let fortran = fortran && shape.len() == 2;
+    Ok(Header { shape, width, fortran, data_offset: start + hlen })
+}
+
+fn decode(b: &[u8], width: usize) -> f64 {
+    if width == 8 {
+        f64::from_le_bytes(b.try_into().expect("8 bytes"))
+    } else {
+        f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64
+    }
+}
+
+/// Parses the bytes of a `.npy` file.
+pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
+    let h = parse_header(bytes, field)?;
+    let count: usize = h.shape.iter().product();
+    let body = &bytes[h.data_offset..];
+    if body.len() < count * h.width {
         return Err(shape_err(field, &format!("{count} values"), format!("{} bytes of data", body.len())));
     }
-    let mut data: Vec<f64> = (0..count)
-        .map(|i| {
-            let b = &body[i * width..(i + 1) * width];
-            if width == 8 {
-                f64::from_le_bytes(b.try_into().expect("8 bytes"))
-            } else {
-                f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64
-            }
-        })
-        .collect();
-    if fortran && shape.len() == 2 {
-        let (n, m) = (shape[0], shape[1]);
+    let mut data: Vec<f64> = body.chunks_exact(h.width).take(count).map(|b| decode(b, h.width)).collect();
+    if h.fortran {
+        let (n, m) = (h.shape[0], h.shape[1]);
         let mut t = vec![0.0; count];
         for i in 0..n {
             for j in 0..m {
@@ -85,7 +132,74 @@ pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
         }
         data = t;
     }
-    Ok(Array { shape, data })
+    Ok(Array { shape: h.shape, data })
+}
+
+/// Reads the header of `path` only.
+pub fn read_header(path: &Path, field: &str) -> Result<Header> {
+    use std::io::Read;
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: format!("{field}: {e}") };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut buf = Vec::with_capacity(256);
+    // a header is at most 12 bytes of preamble plus its declared length; read until complete
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = f.read(&mut chunk).map_err(io)?;
+        buf.extend_from_slice(&chunk[..n]);
+        let complete = match buf.get(6) {
+            Some(1) if buf.len() >= 10 => buf.len() >= 10 + u16::from_le_bytes([buf[8], buf[9]]) as usize,
+            Some(2 | 3) if buf.len() >= 12 => {
+                buf.len() >= 12 + u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize
+            }
+            _ => false,
+        };
+        if complete || n == 0 {
+            break;
+        }
+    }
+    parse_header(&buf, &format!("{field} ({})", path.display()))
+}
+
+/// Reads rows `rows` of the file whose header is `h` (row-major `f64`, `h.columns()` per row),
+/// touching only their bytes: each rank of a distributed run reads its own slice.
+pub fn read_rows(path: &Path, field: &str, h: &Header, rows: Range<usize>) -> Result<Vec<f64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let named = format!("{field} ({})", path.display());
+    let (n, m) = (h.rows(), h.columns());
+    if rows.end > n {
+        return Err(shape_err(&named, &format!("at least {} rows", rows.end), format!("{n} rows")));
+    }
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: format!("{field}: {e}") };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len() as usize;
+    let count = rows.len();
+    let mut out = vec![0.0; count * m];
+    // (first value, values to read, destination column or None for whole rows)
+    let spans: Vec<(usize, usize, Option<usize>)> = if h.fortran && m > 1 {
+        (0..m).map(|j| (j * n + rows.start, count, Some(j))).collect()
+    } else {
+        vec![(rows.start * m, count * m, None)]
+    };
+    let mut bytes = Vec::new();
+    for (first, values, column) in spans {
+        let (lo, hi) = (h.data_offset + first * h.width, h.data_offset + (first + values) * h.width);
+        if hi > len {
+            return Err(shape_err(
+                &named,
+                &format!("{} values of {} bytes after the header", n * m.max(1), h.width),
+                format!("a file of {len} bytes, truncated inside rows {}..{}", rows.start, rows.end),
+            ));
+        }
+        bytes.resize(hi - lo, 0);
+        f.seek(SeekFrom::Start(lo as u64)).map_err(io)?;
+        f.read_exact(&mut bytes).map_err(io)?;
+        let vals = bytes.chunks_exact(h.width).map(|b| decode(b, h.width));
+        match column {
+            None => out.iter_mut().zip(vals).for_each(|(o, v)| *o = v),
+            Some(j) => out.iter_mut().skip(j).step_by(m).zip(vals).for_each(|(o, v)| *o = v),
+        }
+    }
+    Ok(out)
 }
 
 fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
@@ -116,9 +230,8 @@ impl Array {
     }
 }
 
-/// Writes `data` with `shape` as a float64 `.npy` file.
-pub fn write(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
-    assert_eq!(shape.iter().product::<usize>(), data.len());
+/// The version 1.0 header of a float64 C-order array of `shape`, padded to 64 bytes.
+fn header_bytes(shape: &[usize]) -> Vec<u8> {
     let dims = match shape {
         [n] => format!("({n},)"),
         s => format!("({})", s.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")),
@@ -127,16 +240,45 @@ pub fn write(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len() * 8);
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
+    out
+}
+
+fn le_bytes(data: &[f64]) -> Vec<u8> {
+    data.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Writes `data` with `shape` as a float64 `.npy` file.
+pub fn write(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
+    assert_eq!(shape.iter().product::<usize>(), data.len());
+    let mut out = header_bytes(shape);
+    out.extend_from_slice(&le_bytes(data));
     let io = |e: std::io::Error| Error::Io { path: path.into(), message: e.to_string() };
     let mut f = std::fs::File::create(path).map_err(io)?;
     f.write_all(&out).map_err(io)
+}
+
+/// Creates a float64 `.npy` file of `shape` at its full length (values zero) for ranks to fill
+/// with [`write_rows`]; returns the offset of the first value.
+pub fn create(path: &Path, shape: &[usize]) -> Result<usize> {
+    let header = header_bytes(shape);
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: e.to_string() };
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    f.write_all(&header).map_err(io)?;
+    f.set_len((header.len() + 8 * shape.iter().product::<usize>()) as u64).map_err(io)?;
+    Ok(header.len())
+}
+
+/// Writes rows starting at `first_row` (of `columns` values each) into a file made by
+/// [`create`] whose values start at `data_offset`: each rank writes its own slice, in place.
+pub fn write_rows(path: &Path, data_offset: usize, first_row: usize, columns: usize, data: &[f64]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: e.to_string() };
+    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+    f.write_all_at(&le_bytes(data), (data_offset + 8 * first_row * columns) as u64).map_err(io)
 }
 
 #[cfg(test)]
@@ -156,6 +298,65 @@ mod tests {
         assert!(parse(b"not a file", "x").is_err());
         let e = super::read(&dir.join("missing.npy"), "sources.positions").unwrap_err().to_string();
         assert!(e.contains("missing.npy") && e.contains("sources.positions"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A hand-made file: header dict `dict`, values `vals` as f32 or f64.
+    fn raw(dict: &str, vals: &[f64], f32s: bool) -> Vec<u8> {
+        let mut h = dict.to_string();
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        for &v in vals {
+            if f32s {
+                b.extend_from_slice(&(v as f32).to_le_bytes());
+            } else {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn row_slices_c_fortran_f32_and_truncated() {
+        let dir = std::env::temp_dir().join(format!("parki-npy-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 5 x 3, value 10 i + j
+        let c: Vec<f64> = (0..5).flat_map(|i| (0..3).map(move |j| (10 * i + j) as f64)).collect();
+        let f: Vec<f64> = (0..3).flat_map(|j| (0..5).map(move |i| (10 * i + j) as f64)).collect();
+        let cases = [
+            ("c.npy", raw("{'descr': '<f8', 'fortran_order': False, 'shape': (5, 3), }", &c, false)),
+            ("f.npy", raw("{'descr': '<f8', 'fortran_order': True, 'shape': (5, 3), }", &f, false)),
+            ("c4.npy", raw("{'descr': '<f4', 'fortran_order': False, 'shape': (5, 3), }", &c, true)),
+        ];
+        for (name, bytes) in &cases {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let h = super::read_header(&p, "x").unwrap();
+            assert_eq!((h.rows(), h.columns()), (5, 3), "{name}");
+            h.expect_columns(3, "x").unwrap();
+            assert!(h.expect_columns(1, "x").is_err());
+            let rows = super::read_rows(&p, "x", &h, 1..4).unwrap();
+            assert_eq!(rows, c[3..12].to_vec(), "{name}");
+            assert!(super::read_rows(&p, "x", &h, 4..6).is_err());
+        }
+        // a file cut after 3 rows: the first rows read, the last ones name the truncation
+        let mut cut = cases[0].1.clone();
+        cut.truncate(cut.len() - 2 * 3 * 8);
+        let p = dir.join("cut.npy");
+        std::fs::write(&p, &cut).unwrap();
+        let h = super::read_header(&p, "sources.positions").unwrap();
+        assert_eq!(super::read_rows(&p, "x", &h, 0..3).unwrap(), c[..9].to_vec());
+        let e = super::read_rows(&p, "sources.positions", &h, 3..5).unwrap_err().to_string();
+        assert!(e.contains("truncated") && e.contains("sources.positions"), "{e}");
+        // ranks writing their rows into one file
+        let p = dir.join("out.npy");
+        let off = super::create(&p, &[5, 3]).unwrap();
+        super::write_rows(&p, off, 3, 3, &c[9..]).unwrap();
+        super::write_rows(&p, off, 0, 3, &c[..9]).unwrap();
+        let a = super::read(&p, "out").unwrap();
+        assert_eq!((a.shape.clone(), a.data.clone()), (vec![5, 3], c.clone()));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

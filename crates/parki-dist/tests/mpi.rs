@@ -3,7 +3,11 @@
 //! slab and pencil process grids and both switch backends, the neighbour-only re-sort of moved
 //! particles, and failures that must stop every rank with the same message.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use parki_dist::generate::{self, Distribution, Rng};
+use parki_dist::npy;
 
 fn mpirun(ranks: usize, args: &[&str]) -> Output {
     let exe = env!("CARGO_BIN_EXE_parki-check");
@@ -82,4 +86,213 @@ fn failures_stop_every_rank_with_the_message() {
     );
     // bad input on one rank only
     fails_on_every_rank(3, &["ewald", "--n", "1500", "--bad-rank", "1"], "lies outside the box");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The application: `mpirun -n R parki-dist run run.toml`
+
+fn mpirun_app(ranks: usize, config: &Path) -> Output {
+    Command::new("mpirun")
+        .args(["-n", &ranks.to_string(), "--oversubscribe"])
+        .arg(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "1"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun must be installed (openmpi-bin); see README")
+}
+
+fn app_one_process(config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "2"])
+        .output()
+        .unwrap()
+}
+
+struct Dir(PathBuf);
+impl Dir {
+    fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("parki-mpi-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+    fn config(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn succeeded(out: &Output, what: &str) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what}: failed\n{text}");
+    text
+}
+
+fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den).sqrt()
+}
+
+/// Source and target files of `n` and `n / 3` particles, a third of the sources on the cell
+/// and subdomain planes `k / 6` of each side (and on the faces `0`).
+fn write_inputs(dir: &Dir, n: usize) {
+    let domain = parki_core::Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+    let mut rng = Rng::new(11);
+    let mut pos = generate::positions(&domain, Distribution::Uniform, n, &mut rng);
+    for (i, p) in pos.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
+        let axis = (i / 3) % 3;
+        p[axis] = [1.0, 1.2, 0.9][axis] * ((i / 9) % 6) as f64 / 6.0;
+    }
+    let trg = generate::positions(&domain, Distribution::Normal, n / 3, &mut rng);
+    let flat = |v: &[[f64; 3]]| v.iter().flatten().cloned().collect::<Vec<f64>>();
+    npy::write(&dir.path("src.npy"), &[n, 3], &flat(&pos)).unwrap();
+    npy::write(&dir.path("trg.npy"), &[n / 3, 3], &flat(&trg)).unwrap();
+    npy::write(&dir.path("q.npy"), &[n], &generate::neutral_scalars(n, &mut rng)).unwrap();
+    npy::write(&dir.path("f.npy"), &[n, 3], &flat(&generate::neutral_vectors(n, &mut rng))).unwrap();
+    npy::write(&dir.path("d.npy"), &[n, 3], &flat(&generate::normal_vectors(n, &mut rng))).unwrap();
+    npy::write(&dir.path("n.npy"), &[n, 3], &flat(&generate::normal_vectors(n, &mut rng))).unwrap();
+}
+
+fn app_config(kernel: &str, targets: bool, parallel: &str, output: &str) -> String {
+    let densities = match kernel {
+        "laplace" => "charges = \"q.npy\"",
+        "stokeslet" => "forces = \"f.npy\"",
+        "stresslet" => "dipoles = \"d.npy\"\nnormals = \"n.npy\"",
+        _ => "forces = \"f.npy\"\ndipoles = \"d.npy\"\nnormals = \"n.npy\"",
+    };
+    let targets = if targets { "[targets]\npositions = \"trg.npy\"\n" } else { "" };
+    format!(
+        "[problem]\nkernel = \"{kernel}\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-8\n\
+         [sources]\npositions = \"src.npy\"\n{densities}\n{targets}\
+         [output]\npotential = \"{output}.npy\"\nreport = \"{output}.json\"\n[parallel]\n{parallel}\n"
+    )
+}
+
+#[test]
+fn application_on_r_ranks_matches_one_process() {
+    let dir = Dir::new("app");
+    write_inputs(&dir, 3000);
+    let layouts: [(usize, &str); 3] = [
+        (2, "decomposition = \"slab\"\nbackend = \"alltoallv\""),
+        (3, "grid = [1, 3]\nbackend = \"persistent\""),
+        (4, "grid = [2, 2]\nbackend = \"alltoallv\""),
+    ];
+    for (k, kernel) in ["laplace", "stokeslet", "stresslet", "stokes"].into_iter().enumerate() {
+        let targets = k % 2 == 1;
+        let one = dir.config("one.toml", &app_config(kernel, targets, "", "one"));
+        succeeded(&app_one_process(&one), &format!("{kernel}: one process"));
+        let reference = npy::read(&dir.path("one.npy"), "one").unwrap();
+        for (i, &(ranks, parallel)) in layouts.iter().enumerate() {
+            // the fourth layout alternates the backend of the pencil grid with the kernel
+            let parallel = if ranks == 4 && k % 2 == 1 { "grid = [2, 2]\nbackend = \"persistent\"" } else { parallel };
+            let cfg = dir.config("many.toml", &app_config(kernel, targets, parallel, "many"));
+            let text = succeeded(&mpirun_app(ranks, &cfg), &format!("{kernel} on {ranks} ranks"));
+            let u = npy::read(&dir.path("many.npy"), "many").unwrap();
+            assert_eq!(u.shape, reference.shape);
+            let d = rel_l2(&u.data, &reference.data);
+            println!("{kernel}, {ranks} ranks, layout {i}: relative L2 difference {d:.3e}");
+            assert!(d <= 1e-12, "{kernel} on {ranks} ranks: {d:.3e}");
+            // rank 0 prints the tables once; the report names the ranks, the grid and the bytes
+            assert_eq!(text.matches("process grid [P_y, P_z]").count(), 1, "{text}");
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.path("many.json")).unwrap()).unwrap();
+            assert_eq!(report["ranks"], ranks);
+            let grid: Vec<u64> = serde_json::from_value(report["parallel"]["process_grid"].clone()).unwrap();
+            assert_eq!(grid.iter().product::<u64>(), ranks as u64);
+            let switch = if ranks == 4 { "fft_switch1" } else { "fft_switch2" };
+            assert!(report["communication"][switch]["bytes_total"].as_f64().unwrap() > 0.0, "{report}");
+            assert!(report["timings"]["P2P"]["max"].as_f64().unwrap() > 0.0);
+        }
+    }
+}
+
+#[test]
+fn generated_particles_do_not_depend_on_the_rank_count() {
+    let dir = Dir::new("gen");
+    let cfg = "[problem]\nkernel = \"stokeslet\"\nbox = [1.0, 1.0, 1.0]\ntolerance = 1e-7\n\
+               [sources]\ngenerate = { distribution = \"normal\", count = 4000, seed = 3 }\n\
+               [output]\npotential = \"u.npy\"\n[run]\ncheck = 200\n";
+    let cfg = dir.config("run.toml", cfg);
+    let text = succeeded(&app_one_process(&cfg), "one process");
+    let reference = npy::read(&dir.path("u.npy"), "u").unwrap();
+    let text3 = succeeded(&mpirun_app(3, &cfg), "3 ranks");
+    let u = npy::read(&dir.path("u.npy"), "u").unwrap();
+    let d = rel_l2(&u.data, &reference.data);
+    assert!(d <= 1e-12, "generated set on 3 ranks: {d:.3e}");
+    // the distributed check against the classical sum gives the one-process error
+    let err = |t: &str| -> f64 {
+        let line = t.lines().find(|l| l.starts_with("check: relative RMS error")).expect("check line");
+        line.split_whitespace().nth(4).unwrap().parse().unwrap()
+    };
+    let (e1, e3) = (err(&text), err(&text3));
+    assert!(e1 <= 1e-7 && (e1 - e3).abs() <= 1e-3 * e1, "check: {e1:.4e} vs {e3:.4e}");
+}
+
+fn app_fails_on_every_rank(ranks: usize, config: &Path, message: &[&str]) {
+    let out = mpirun_app(ranks, config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected a failure: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for r in 0..ranks {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("parki-dist (rank {r} of {ranks}): error:")))
+            .unwrap_or_else(|| panic!("rank {r} did not report the error:\n{err}"));
+        for m in message {
+            assert!(line.contains(m), "rank {r}: {line} lacks {m:?}");
+        }
+    }
+}
+
+#[test]
+fn application_failures_stop_every_rank_with_the_message() {
+    let dir = Dir::new("appfail");
+    write_inputs(&dir, 3000);
+    // an input that only the last rank cannot read: the file ends inside its rows
+    let bytes = std::fs::read(dir.path("f.npy")).unwrap();
+    std::fs::write(dir.path("f.npy"), &bytes[..bytes.len() - 500 * 24]).unwrap();
+    let cfg = dir.config("cut.toml", &app_config("stokeslet", false, "", "cut"));
+    app_fails_on_every_rank(3, &cfg, &["rank 2", "sources.forces", "truncated"]);
+    // a NaN in the last rank's rows, named by its row in the file
+    let mut f = npy::read(&dir.path("q.npy"), "q").unwrap().data;
+    f[2950] = f64::NAN;
+    npy::write(&dir.path("q.npy"), &[3000], &f).unwrap();
+    let cfg = dir.config("nan.toml", &app_config("laplace", false, "", "nan"));
+    app_fails_on_every_rank(3, &cfg, &["sources.charges[2950]", "finite"]);
+    // a process grid that does not match the rank count
+    let cfg = dir.config("grid.toml", &app_config("stresslet", false, "grid = [3, 1]", "grid"));
+    app_fails_on_every_rank(2, &cfg, &["parallel.grid = [3, 1] on 2 ranks"]);
+    // more ranks than the cells can be split over (3 cell layers along z)
+    let slabs = "decomposition = \"slab\"\n[ewald]\nrc = 0.3";
+    let cfg = dir.config("many.toml", &app_config("stresslet", false, slabs, "many"));
+    app_fails_on_every_rank(4, &cfg, &["slab on 4 ranks is out of range", "use fewer ranks"]);
+    // a missing file
+    std::fs::remove_file(dir.path("d.npy")).unwrap();
+    let cfg = dir.config("missing.toml", &app_config("stresslet", false, "", "missing"));
+    app_fails_on_every_rank(2, &cfg, &["d.npy", "sources.dipoles"]);
+}
+
+#[test]
+fn a_panic_on_one_rank_aborts_the_job() {
+    let out = mpirun(3, &["ewald", "--n", "1500", "--panic-rank", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected the job to abort: {err}");
+    assert!(err.contains("rank 1 of 3 panicked") && err.contains("injected failure"), "{err}");
 }

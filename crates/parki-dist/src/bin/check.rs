@@ -74,6 +74,10 @@ enum Command {
         /// Failure injection: this rank passes a particle outside the box.
         #[arg(long)]
         bad_rank: Option<usize>,
+        /// Failure injection: this rank panics after planning, while the others go on into
+        /// the evaluation's collectives (the panic hook must abort the whole job).
+        #[arg(long)]
+        panic_rank: Option<usize>,
     },
 }
 
@@ -169,6 +173,7 @@ fn check_ewald(
     separate: bool,
     bound: f64,
     bad_rank: Option<usize>,
+    panic_rank: Option<usize>,
 ) -> Result<(), String> {
     let kernel = Kernel::from_name(kernel).map_err(|e| e.to_string())?;
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
@@ -189,6 +194,9 @@ fn check_ewald(
 
     let popts = ParallelOptions { grid: None, decomposition: kind, backend };
     let mut solver = DistEwaldSolver::<f64>::new(world, &opts, popts, n, nt).map_err(|e| e.to_string())?;
+    if panic_rank == Some(world.rank()) {
+        panic!("injected failure (--panic-rank {})", world.rank());
+    }
     // each rank holds a contiguous slice of the input
     let slice = |len: usize| parki_decomp::split_range(len, world.size(), world.rank());
     let (sr, tr) = (slice(n), slice(nt));
@@ -409,11 +417,12 @@ fn check_fft(
 
 fn main() -> ExitCode {
     let universe = Universe::init();
+    universe.abort_on_panic();
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank } => {
-            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank)
+        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
+            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
         }
         Command::Fft { grid, comps, layout, backend, complex, threads } => {
             if grid.len() != 3 {

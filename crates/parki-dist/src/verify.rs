@@ -1,0 +1,144 @@
+//! The run's accuracy check: the potential at K random targets against the classical Ewald sum
+//! (`parki-reference`, written independently of the fast path), computed over all ranks.
+//!
+//! The K targets are drawn from the global input rows with one seeded generator (the same on
+//! every rank, independent of the rank count). Their positions and computed values are shared
+//! by a sum in which only the owning rank contributes. The classical sum is linear in the
+//! sources, so every rank sums its own sources at the K targets and the partial sums add up to
+//! the reference. The cost is O(N K / R) per rank.
+
+use std::time::Instant;
+
+use parki_comm::{Comm, ReduceOp};
+use parki_core::{Real, Sources};
+use parki_reference::ClassicalEwald;
+use serde_json::{json, Value};
+
+use crate::generate::Rng;
+use crate::input::Problem;
+
+/// The outcome of a check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// Targets compared.
+    pub targets: usize,
+    /// `||u - u_ref|| / ||u_ref||` over the targets and components.
+    pub relative_rms_error: f64,
+    /// Largest absolute difference.
+    pub max_abs_error: f64,
+    /// RMS of the reference values.
+    pub reference_rms: f64,
+    /// Seconds.
+    pub seconds: f64,
+}
+
+impl Check {
+    /// The report's `check` object.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "targets": self.targets,
+            "relative_rms_error": self.relative_rms_error,
+            "max_abs_error": self.max_abs_error,
+            "reference_rms": self.reference_rms,
+            "reference": "classical Ewald sum (parki-reference), f64",
+            "seconds": self.seconds,
+        })
+    }
+}
+
+/// `k` distinct indices below `n`, drawn in order with a fixed seed (rejection of repeats; `k`
+/// is small against `n` in practice, and all of `0..n` when `k >= n`).
+pub fn sample_indices(n: usize, k: usize) -> Vec<usize> {
+    if k >= n {
+        return (0..n).collect();
+    }
+    let mut rng = Rng::new(0xc4ec);
+    let mut chosen = std::collections::HashSet::with_capacity(k);
+    let mut out = Vec::with_capacity(k);
+    while out.len() < k {
+        let i = (rng.next_u64() % n as u64) as usize;
+        if chosen.insert(i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Compares this rank's potential `u` (its target rows, input order) with the classical Ewald
+/// sum at `k` random targets of the whole set. Collective.
+pub fn classical_check<T: Real>(
+    comm: &Comm,
+    prob: &Problem,
+    sources: &Sources<T>,
+    targets: Option<&[[T; 3]]>,
+    u: &[f64],
+    k: usize,
+) -> Check {
+    let t = Instant::now();
+    let dim = prob.kernel.output_dim();
+    let idx = sample_indices(prob.targets_total(), k);
+    let k = idx.len();
+    let rows = &prob.target_rows;
+    let local_points = targets.unwrap_or(sources.positions);
+    // positions and values of the chosen targets, filled by their owners and summed
+    let mut shared = vec![0.0f64; k * (3 + dim)];
+    for (a, &i) in idx.iter().enumerate() {
+        if rows.contains(&i) {
+            let l = i - rows.start;
+            let row = &mut shared[a * (3 + dim)..(a + 1) * (3 + dim)];
+            (0..3).for_each(|d| row[d] = local_points[l][d].to_f64());
+            row[3..].copy_from_slice(&u[l * dim..(l + 1) * dim]);
+        }
+    }
+    comm.all_reduce(&mut shared, ReduceOp::Sum);
+    let tp: Vec<[f64; 3]> = shared.chunks_exact(3 + dim).map(|r| [r[0], r[1], r[2]]).collect();
+    // this rank's sources in f64, summed at the chosen targets
+    let to64 = |v: Option<&[[T; 3]]>| v.map(|f| f.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>());
+    let p64 = to64(Some(sources.positions)).unwrap_or_default();
+    let (f64s, d64, n64) = (to64(sources.forces), to64(sources.dipoles), to64(sources.normals));
+    let q64: Option<Vec<f64>> = sources.charges.map(|q| q.iter().map(|v| v.to_f64()).collect());
+    let src64 = Sources {
+        positions: &p64,
+        charges: q64.as_deref(),
+        forces: f64s.as_deref(),
+        dipoles: d64.as_deref(),
+        normals: n64.as_deref(),
+    };
+    let reference_sum = ClassicalEwald::new(prob.domain, prob.sources_total, k);
+    let mut reference = reference_sum.evaluate(prob.kernel, &src64, &tp);
+    comm.all_reduce(&mut reference, ReduceOp::Sum);
+    let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
+    for a in 0..k {
+        for d in 0..dim {
+            let r = reference[a * dim + d];
+            let e = shared[a * (3 + dim) + 3 + d] - r;
+            num += e * e;
+            den += r * r;
+            maxe = maxe.max(e.abs());
+        }
+    }
+    Check {
+        targets: k,
+        relative_rms_error: (num / den).sqrt(),
+        max_abs_error: maxe,
+        reference_rms: (den / (k * dim).max(1) as f64).sqrt(),
+        seconds: comm.max(t.elapsed().as_secs_f64()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_indices;
+
+    #[test]
+    fn samples_are_distinct_and_in_range() {
+        let s = sample_indices(1000, 100);
+        let mut t = s.clone();
+        t.sort_unstable();
+        t.dedup();
+        assert_eq!((s.len(), t.len()), (100, 100));
+        assert!(s.iter().all(|&i| i < 1000));
+        assert_eq!(sample_indices(5, 9), vec![0, 1, 2, 3, 4]);
+        assert_eq!(s, sample_indices(1000, 100));
+    }
+}
