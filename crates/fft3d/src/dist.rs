@@ -31,6 +31,7 @@ use parki_decomp::{split_range, GridTopology, ProcGrid};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d};
+use crate::lines::{BlockedLines, Lines};
 use crate::{FftReal, PlanRigor};
 
 /// Options of a distributed transform.
@@ -171,6 +172,14 @@ fn run_switch<T: FftReal, OA, OB>(
     );
 }
 
+/// The 1-D transforms of one direction: x (contiguous rows, r2c/c2r or c2c, FFTW-threaded),
+/// y and z (strided lines in cache-sized blocks).
+struct AxisPlans<T: FftReal> {
+    x: Plan1d<T>,
+    y: BlockedLines<T>,
+    z: BlockedLines<T>,
+}
+
 struct Switch<T: FftReal> {
     plan: Option<ExchangePlan<T>>,
 }
@@ -187,8 +196,8 @@ pub struct DistFft<T: FftReal> {
     t2: GridTopology,
     cs: usize,
     data: HugeBuffer<T>,
-    plans_f: [Plan1d<T>; 3],
-    plans_b: [Plan1d<T>; 3],
+    plans_f: AxisPlans<T>,
+    plans_b: AxisPlans<T>,
     sw1: [Switch<T>; 2],
     sw2: [Switch<T>; 2],
     times: FftTimes,
@@ -245,7 +254,7 @@ impl<T: FftReal> DistFft<T> {
         let ptr = data.as_mut_slice().as_mut_ptr();
 
         // 1-D plans for f (forward) and b (backward) components
-        let plans = |comps: usize, forward: bool| -> Result<[Plan1d<T>; 3]> {
+        let plans = |comps: usize, forward: bool| -> Result<AxisPlans<T>> {
             let [_, yl0, zl0] = t0.local();
             let rows = yl0 * zl0;
             let x = if opts.complex {
@@ -272,29 +281,16 @@ impl<T: FftReal> DistFft<T> {
                     opts.rigor,
                 )?
             };
-            let k = if forward { Kind::C2cForward } else { Kind::C2cBackward };
+            // y: lines a row apart in each (component, z) plane of T1; z: lines a plane apart
             let [xl1, _, zl1] = t1.local();
-            let y = Plan1d::new(
-                k,
-                my,
-                (xl1, xl1),
-                &[(xl1, 1, 1), (zl1, my * xl1, my * xl1), (comps, cs / 2, cs / 2)],
-                ptr,
-                threads,
-                opts.rigor,
-            )?;
+            let (half, row) = (cs / 2, my * xl1);
+            let y_lines = Lines { n: my, stride: xl1, width: xl1, outer: (comps, half), inner: (zl1, row) };
+            let y = BlockedLines::new(forward, y_lines, ptr, opts.rigor)?;
             let [xl2, yl2, _] = t2.local();
             let plane = xl2 * yl2;
-            let z = Plan1d::new(
-                k,
-                mz,
-                (plane, plane),
-                &[(plane, 1, 1), (comps, cs / 2, cs / 2)],
-                ptr,
-                threads,
-                opts.rigor,
-            )?;
-            Ok([x, y, z])
+            let z_lines = Lines { n: mz, stride: plane, width: plane, outer: (comps, half), inner: (1, 0) };
+            let z = BlockedLines::new(forward, z_lines, ptr, opts.rigor)?;
+            Ok(AxisPlans { x, y, z })
         };
         let plans_f = plans(opts.forward_components, true)?;
         let plans_b = plans(opts.backward_components.max(1), false)?;
@@ -458,17 +454,17 @@ impl<T: FftReal> DistFft<T> {
         let p = self.data.as_mut_slice().as_mut_ptr();
         let t = Instant::now();
         // SAFETY: the plans were made for this buffer's layout.
-        unsafe { self.plans_f[0].execute(p) };
+        unsafe { self.plans_f.x.execute(p) };
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch1(Dir::Forward, self.opts.forward_components);
         let t = Instant::now();
         // SAFETY: as above.
-        unsafe { self.plans_f[1].execute(p) };
+        unsafe { self.plans_f.y.execute(p, self.par()) };
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch2(Dir::Forward, self.opts.forward_components);
         let t = Instant::now();
         // SAFETY: as above.
-        unsafe { self.plans_f[2].execute(p) };
+        unsafe { self.plans_f.z.execute(p, self.par()) };
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
@@ -481,17 +477,17 @@ impl<T: FftReal> DistFft<T> {
         }
         let t = Instant::now();
         // SAFETY: the plans were made for this buffer's layout.
-        unsafe { self.plans_b[2].execute(p) };
+        unsafe { self.plans_b.z.execute(p, self.par()) };
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch2(Dir::Backward, c);
         let t = Instant::now();
         // SAFETY: as above.
-        unsafe { self.plans_b[1].execute(p) };
+        unsafe { self.plans_b.y.execute(p, self.par()) };
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch1(Dir::Backward, c);
         let t = Instant::now();
         // SAFETY: as above.
-        unsafe { self.plans_b[0].execute(p) };
+        unsafe { self.plans_b.x.execute(p) };
         self.times.fft += t.elapsed().as_secs_f64();
     }
 

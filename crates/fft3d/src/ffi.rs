@@ -16,6 +16,7 @@ extern "C" {}
 
 const FFTW_MEASURE: u32 = 0;
 const FFTW_ESTIMATE: u32 = 1 << 6;
+const FFTW_UNALIGNED: u32 = 1 << 1;
 
 /// A real type FFTW transforms (`f64` through `fftw_*`, `f32` through `fftwf_*`).
 pub trait FftReal: Real + parki_comm::Pod + Default {
@@ -340,10 +341,35 @@ impl<T: FftReal> Plan1d<T> {
         threads: usize,
         rigor: PlanRigor,
     ) -> Result<Self> {
+        Self::with_flags(kind, n, stride, howmany, data, threads, planner_flags(rigor))
+    }
+
+    /// As [`new`](Self::new), for execution at any complex element offset of `data` (FFTW's
+    /// new-array execute with `FFTW_UNALIGNED`), single-threaded: the caller runs blocks of
+    /// lines in parallel.
+    pub(crate) fn unaligned(
+        kind: Kind,
+        n: usize,
+        stride: (usize, usize),
+        howmany: &[(usize, usize, usize)],
+        data: *mut T,
+        rigor: PlanRigor,
+    ) -> Result<Self> {
+        Self::with_flags(kind, n, stride, howmany, data, 1, planner_flags(rigor) | FFTW_UNALIGNED)
+    }
+
+    fn with_flags(
+        kind: Kind,
+        n: usize,
+        stride: (usize, usize),
+        howmany: &[(usize, usize, usize)],
+        data: *mut T,
+        threads: usize,
+        flags: u32,
+    ) -> Result<Self> {
         if n == 0 || howmany.iter().any(|h| h.0 == 0) {
             return Ok(Self { raw: None, kind });
         }
-        let flags = planner_flags(rigor);
         let loops: Vec<(isize, isize, isize)> =
             howmany.iter().map(|&(a, b, c)| (a as isize, b as isize, c as isize)).collect();
         let raw = {

@@ -10,6 +10,7 @@
 
 pub mod dist;
 mod ffi;
+mod lines;
 
 use std::sync::Once;
 

@@ -1,0 +1,245 @@
+//! Distributed benchmarks, run under `mpirun` (see bench/dist_fft.sh):
+//!
+//! `fft`: the distributed r2c + c2r round trip of a `[mx, my, mz]` grid with `c` components,
+//! ours with both switch backends against FFTW's own MPI transform (libfftw3_mpi), all three
+//! planned in the same process and timed in rotating order within every repetition (so that
+//! the machine's noise hits all three alike). Prints the time of each (max over ranks), the
+//! ratio to FFTW-MPI, and the bytes every switch sent against the minimum a transpose must
+//! move; appends one JSON line per run to `--json`.
+
+mod fftw_mpi;
+
+use std::io::Write;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use parki_comm::{Backend, Comm, ReduceOp, Universe};
+use parki_decomp::{Decomposition, ProcGrid};
+use parki_fft3d::{DistFft, DistFftOptions, PlanRigor};
+use serde_json::json;
+
+use crate::fftw_mpi::FftwMpi;
+
+#[derive(Parser)]
+#[command(name = "parki-bench-dist", about = "Distributed benchmarks of parki-dist (run under mpirun)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Distributed FFT round trip, both switch backends, against FFTW-MPI.
+    Fft {
+        /// Grid `mx,my,mz` (x fastest).
+        #[arg(long, value_delimiter = ',', default_value = "256,256,256")]
+        grid: Vec<usize>,
+        /// Real components transformed at once.
+        #[arg(long, default_value_t = 12)]
+        comps: usize,
+        /// Timed repetitions (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// `slab` or `pencil` (FFTW-MPI is always slab).
+        #[arg(long, default_value = "slab")]
+        layout: String,
+        /// FFTW_MEASURE plans (ours and FFTW-MPI's) instead of FFTW_ESTIMATE.
+        #[arg(long)]
+        measure: bool,
+        /// Append a JSON line with the results to this file (rank 0).
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
+}
+
+/// Seconds of `f` on the slowest rank (barrier first).
+fn timed(comm: &Comm, f: &mut dyn FnMut()) -> f64 {
+    comm.barrier();
+    let t = Instant::now();
+    f();
+    comm.max(t.elapsed().as_secs_f64())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().cloned().fold(f64::INFINITY, f64::min)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_fft(
+    world: &Comm,
+    grid: [usize; 3],
+    comps: usize,
+    reps: usize,
+    layout: &str,
+    measure: bool,
+    json_path: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let [mx, my, mz] = grid;
+    let r = world.size();
+    let kind = Decomposition::parse(layout).ok_or(format!("--layout {layout}: expected slab or pencil"))?;
+    let pg = ProcGrid::choose(r, kind, None, [my.min(mx / 2 + 1), mz.min(my)]).map_err(|e| e.to_string())?;
+    let rigor = if measure { PlanRigor::Measure } else { PlanRigor::Estimate };
+    let scale = 1.0 / (mx * my * mz) as f64;
+    let plan = |backend: Backend| -> Result<DistFft<f64>, String> {
+        let opts = DistFftOptions { backend, rigor, threads: 1, ..DistFftOptions::new(comps) };
+        let mut f = DistFft::<f64>::new(world, grid, pg, opts).map_err(|e| e.to_string())?;
+        f.data_mut().iter_mut().enumerate().for_each(|(i, v)| *v = ((i % 977) as f64).sin());
+        Ok(f)
+    };
+    let t = Instant::now();
+    let mut ours = [plan(Backend::Alltoallv)?, plan(Backend::Persistent)?];
+    let plan_ours = world.max(t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let raw = world.as_raw().ok_or("this benchmark needs the MPI build")?;
+    let mut fftw = FftwMpi::new(raw, grid, comps, measure);
+    let plan_fftw = world.max(t.elapsed().as_secs_f64());
+    if world.rank() == 0 {
+        eprintln!(
+            "[bench] {r} ranks, grid {grid:?} x {comps} components, process grid {:?}; planned in {plan_ours:.2} s \
+             (ours, both backends) and {plan_fftw:.2} s (FFTW-MPI)",
+            pg.dims
+        );
+    }
+    // bytes every switch sends (one forward call) against the transpose minimum, over ranks
+    let mut bytes = [0u64; 4];
+    let (e, m) = (ours[0].switch_elements(), ours[0].switch_minimum());
+    for k in 0..2 {
+        bytes[k] = (8 * e[k]) as u64;
+        bytes[2 + k] = (8 * m[k]) as u64;
+    }
+    world.all_reduce(&mut bytes, ReduceOp::Sum);
+
+    let names = ["ours, alltoallv", "ours, persistent", "FFTW-MPI"];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut fft_seconds = [0.0f64; 2];
+    let mut switch_seconds = [0.0f64; 2];
+    for rep in 0..=reps {
+        for k in 0..3 {
+            let which = (k + rep) % 3;
+            let dt = match which {
+                0 | 1 => {
+                    let f = &mut ours[which];
+                    f.reset_times();
+                    let dt = timed(world, &mut || {
+                        f.forward();
+                        f.backward();
+                    });
+                    let ft = f.times();
+                    if rep > 0 {
+                        fft_seconds[which] += world.max(ft.fft);
+                        switch_seconds[which] += world.max(ft.switch);
+                    }
+                    f.data_mut().iter_mut().for_each(|v| *v *= scale);
+                    dt
+                }
+                _ => {
+                    let dt = timed(world, &mut || fftw.round_trip());
+                    fftw.scale(scale);
+                    dt
+                }
+            };
+            // repetition 0 warms up
+            if rep > 0 {
+                times[which].push(dt);
+            }
+        }
+        if world.rank() == 0 && rep > 0 {
+            eprintln!(
+                "[bench] repetition {rep}/{reps}: {:.3} s, {:.3} s, {:.3} s",
+                times[0][rep - 1],
+                times[1][rep - 1],
+                times[2][rep - 1]
+            );
+        }
+    }
+    let base = median(&times[2]);
+    if world.rank() == 0 {
+        println!(
+            "distributed FFT r2c+c2r round trip, grid {}x{}x{} x {comps} components, {r} rank{}, process grid {:?}, {} plans",
+            mx,
+            my,
+            mz,
+            if r == 1 { "" } else { "s" },
+            pg.dims,
+            if measure { "MEASURE" } else { "ESTIMATE" }
+        );
+        println!("{:<18} {:>10} {:>10} {:>14}", "transform", "median s", "min s", "vs FFTW-MPI");
+        for k in 0..3 {
+            println!(
+                "{:<18} {:>10.4} {:>10.4} {:>14.3}",
+                names[k],
+                median(&times[k]),
+                min(&times[k]),
+                median(&times[k]) / base
+            );
+        }
+        for (k, name) in names.iter().take(2).enumerate() {
+            println!(
+                "{name}: 1-D FFTs {:.4} s, switches {:.4} s per round trip (max over ranks)",
+                fft_seconds[k] / reps as f64,
+                switch_seconds[k] / reps as f64
+            );
+        }
+        println!(
+            "bytes sent per forward transform, all ranks: switch 1 {} (minimum {}), switch 2 {} (minimum {})",
+            bytes[0], bytes[2], bytes[1], bytes[3]
+        );
+        if let Some(p) = json_path {
+            let line = json!({
+                "ranks": r,
+                "grid": grid,
+                "components": comps,
+                "process_grid": pg.dims,
+                "plans": if measure { "measure" } else { "estimate" },
+                "seconds_median": {"alltoallv": median(&times[0]), "persistent": median(&times[1]), "fftw_mpi": base},
+                "seconds_min": {"alltoallv": min(&times[0]), "persistent": min(&times[1]), "fftw_mpi": min(&times[2])},
+                "ratio_to_fftw_mpi": {"alltoallv": median(&times[0]) / base, "persistent": median(&times[1]) / base},
+                "fft_seconds": {"alltoallv": fft_seconds[0] / reps as f64, "persistent": fft_seconds[1] / reps as f64},
+                "switch_seconds": {"alltoallv": switch_seconds[0] / reps as f64, "persistent": switch_seconds[1] / reps as f64},
+                "switch_bytes": [bytes[0], bytes[1]],
+                "switch_minimum_bytes": [bytes[2], bytes[3]],
+            });
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            writeln!(f, "{line}").map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let universe = Universe::init();
+    universe.abort_on_panic();
+    let world = universe.world();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Fft { grid, comps, reps, layout, measure, json } => {
+            if grid.len() != 3 {
+                Err("--grid: expected mx,my,mz".to_string())
+            } else {
+                bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
+            }
+        }
+    };
+    match world.agree(result.map_err(|m| parki_core::Error::Unsupported { what: m })) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("parki-bench-dist (rank {}): error: {e}", world.rank());
+            std::process::ExitCode::from(1)
+        }
+    }
+}
