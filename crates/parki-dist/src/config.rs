@@ -137,7 +137,8 @@ pub struct RunSection {
     pub check: Option<usize>,
     /// Evaluate this many times (timings are reported per evaluation, the last one kept).
     pub repeat: Option<usize>,
-    /// Grid memory limit in GB (default: half the available memory).
+    /// Grid memory limit in GB, per rank (default: half the available memory, shared by the
+    /// ranks of a node).
     pub max_grid_gb: Option<f64>,
 }
 

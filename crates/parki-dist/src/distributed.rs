@@ -192,8 +192,21 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         comm.agree(Self::plan(comm, opts, popts, sources, targets))
     }
 
+    /// Bytes the whole far-field grid may take: the smallest rank's budget times the ranks
+    /// (the grid is split evenly). A rank's budget is `opts.max_grid_bytes`, else half the
+    /// available memory shared by the ranks on its node (counted by host name). Collective.
+    fn grid_budget(comm: &Comm, opts: &EwaldOptions) -> usize {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let id =
+            host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let on_node = comm.all_gather(&[id]).iter().filter(|&&h| h == id).count().max(1);
+        let mine = opts.max_grid_bytes.unwrap_or_else(|| crate::solver::available_memory() / 2 / on_node);
+        (comm.min(mine as u64) as usize).saturating_mul(comm.size())
+    }
+
     fn plan(comm: &Comm, opts: &EwaldOptions, popts: ParallelOptions, sources: usize, targets: usize) -> Result<Self> {
-        let serial = crate::solver::plan_parts::<T>(opts, sources, targets)?;
+        let budget = Self::grid_budget(comm, opts);
+        let serial = crate::solver::plan_parts::<T>(opts, sources, targets, Some(budget))?;
         let (params, threads, isa, pool) = (serial.params, serial.threads, serial.isa, serial.pool);
         let global_cells = CellGrid::new(&opts.domain, params.rc)?;
         let ncell = global_cells.dims();

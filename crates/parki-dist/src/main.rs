@@ -48,7 +48,8 @@ run.toml (relative paths are relative to the file):
   threads = 0                 # 0: all cores
   check = 0                   # measure the error on K random targets (classical Ewald)
   repeat = 1                  # evaluate R times (timings of the last)
-  max_grid_gb = 8.0           # grid memory limit (default: half the available memory)
+  max_grid_gb = 8.0           # grid memory limit per rank (default: half the available memory
+                              # over the ranks of the node)
 
   [parallel]                  # runs on several MPI ranks: mpirun -n R parki-dist run run.toml
   grid = \"auto\"               # or [P_y, P_z] with P_y P_z = R (the y and z axes are split)

@@ -54,7 +54,9 @@ pub struct EwaldOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub fft_rigor: PlanRigor,
-    /// Largest grid memory, bytes (default: half the available memory).
+    /// Largest grid memory, bytes (default: half the available memory); per rank for the
+    /// distributed solver (default there: half the node's available memory over the ranks on
+    /// the node).
     pub max_grid_bytes: Option<usize>,
     /// Cost constants for the choice of `rc`.
     pub cost: CostModel,
@@ -128,7 +130,7 @@ pub struct EwaldSolver<T: SolverReal> {
     p2g_scratch: P2gScratch<T>,
 }
 
-fn available_memory() -> usize {
+pub(crate) fn available_memory() -> usize {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
@@ -143,7 +145,7 @@ impl<T: SolverReal> EwaldSolver<T> {
     /// Plans a solver for `sources` sources and `targets` targets: chooses the parameters,
     /// builds the window, the FFT plans and the grid buffer.
     pub fn new(opts: &EwaldOptions, sources: usize, targets: usize) -> Result<Self> {
-        let PlanParts { params, threads, isa, pool } = plan_parts::<T>(opts, sources, targets)?;
+        let PlanParts { params, threads, isa, pool } = plan_parts::<T>(opts, sources, targets, None)?;
         let cells = CellGrid::new(&opts.domain, params.rc)?;
         let layout = parki_decomp::GridLayout::new(params.grid)?;
         let window = GridWindow::new(layout, params.h, &params.poly);
@@ -363,7 +365,15 @@ pub(crate) struct PlanParts {
 }
 
 /// Chooses the parameters for `sources` and `targets` particles (in total) and starts the pool.
-pub(crate) fn plan_parts<T: SolverReal>(opts: &EwaldOptions, sources: usize, targets: usize) -> Result<PlanParts> {
+/// The parameters, threads, ISA and thread pool of a plan. `grid_budget` bounds the bytes of
+/// the whole far-field grid (default: `opts.max_grid_bytes`, else half the available memory;
+/// the distributed solver passes the sum of its ranks' budgets).
+pub(crate) fn plan_parts<T: SolverReal>(
+    opts: &EwaldOptions,
+    sources: usize,
+    targets: usize,
+    grid_budget: Option<usize>,
+) -> Result<PlanParts> {
     parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
     if opts.rc.is_some() && opts.cell_size.is_some() {
         return Err(Error::OutOfRange {
@@ -406,7 +416,7 @@ pub(crate) fn plan_parts<T: SolverReal>(opts: &EwaldOptions, sources: usize, tar
         window_p: opts.window_support,
         oversampling: opts.oversampling,
         lanes: isa.lanes::<T>(),
-        max_grid_bytes: opts.max_grid_bytes.unwrap_or_else(|| available_memory() / 2),
+        max_grid_bytes: grid_budget.or(opts.max_grid_bytes).unwrap_or_else(|| available_memory() / 2),
         cost: opts.cost,
         enforce_tolerance: opts.enforce_tolerance,
     };
