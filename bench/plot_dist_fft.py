@@ -14,7 +14,7 @@ def main():
     p.add_argument("--png", default=None)
     a = p.parse_args()
     rows = [json.loads(l) for l in open(a.jsonl) if l.strip()]
-    rows.sort(key=lambda r: r["ranks"])
+    rows.sort(key=lambda r: (r["ranks"], r["process_grid"][0]))
     print("| R | process grid | ours, alltoallv (s) | ours, persistent (s) | FFTW-MPI (s) | ratio alltoallv | ratio persistent | switch bytes / minimum |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -41,7 +41,7 @@ def main():
             [("alltoallv", "ours, alltoallv"), ("persistent", "ours, persistent"), ("fftw_mpi", "FFTW-MPI")]
         ):
             ax.bar([i + (k - 1) * w for i in x], [r["seconds_median"][key] for r in rows], w, label=label)
-        ax.set_xticks(list(x), [f"R = {r}" for r in ranks])
+        ax.set_xticks(list(x), [f"R = {r['ranks']}\n{r['process_grid']}" for r in rows])
         g = rows[0]["grid"]
         ax.set_ylabel("seconds per r2c + c2r round trip (median)")
         ax.set_title(f"distributed FFT, {g[0]}x{g[1]}x{g[2]} x {rows[0]['components']} components")

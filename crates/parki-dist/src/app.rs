@@ -113,6 +113,22 @@ fn check_grid(p: ParallelOptions, ranks: usize) -> Result<ParallelOptions> {
     }
 }
 
+const ALLOWED_DECOMP: &str = "\"auto\", \"slab\" or \"pencil\"";
+
+/// A run.toml word: `None` (absent) or the value `parse` accepts; anything else is an error
+/// naming the field, the value and the words allowed.
+fn word<V>(field: &str, value: Option<&str>, parse: impl Fn(&str) -> Option<V>, allowed: &str) -> Result<Option<V>> {
+    value
+        .map(|v| {
+            parse(v).ok_or_else(|| Error::OutOfRange {
+                field: field.into(),
+                value: format!("\"{v}\""),
+                allowed: allowed.into(),
+            })
+        })
+        .transpose()
+}
+
 /// The `[parallel]` table as solver options.
 pub fn parallel_options(cfg: &RunConfig) -> Result<ParallelOptions> {
     let p = &cfg.parallel;
@@ -128,22 +144,11 @@ pub fn parallel_options(cfg: &RunConfig) -> Result<ParallelOptions> {
         }
         Some(GridChoice::Dims(d)) => Some(*d),
     };
-    let decomposition = match p.decomposition.as_deref() {
-        None => Decomposition::Auto,
-        Some(v) => Decomposition::parse(v).ok_or_else(|| Error::OutOfRange {
-            field: "parallel.decomposition".into(),
-            value: format!("\"{v}\""),
-            allowed: "\"auto\", \"slab\" or \"pencil\"".into(),
-        })?,
-    };
-    let backend = match p.backend.as_deref() {
-        None => Backend::Alltoallv,
-        Some(v) => Backend::parse(v).ok_or_else(|| Error::OutOfRange {
-            field: "parallel.backend".into(),
-            value: format!("\"{v}\""),
-            allowed: "\"alltoallv\" or \"persistent\"".into(),
-        })?,
-    };
+    let decomposition =
+        word("parallel.decomposition", p.decomposition.as_deref(), Decomposition::parse, ALLOWED_DECOMP)?
+            .unwrap_or(Decomposition::Auto);
+    let backend = word("parallel.backend", p.backend.as_deref(), Backend::parse, "\"alltoallv\" or \"persistent\"")?
+        .unwrap_or(Backend::Alltoallv);
     Ok(ParallelOptions { grid, decomposition, backend })
 }
 
@@ -155,47 +160,26 @@ pub fn options(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<EwaldO
     o.cell_size = e.cell_size;
     o.window_support = e.window_support;
     o.oversampling = e.oversampling;
-    o.p2g = match e.p2g.as_deref() {
-        None | Some("blocked") => P2gVariant::Blocked,
-        Some("scatter") => P2gVariant::Scatter,
-        Some(v) => {
-            return Err(Error::OutOfRange {
-                field: "ewald.p2g".into(),
-                value: format!("\"{v}\""),
-                allowed: "\"blocked\" or \"scatter\"".into(),
-            })
-        }
+    let p2g = |v: &str| match v {
+        "blocked" => Some(P2gVariant::Blocked),
+        "scatter" => Some(P2gVariant::Scatter),
+        _ => None,
     };
-    o.g2p = match e.g2p.as_deref() {
-        None | Some("sorted") => G2pVariant::TargetSorted,
-        Some("base") => G2pVariant::Base,
-        Some(v) => {
-            return Err(Error::OutOfRange {
-                field: "ewald.g2p".into(),
-                value: format!("\"{v}\""),
-                allowed: "\"sorted\" or \"base\"".into(),
-            })
-        }
+    o.p2g = word("ewald.p2g", e.p2g.as_deref(), p2g, "\"blocked\" or \"scatter\"")?.unwrap_or(P2gVariant::Blocked);
+    let g2p = |v: &str| match v {
+        "sorted" => Some(G2pVariant::TargetSorted),
+        "base" => Some(G2pVariant::Base),
+        _ => None,
     };
-    o.fft_rigor = match e.fft_plan.as_deref() {
-        None | Some("estimate") => PlanRigor::Estimate,
-        Some("measure") => PlanRigor::Measure,
-        Some(v) => {
-            return Err(Error::OutOfRange {
-                field: "ewald.fft_plan".into(),
-                value: format!("\"{v}\""),
-                allowed: "\"estimate\" or \"measure\"".into(),
-            })
-        }
+    o.g2p = word("ewald.g2p", e.g2p.as_deref(), g2p, "\"sorted\" or \"base\"")?.unwrap_or(G2pVariant::TargetSorted);
+    let rigor = |v: &str| match v {
+        "estimate" => Some(PlanRigor::Estimate),
+        "measure" => Some(PlanRigor::Measure),
+        _ => None,
     };
-    o.isa = match e.isa.as_deref() {
-        None => None,
-        Some(v) => Some(Isa::from_name(v).ok_or_else(|| Error::OutOfRange {
-            field: "ewald.isa".into(),
-            value: format!("\"{v}\""),
-            allowed: "\"avx512\", \"avx2\" or \"scalar\"".into(),
-        })?),
-    };
+    o.fft_rigor = word("ewald.fft_plan", e.fft_plan.as_deref(), rigor, "\"estimate\" or \"measure\"")?
+        .unwrap_or(PlanRigor::Estimate);
+    o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
     if let Some(gb) = cfg.run.max_grid_gb {
         if !(gb.is_finite() && gb > 0.0) {
