@@ -76,6 +76,7 @@ impl<T: FftReal> BlockedLines<T> {
             let (i, k) = (g / self.inner.0, g % self.inner.0);
             let column = i * self.outer.1 + k * self.inner.1 + b * self.block;
             let plan = if (b + 1) * self.block > self.width { self.rest.as_ref() } else { Some(&self.full) };
+            // the whole wrapper, not its field: a closure would capture the raw pointer alone
             let p = shared;
             // SAFETY: the block's lines lie inside the caller's buffer (the planned layout) and
             // no other task touches its columns; complex element `column` is real `2 column`.

@@ -266,24 +266,12 @@ fn run_typed<T: SolverReal>(
     // input checks with the rows of the user's files, agreed before any collective
     let dim = kernel.output_dim();
     let nt = prob.local_targets();
-    let checked = (|| {
-        if prob.wrap {
-            wrap_positions("sources.positions", &mut pos, &domain)?;
-            if let Some(t) = trg.as_mut() {
-                wrap_positions("targets.positions", t, &domain)?;
-            }
-        }
-        let sources = Sources {
-            positions: &pos,
-            charges: charges.as_deref(),
-            forces: forces.as_deref(),
-            dipoles: dipoles.as_deref(),
-            normals: normals.as_deref(),
-        };
-        let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
-        check_inputs(kernel, &domain, &sources, targets, nt * dim).map(drop)
-    })();
-    comm.agree(checked.map_err(|e| prob.globalise(e)))?;
+    let wrapped = if prob.wrap {
+        wrap_positions("sources.positions", &mut pos, &domain)
+            .and_then(|()| trg.as_mut().map_or(Ok(()), |t| wrap_positions("targets.positions", t, &domain)))
+    } else {
+        Ok(())
+    };
     let sources = Sources {
         positions: &pos,
         charges: charges.as_deref(),
@@ -291,6 +279,11 @@ fn run_typed<T: SolverReal>(
         dipoles: dipoles.as_deref(),
         normals: normals.as_deref(),
     };
+    let checked = wrapped.and_then(|()| {
+        let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
+        check_inputs(kernel, &domain, &sources, targets, nt * dim).map(drop)
+    });
+    comm.agree(checked.map_err(|e| prob.globalise(e)))?;
     let opts = comm.agree(options(cfg, prob, args))?;
     let t_plan = Instant::now();
     let mut engine = if comm.size() == 1 {
@@ -411,9 +404,9 @@ fn write_potential(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f6
     let total = prob.targets_total();
     let shape: Vec<usize> = if dim == 1 { vec![total] } else { vec![total, dim] };
     let created = if comm.rank() == 0 { npy::create(path, &shape) } else { Ok(0) };
-    let mut offset = [comm.agree(created)? as u64];
-    comm.all_reduce(&mut offset, parki_comm::ReduceOp::Max);
+    // only rank 0 knows the header length
+    let offset = comm.max(comm.agree(created)? as u64) as usize;
     let rows = &prob.target_rows;
-    let written = if rows.is_empty() { Ok(()) } else { npy::write_rows(path, offset[0] as usize, rows.start, dim, u) };
+    let written = if rows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, rows.start, dim, u) };
     comm.agree(written)
 }

@@ -31,14 +31,14 @@ use parki_core::memory::HugeBuffer;
 use parki_core::{Par, Real, Result, Sources, Stage};
 use parki_decomp::sort::counting_sort;
 use parki_decomp::{split_owner, split_range, Decomposition, GridLayout, ProcGrid};
-use parki_farfield::{p2g, Cnv, GridWindow, KaiserBessel, P2gScratch, P2gVariant, Params, SpectralBlock};
+use parki_farfield::{p2g, Cnv, GridWindow, KaiserBessel, P2gScratch, Params, SpectralBlock};
 use parki_fft3d::{DistFft, DistFftOptions};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
 
 use crate::particles::{density_width, pack_density, ParticleSet};
 use crate::solver::{
-    check_inputs, interpolate, net_charge, neutrality_sums, neutrality_warnings, Evaluation, EwaldOptions, SolverReal,
-    Targets,
+    check_inputs, interpolate, net_charge, neutrality_sums, neutrality_warnings, p2g_scratch, Evaluation, EwaldOptions,
+    SolverReal, Targets,
 };
 
 /// How the ranks are arranged.
@@ -262,12 +262,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         let halo = if direct { None } else { Some(Self::halo_plan(comm, &fft, &window, ncomp, dim, popts.backend)) };
         let ghost = Self::ghost_plan(&own, me);
         let gather = HugeBuffer::new(if dim > 1 { dim * layout.points() } else { 0 }, T::ZERO, threads);
-        let local_sources = sources / comm.size() + 1;
-        let p2g_scratch = if opts.p2g == P2gVariant::Blocked {
-            P2gScratch::planned(opts.kernel, &window, local_sources, threads)
-        } else {
-            P2gScratch::new(threads)
-        };
+        let p2g_scratch = p2g_scratch(opts, &window, sources / comm.size() + 1, threads);
         Ok(Self {
             comm: comm.clone(),
             opts: opts.clone(),

@@ -157,11 +157,7 @@ impl<T: SolverReal> EwaldSolver<T> {
         let dim = opts.kernel.output_dim();
         let gather = HugeBuffer::new(if dim > 1 { dim * layout.points() } else { 0 }, T::ZERO, threads);
         let (near, far) = (touched_vec(targets * dim, T::ZERO), touched_vec(targets * dim, T::ZERO));
-        let p2g_scratch = if opts.p2g == P2gVariant::Blocked {
-            P2gScratch::planned(opts.kernel, &window, sources, threads)
-        } else {
-            P2gScratch::new(threads)
-        };
+        let p2g_scratch = p2g_scratch(opts, &window, sources, threads);
         Ok(Self {
             opts: opts.clone(),
             params,
@@ -300,6 +296,21 @@ impl<T: SolverReal> EwaldSolver<T> {
         }
         stage(&mut ev, Stage::G2P, t);
         Ok(ev)
+    }
+}
+
+/// P2G scratch sized at plan time for `sources` sources (the blocked variant's bins; the
+/// scatter variant needs none), so that evaluations allocate nothing.
+pub(crate) fn p2g_scratch<T: SolverReal>(
+    opts: &EwaldOptions,
+    window: &GridWindow<T>,
+    sources: usize,
+    threads: usize,
+) -> P2gScratch<T> {
+    if opts.p2g == P2gVariant::Blocked {
+        P2gScratch::planned(opts.kernel, window, sources, threads)
+    } else {
+        P2gScratch::new(threads)
     }
 }
 

@@ -1,37 +1,17 @@
 //! The `parki-dist` command end to end: help, a run with report and output, file inputs, and
 //! every bad input as a clear error with a non-zero exit and no panic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use parki_dist::generate::{self, Distribution, Rng};
 use parki_dist::npy;
 
+mod common;
+use common::Dir;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))
-}
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("parki-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn run(config: &Path, extra: &[&str]) -> Output {

@@ -3,11 +3,14 @@
 //! slab and pencil process grids and both switch backends, the neighbour-only re-sort of moved
 //! particles, and failures that must stop every rank with the same message.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use parki_dist::generate::{self, Distribution, Rng};
 use parki_dist::npy;
+
+mod common;
+use common::Dir;
 
 fn mpirun(ranks: usize, args: &[&str]) -> Output {
     let exe = env!("CARGO_BIN_EXE_parki-check");
@@ -114,29 +117,6 @@ fn app_one_process(config: &Path) -> Output {
         .unwrap()
 }
 
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("parki-mpi-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-    fn config(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn succeeded(out: &Output, what: &str) -> String {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{what}: failed\n{text}");
@@ -196,13 +176,13 @@ fn application_on_r_ranks_matches_one_process() {
     ];
     for (k, kernel) in ["laplace", "stokeslet", "stresslet", "stokes"].into_iter().enumerate() {
         let targets = k % 2 == 1;
-        let one = dir.config("one.toml", &app_config(kernel, targets, "", "one"));
+        let one = dir.file("one.toml", &app_config(kernel, targets, "", "one"));
         succeeded(&app_one_process(&one), &format!("{kernel}: one process"));
         let reference = npy::read(&dir.path("one.npy"), "one").unwrap();
         for (i, &(ranks, parallel)) in layouts.iter().enumerate() {
             // the fourth layout alternates the backend of the pencil grid with the kernel
             let parallel = if ranks == 4 && k % 2 == 1 { "grid = [2, 2]\nbackend = \"persistent\"" } else { parallel };
-            let cfg = dir.config("many.toml", &app_config(kernel, targets, parallel, "many"));
+            let cfg = dir.file("many.toml", &app_config(kernel, targets, parallel, "many"));
             let text = succeeded(&mpirun_app(ranks, &cfg), &format!("{kernel} on {ranks} ranks"));
             let u = npy::read(&dir.path("many.npy"), "many").unwrap();
             assert_eq!(u.shape, reference.shape);
@@ -229,7 +209,7 @@ fn generated_particles_do_not_depend_on_the_rank_count() {
     let cfg = "[problem]\nkernel = \"stokeslet\"\nbox = [1.0, 1.0, 1.0]\ntolerance = 1e-7\n\
                [sources]\ngenerate = { distribution = \"normal\", count = 4000, seed = 3 }\n\
                [output]\npotential = \"u.npy\"\n[run]\ncheck = 200\n";
-    let cfg = dir.config("run.toml", cfg);
+    let cfg = dir.file("run.toml", cfg);
     let text = succeeded(&app_one_process(&cfg), "one process");
     let reference = npy::read(&dir.path("u.npy"), "u").unwrap();
     let text3 = succeeded(&mpirun_app(3, &cfg), "3 ranks");
@@ -268,24 +248,24 @@ fn application_failures_stop_every_rank_with_the_message() {
     // an input that only the last rank cannot read: the file ends inside its rows
     let bytes = std::fs::read(dir.path("f.npy")).unwrap();
     std::fs::write(dir.path("f.npy"), &bytes[..bytes.len() - 500 * 24]).unwrap();
-    let cfg = dir.config("cut.toml", &app_config("stokeslet", false, "", "cut"));
+    let cfg = dir.file("cut.toml", &app_config("stokeslet", false, "", "cut"));
     app_fails_on_every_rank(3, &cfg, &["rank 2", "sources.forces", "truncated"]);
     // a NaN in the last rank's rows, named by its row in the file
     let mut f = npy::read(&dir.path("q.npy"), "q").unwrap().data;
     f[2950] = f64::NAN;
     npy::write(&dir.path("q.npy"), &[3000], &f).unwrap();
-    let cfg = dir.config("nan.toml", &app_config("laplace", false, "", "nan"));
+    let cfg = dir.file("nan.toml", &app_config("laplace", false, "", "nan"));
     app_fails_on_every_rank(3, &cfg, &["sources.charges[2950]", "finite"]);
     // a process grid that does not match the rank count
-    let cfg = dir.config("grid.toml", &app_config("stresslet", false, "grid = [3, 1]", "grid"));
+    let cfg = dir.file("grid.toml", &app_config("stresslet", false, "grid = [3, 1]", "grid"));
     app_fails_on_every_rank(2, &cfg, &["parallel.grid = [3, 1] on 2 ranks"]);
     // more ranks than the cells can be split over (3 cell layers along z)
     let slabs = "decomposition = \"slab\"\n[ewald]\nrc = 0.3";
-    let cfg = dir.config("many.toml", &app_config("stresslet", false, slabs, "many"));
+    let cfg = dir.file("many.toml", &app_config("stresslet", false, slabs, "many"));
     app_fails_on_every_rank(4, &cfg, &["slab on 4 ranks is out of range", "use fewer ranks"]);
     // a missing file
     std::fs::remove_file(dir.path("d.npy")).unwrap();
-    let cfg = dir.config("missing.toml", &app_config("stresslet", false, "", "missing"));
+    let cfg = dir.file("missing.toml", &app_config("stresslet", false, "", "missing"));
     app_fails_on_every_rank(2, &cfg, &["d.npy", "sources.dipoles"]);
 }
 
