@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use parki_core::{Domain, Kernel, Sources, Stage};
-use parki_dist::generate::{self, Distribution, Rng};
 use parki_dist::{Evaluation, EwaldOptions, EwaldSolver, Targets};
 use parki_nearfield::{Isa, P2pFlops};
+use parki_reference::generate::{self, Distribution, Rng};
 
 #[derive(Parser)]
 #[command(name = "parki-bench", about = "Benchmarks of parki-dist")]

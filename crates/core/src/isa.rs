@@ -82,33 +82,33 @@ impl Isa {
 /// (AVX-512F, AVX2+FMA, or portable code). An `isa` the CPU lacks falls back to portable code.
 #[macro_export]
 macro_rules! isa_dispatch {
-    ($(#[$m:meta])* $vis:vis fn $name:ident<$T:ident: $bound:path>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$m:meta])* $vis:vis fn $name:ident<$($T:ident: $bound:path),+>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$m])*
         #[allow(clippy::too_many_arguments)]
-        $vis fn $name<$T: $bound>(isa: $crate::isa::Isa, $($arg: $ty),*) {
+        $vis fn $name<$($T: $bound),+>(isa: $crate::isa::Isa, $($arg: $ty),*) {
             #[inline(always)]
             #[allow(clippy::too_many_arguments)]
-            fn inner<$T: $bound>($($arg: $ty),*) $body
+            fn inner<$($T: $bound),+>($($arg: $ty),*) $body
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
             #[allow(clippy::too_many_arguments)]
-            unsafe fn v4<$T: $bound>($($arg: $ty),*) {
-                inner::<$T>($($arg),*)
+            unsafe fn v4<$($T: $bound),+>($($arg: $ty),*) {
+                inner::<$($T),+>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
             #[allow(clippy::too_many_arguments)]
-            unsafe fn v3<$T: $bound>($($arg: $ty),*) {
-                inner::<$T>($($arg),*)
+            unsafe fn v3<$($T: $bound),+>($($arg: $ty),*) {
+                inner::<$($T),+>($($arg),*)
             }
             match isa {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `available()` checked the CPU supports the features of `v4`.
-                $crate::isa::Isa::Avx512 if isa.available() => unsafe { v4::<$T>($($arg),*) },
+                $crate::isa::Isa::Avx512 if isa.available() => unsafe { v4::<$($T),+>($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: as above, for `v3`.
-                $crate::isa::Isa::Avx2 if isa.available() => unsafe { v3::<$T>($($arg),*) },
-                _ => inner::<$T>($($arg),*),
+                $crate::isa::Isa::Avx2 if isa.available() => unsafe { v3::<$($T),+>($($arg),*) },
+                _ => inner::<$($T),+>($($arg),*),
             }
         }
     };

@@ -95,6 +95,18 @@ impl Kernel {
         }
     }
 
+    /// Reals per source of the densities the kernel reads, in the packed order every stage uses
+    /// (see [`crate::SourceSet`]): Laplace `[q]` (1), Stokeslet `[f]` (3), stresslet
+    /// `[q, n]` (6), Stokes `[f, q, n]` (9).
+    pub fn density_width(self) -> usize {
+        match self {
+            Kernel::Laplace => 1,
+            Kernel::Stokeslet => 3,
+            Kernel::Stresslet => 6,
+            Kernel::Stokes => 9,
+        }
+    }
+
     /// Whether the sources carry charges (Laplace).
     pub fn needs_charges(self) -> bool {
         self == Kernel::Laplace

@@ -25,5 +25,5 @@ pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelPart};
 pub use par::Par;
 pub use real::Real;
-pub use sources::Sources;
+pub use sources::{PackedSet, PackedSources, SourceSet, Sources};
 pub use timing::{Stage, StageTimes};

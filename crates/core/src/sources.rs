@@ -108,3 +108,130 @@ impl<'a, T: Real> Sources<'a, T> {
         Ok(())
     }
 }
+
+/// A set of sources as the evaluation stages read it: positions, and per source the
+/// `kernel.density_width()` density components in the packed order of
+/// [`Kernel::density_width`] (`[q]`, `[f]`, `[q, n]` or `[f, q, n]`).
+///
+/// Implemented by the caller's [`Sources`] (read in place, no copy) and by [`PackedSources`]
+/// (particles received from other ranks, ghosts appended), so that every stage runs on either.
+pub trait SourceSet<T>: Sync {
+    /// Positions.
+    fn positions(&self) -> &[[T; 3]];
+
+    /// Writes the packed densities of source `j` into `out[..kernel.density_width()]`.
+    fn density(&self, kernel: Kernel, j: usize, out: &mut [T]);
+
+    /// Number of sources.
+    fn count(&self) -> usize {
+        self.positions().len()
+    }
+}
+
+impl<T: Real> SourceSet<T> for Sources<'_, T> {
+    fn positions(&self) -> &[[T; 3]] {
+        self.positions
+    }
+
+    /// Panics if a density `kernel` needs is absent (checked by [`Sources::check_densities`]).
+    #[inline]
+    fn density(&self, kernel: Kernel, j: usize, out: &mut [T]) {
+        let mut k = 0;
+        if kernel.needs_charges() {
+            out[0] = self.charges.expect("charges checked")[j];
+            k = 1;
+        }
+        if kernel.needs_forces() {
+            out[k..k + 3].copy_from_slice(&self.forces.expect("forces checked")[j]);
+            k += 3;
+        }
+        if kernel.needs_dipoles() {
+            out[k..k + 3].copy_from_slice(&self.dipoles.expect("dipoles checked")[j]);
+            out[k + 3..k + 6].copy_from_slice(&self.normals.expect("normals checked")[j]);
+        }
+    }
+}
+
+/// A borrowed source set with packed densities: source `j` is `positions[j]` with densities
+/// `density[j w .. (j + 1) w]`, `w = kernel.density_width()`.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedSources<'a, T> {
+    /// Positions.
+    pub positions: &'a [[T; 3]],
+    /// Packed densities, `width` per source.
+    pub density: &'a [T],
+    /// Reals per source.
+    pub width: usize,
+}
+
+impl<T: Real> SourceSet<T> for PackedSources<'_, T> {
+    fn positions(&self) -> &[[T; 3]] {
+        self.positions
+    }
+
+    #[inline]
+    fn density(&self, kernel: Kernel, j: usize, out: &mut [T]) {
+        debug_assert_eq!(kernel.density_width(), self.width, "packed for another kernel");
+        let w = self.width;
+        out[..w].copy_from_slice(&self.density[j * w..(j + 1) * w]);
+    }
+}
+
+/// Owned sources with packed densities (what MPI-SORT receives, with ghosts appended).
+#[derive(Clone, Debug, Default)]
+pub struct PackedSet<T> {
+    /// Positions.
+    pub positions: Vec<[T; 3]>,
+    /// Packed densities, `width` per source.
+    pub density: Vec<T>,
+    /// Reals per source.
+    pub width: usize,
+}
+
+impl<T: Real> PackedSet<T> {
+    /// An empty set for `kernel`.
+    pub fn new(kernel: Kernel) -> Self {
+        Self { positions: Vec::new(), density: Vec::new(), width: kernel.density_width() }
+    }
+
+    /// Number of sources.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Empties the set, keeping its capacity.
+    pub fn clear(&mut self) {
+        self.positions.clear();
+        self.density.clear();
+    }
+
+    /// Appends sources from positions and packed densities (`width` per position).
+    pub fn extend(&mut self, positions: &[[T; 3]], density: &[T]) {
+        assert_eq!(density.len(), positions.len() * self.width, "packed densities per position");
+        self.positions.extend_from_slice(positions);
+        self.density.extend_from_slice(density);
+    }
+
+    /// Appends source `j` of `set`.
+    pub fn push_from(&mut self, kernel: Kernel, set: &impl SourceSet<T>, j: usize) {
+        self.positions.push(set.positions()[j]);
+        let o = self.density.len();
+        self.density.resize(o + self.width, T::ZERO);
+        set.density(kernel, j, &mut self.density[o..]);
+    }
+
+    /// A view of the whole set.
+    pub fn view(&self) -> PackedSources<'_, T> {
+        self.first(self.len())
+    }
+
+    /// A view of the first `n` sources.
+    pub fn first(&self, n: usize) -> PackedSources<'_, T> {
+        PackedSources { positions: &self.positions[..n], density: &self.density[..n * self.width], width: self.width }
+    }
+}

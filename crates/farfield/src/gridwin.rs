@@ -1,7 +1,7 @@
 //! The window on a periodic grid: anchors, offsets and weights of a particle, the grid
 //! densities P2G spreads, and the periodic index runs along x.
 
-use parki_core::{Kernel, Real, Sources};
+use parki_core::{Kernel, Real};
 use parki_decomp::GridLayout;
 
 use crate::window::WindowPoly;
@@ -142,12 +142,14 @@ impl<T: Real> GridWindow<T> {
     }
 }
 
-/// Components P2G spreads per source (see `Kernel::grid_components`): Laplace `[q]`;
+/// Components P2G spreads per source (see `Kernel::grid_components`) from its packed densities
+/// `packed` (`Kernel::density_width`, `[q]`, `[f]`, `[q, n]` or `[f, q, n]`): Laplace `[q]`;
 /// Stokeslet `[f]`; stresslet the symmetric part of `q (x) n`,
 /// `[S11, S22, S33, S12, S13, S23]` with `Sab = (q_a n_b + q_b n_a)/2`; Stokes `[f, S]`.
 #[inline]
-pub fn grid_density<T: Real>(kernel: Kernel, s: &Sources<T>, j: usize, out: &mut [T; 9]) {
-    let sym = |q: [T; 3], n: [T; 3], out: &mut [T]| {
+pub fn grid_density<T: Real>(kernel: Kernel, packed: &[T], out: &mut [T; 9]) {
+    let sym = |d: &[T], out: &mut [T]| {
+        let (q, n) = (&d[..3], &d[3..6]);
         let half = T::from_f64(0.5);
         out[0] = q[0] * n[0];
         out[1] = q[1] * n[1];
@@ -157,12 +159,12 @@ pub fn grid_density<T: Real>(kernel: Kernel, s: &Sources<T>, j: usize, out: &mut
         out[5] = half * (q[1] * n[2] + q[2] * n[1]);
     };
     match kernel {
-        Kernel::Laplace => out[0] = s.charges.expect("charges")[j],
-        Kernel::Stokeslet => out[..3].copy_from_slice(&s.forces.expect("forces")[j]),
-        Kernel::Stresslet => sym(s.dipoles.expect("dipoles")[j], s.normals.expect("normals")[j], &mut out[..6]),
+        Kernel::Laplace => out[0] = packed[0],
+        Kernel::Stokeslet => out[..3].copy_from_slice(&packed[..3]),
+        Kernel::Stresslet => sym(&packed[..6], &mut out[..6]),
         Kernel::Stokes => {
-            out[..3].copy_from_slice(&s.forces.expect("forces")[j]);
-            sym(s.dipoles.expect("dipoles")[j], s.normals.expect("normals")[j], &mut out[3..9]);
+            out[..3].copy_from_slice(&packed[..3]);
+            sym(&packed[3..9], &mut out[3..9]);
         }
     }
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use parki_core::isa::Isa;
 use parki_core::memory::touched_vec;
 use parki_core::par::DisjointSlice;
-use parki_core::{isa_dispatch, Kernel, Par, Real, Sources};
+use parki_core::{isa_dispatch, Kernel, Par, Real, SourceSet};
 use parki_decomp::sort::counting_sort;
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
@@ -81,11 +81,11 @@ impl_atomic_real!(f32, AtomicU32, u32);
 /// (components back to back, each `layout.real_len()` long), overwriting them; the hot loops
 /// run compiled for `isa`.
 #[allow(clippy::too_many_arguments)]
-pub fn p2g<T: AtomicReal>(
+pub fn p2g<T: AtomicReal, S: SourceSet<T>>(
     variant: P2gVariant,
     kernel: Kernel,
     win: &GridWindow<T>,
-    sources: &Sources<T>,
+    sources: &S,
     grid: &mut [T],
     scratch: &mut P2gScratch<T>,
     isa: Isa,
@@ -104,9 +104,9 @@ pub fn p2g<T: AtomicReal>(
             let base = SharedGrid(grid.as_mut_ptr());
             let chunk = 256;
             let work = |c: usize| {
-                scatter_chunk(isa, kernel, win, sources, c * chunk, ((c + 1) * chunk).min(sources.len()), &base)
+                scatter_chunk(isa, kernel, win, sources, c * chunk, ((c + 1) * chunk).min(sources.count()), &base)
             };
-            let chunks = sources.len().div_ceil(chunk);
+            let chunks = sources.count().div_ceil(chunk);
             match par {
                 Par::Seq => (0..chunks).for_each(work),
                 Par::Rayon(_) => (0..chunks).into_par_iter().for_each(work),
@@ -122,10 +122,10 @@ struct SharedGrid<T>(*mut T);
 unsafe impl<T> Sync for SharedGrid<T> {}
 
 isa_dispatch! {
-    fn scatter_chunk<T: AtomicReal>(
+    fn scatter_chunk<T: AtomicReal, S: SourceSet<T>>(
         kernel: Kernel,
         win: &GridWindow<T>,
-        sources: &Sources<T>,
+        sources: &S,
         start: usize,
         end: usize,
         grid: &SharedGrid<T>,
@@ -135,10 +135,12 @@ isa_dispatch! {
         let rl = layout.real_len();
         let [_, my, mz] = layout.global;
         let p = win.p;
+        let mut packed = [T::ZERO; 9];
         for j in start..end {
-            let f = win.footprint(&sources.positions[j]);
+            let f = win.footprint(&sources.positions()[j]);
             let mut s = [T::ZERO; 9];
-            grid_density(kernel, sources, j, &mut s);
+            sources.density(kernel, j, &mut packed);
+            grid_density(kernel, &packed, &mut s);
             let (x0, len1) = win.x_run(f.anchor[0]);
             for l in 0..p {
                 let iz = (f.anchor[2] + l) % mz;
@@ -213,10 +215,10 @@ impl<T: Real> P2gScratch<T> {
 isa_dispatch! {
     /// Anchors, weights and densities of the sources `order[start..end]`, written to the
     /// sorted positions `start..end` of the output slices (which begin at `start`).
-    fn sorted_footprints<T: Real>(
+    fn sorted_footprints<T: Real, S: SourceSet<T>>(
         kernel: Kernel,
         win: &GridWindow<T>,
-        sources: &Sources<T>,
+        sources: &S,
         order: &[u32],
         start: usize,
         anchors: &mut [[u32; 3]],
@@ -226,28 +228,30 @@ isa_dispatch! {
         let p = win.p;
         let ncomp = kernel.grid_components();
         let mut s = [T::ZERO; 9];
+        let mut packed = [T::ZERO; 9];
         for (k, a) in anchors.iter_mut().enumerate() {
             let j = order[start + k] as usize;
-            let f = win.footprint(&sources.positions[j]);
+            let f = win.footprint(&sources.positions()[j]);
             *a = f.anchor.map(|v| v as u32);
             for d in 0..3 {
                 weights[(3 * k + d) * p..(3 * k + d + 1) * p].copy_from_slice(&f.w[d][..p]);
             }
-            grid_density(kernel, sources, j, &mut s);
+            sources.density(kernel, j, &mut packed);
+            grid_density(kernel, &packed, &mut s);
             dens[k * ncomp..(k + 1) * ncomp].copy_from_slice(&s[..ncomp]);
         }
     }
 }
 
-fn sort_sources<T: Real>(
+fn sort_sources<T: Real, S: SourceSet<T>>(
     kernel: Kernel,
     win: &GridWindow<T>,
-    sources: &Sources<T>,
+    sources: &S,
     scratch: &mut P2gScratch<T>,
     isa: Isa,
     par: Par,
 ) {
-    let n = sources.len();
+    let n = sources.count();
     let [mx, my, mz] = win.layout.global;
     let p = win.p;
     let ncomp = kernel.grid_components();
@@ -259,10 +263,10 @@ fn sort_sources<T: Real>(
     };
     scratch.keys.clear();
     match par {
-        Par::Seq => scratch.keys.extend(sources.positions.iter().map(key)),
+        Par::Seq => scratch.keys.extend(sources.positions().iter().map(key)),
         Par::Rayon(_) => {
             use rayon::prelude::{IntoParallelRefIterator, ParallelExtend};
-            scratch.keys.par_extend(sources.positions.par_iter().map(key))
+            scratch.keys.par_extend(sources.positions().par_iter().map(key))
         }
     }
     let b = counting_sort(&scratch.keys, mz * ncy * ncx, par);
@@ -284,10 +288,10 @@ fn sort_sources<T: Real>(
     }
 }
 
-fn blocked<T: Real>(
+fn blocked<T: Real, S: SourceSet<T>>(
     kernel: Kernel,
     win: &GridWindow<T>,
-    sources: &Sources<T>,
+    sources: &S,
     grid: &mut [T],
     scratch: &mut P2gScratch<T>,
     isa: Isa,

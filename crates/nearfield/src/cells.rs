@@ -10,7 +10,7 @@
 //! nothing on clustered inputs). Both lists are built by the deterministic two-pass counting sort
 //! of `parki_decomp::sort`, in parallel.
 
-use parki_core::{Domain, Error, Kernel, Par, Real, Result, Sources};
+use parki_core::{Domain, Error, Kernel, Par, Real, Result, SourceSet};
 use parki_decomp::sort::{counting_sort, Binned};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
@@ -190,35 +190,6 @@ impl CellGrid {
     }
 }
 
-/// Number of density components P2P reads per source: Laplace 1 (q), Stokeslet 3 (f),
-/// stresslet 6 (q, n), Stokes 9 (f, q, n).
-pub fn p2p_components(kernel: Kernel) -> usize {
-    match kernel {
-        Kernel::Laplace => 1,
-        Kernel::Stokeslet => 3,
-        Kernel::Stresslet => 6,
-        Kernel::Stokes => 9,
-    }
-}
-
-/// Writes the P2P density components of source `j` (order of [`p2p_components`]).
-#[inline]
-pub fn p2p_density<T: Real>(kernel: Kernel, s: &Sources<T>, j: usize, out: &mut [T]) {
-    match kernel {
-        Kernel::Laplace => out[0] = s.charges.expect("charges")[j],
-        Kernel::Stokeslet => out[..3].copy_from_slice(&s.forces.expect("forces")[j]),
-        Kernel::Stresslet => {
-            out[..3].copy_from_slice(&s.dipoles.expect("dipoles")[j]);
-            out[3..6].copy_from_slice(&s.normals.expect("normals")[j]);
-        }
-        Kernel::Stokes => {
-            out[..3].copy_from_slice(&s.forces.expect("forces")[j]);
-            out[3..6].copy_from_slice(&s.dipoles.expect("dipoles")[j]);
-            out[6..9].copy_from_slice(&s.normals.expect("normals")[j]);
-        }
-    }
-}
-
 /// Sources sorted by cell, structure of arrays, each cell padded to a multiple of `lanes`.
 #[derive(Clone, Debug)]
 pub struct PaddedSources<T> {
@@ -230,7 +201,7 @@ pub struct PaddedSources<T> {
     pub y: Vec<T>,
     /// z coordinates.
     pub z: Vec<T>,
-    /// Density components (see [`p2p_components`]), one array each.
+    /// Density components (`Kernel::density_width`, packed order), one array each.
     pub density: Vec<Vec<T>>,
     /// Largest number of real sources in a cell.
     pub max_count: usize,
@@ -242,8 +213,8 @@ pub struct PaddedSources<T> {
 
 impl<T: Real> PaddedSources<T> {
     /// Builds the padded list of `sources` on `grid`, padding cells to multiples of `lanes`.
-    pub fn build(grid: &CellGrid, kernel: Kernel, sources: &Sources<T>, lanes: usize, par: Par) -> Self {
-        let keys = grid.keys(sources.positions, par);
+    pub fn build(grid: &CellGrid, kernel: Kernel, sources: &impl SourceSet<T>, lanes: usize, par: Par) -> Self {
+        let keys = grid.keys(sources.positions(), par);
         Self::build_keyed(grid, kernel, sources, &keys, lanes, par)
     }
 
@@ -252,7 +223,7 @@ impl<T: Real> PaddedSources<T> {
     pub fn build_keyed(
         grid: &CellGrid,
         kernel: Kernel,
-        sources: &Sources<T>,
+        sources: &impl SourceSet<T>,
         keys: &[u32],
         lanes: usize,
         par: Par,
@@ -261,14 +232,21 @@ impl<T: Real> PaddedSources<T> {
         Self::from_binned(grid, kernel, sources, &binned, lanes, par)
     }
 
-    fn from_binned(grid: &CellGrid, kernel: Kernel, sources: &Sources<T>, b: &Binned, lanes: usize, par: Par) -> Self {
+    fn from_binned(
+        grid: &CellGrid,
+        kernel: Kernel,
+        sources: &impl SourceSet<T>,
+        b: &Binned,
+        lanes: usize,
+        par: Par,
+    ) -> Self {
         let ncells = grid.cells();
         let mut offsets = vec![0usize; ncells + 1];
         for c in 0..ncells {
             offsets[c + 1] = offsets[c] + b.count(c).div_ceil(lanes) * lanes;
         }
         let total = offsets[ncells];
-        let ncomp = p2p_components(kernel);
+        let ncomp = kernel.density_width();
         // dummies: far outside the box, zero strength
         let far = T::from_f64(-2.0 * grid.lengths.iter().cloned().fold(0.0, f64::max));
         let mut x = vec![far; total];
@@ -288,11 +266,11 @@ impl<T: Real> PaddedSources<T> {
                 let (cx, cy, cz) = unsafe { (xs.range_mut(o, o + n), ys.range_mut(o, o + n), zs.range_mut(o, o + n)) };
                 for (k, &j) in b.order[b.offsets[c]..b.offsets[c + 1]].iter().enumerate() {
                     let j = j as usize;
-                    let p = sources.positions[j];
+                    let p = sources.positions()[j];
                     cx[k] = p[0];
                     cy[k] = p[1];
                     cz[k] = p[2];
-                    p2p_density(kernel, sources, j, &mut dens);
+                    sources.density(kernel, j, &mut dens);
                     for (comp, d) in ds.iter().enumerate() {
                         // SAFETY: as above, slot o + k belongs to cell c only.
                         unsafe { d.range_mut(o + k, o + k + 1)[0] = dens[comp] };
@@ -304,7 +282,7 @@ impl<T: Real> PaddedSources<T> {
                 Par::Rayon(_) => (0..ncells).into_par_iter().with_min_len(64).for_each(fill),
             }
         }
-        Self { offsets, x, y, z, density, max_count: b.max_count(), nonempty: b.nonempty(), count: sources.len() }
+        Self { offsets, x, y, z, density, max_count: b.max_count(), nonempty: b.nonempty(), count: sources.count() }
     }
 
     /// Padded slots in total.

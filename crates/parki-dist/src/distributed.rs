@@ -28,14 +28,13 @@ use std::time::Instant;
 
 use parki_comm::{Backend, Comm, Dir, ExchangePlan, ReduceOp};
 use parki_core::memory::HugeBuffer;
-use parki_core::{Par, Real, Result, Sources, Stage};
+use parki_core::{PackedSet, Par, Real, Result, SourceSet, Sources, Stage};
 use parki_decomp::sort::counting_sort;
 use parki_decomp::{split_owner, split_range, Decomposition, GridLayout, ProcGrid};
 use parki_farfield::{p2g, Cnv, GridWindow, KaiserBessel, P2gScratch, Params, SpectralBlock};
 use parki_fft3d::{DistFft, DistFftOptions};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
 
-use crate::particles::{density_width, pack_density, ParticleSet};
 use crate::solver::{
     check_inputs, interpolate, net_charge, neutrality_sums, neutrality_warnings, p2g_scratch, Evaluation, EwaldOptions,
     SolverReal, Targets,
@@ -406,7 +405,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         positions: &[[T; 3]],
         dens: Option<&Sources<T>>,
         mode: SortMode,
-        out: &mut ParticleSet<T>,
+        out: &mut PackedSet<T>,
         out_pos_only: &mut Vec<[T; 3]>,
     ) -> Route {
         let comm = &self.comm;
@@ -419,12 +418,12 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         let full = mode == SortMode::Full || comm.max(u64::from(far)) > 0;
         let binned = counting_sort(&owners, comm.size(), self.par());
         let order: Vec<usize> = binned.order.iter().map(|&i| i as usize).collect();
-        let w = density_width(kernel);
+        let w = kernel.density_width();
         let spos: Vec<[T; 3]> = order.iter().map(|&i| positions[i]).collect();
         let mut sdens = vec![T::ZERO; if dens.is_some() { order.len() * w } else { 0 }];
         if let Some(s) = dens {
             for (k, &i) in order.iter().enumerate() {
-                pack_density(kernel, s, i, &mut sdens[k * w..(k + 1) * w]);
+                s.density(kernel, i, &mut sdens[k * w..(k + 1) * w]);
             }
         }
         let counts: Vec<usize> = (0..comm.size()).map(|r| binned.count(r)).collect();
@@ -456,7 +455,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         };
         if dens.is_some() {
             out.clear();
-            out.extend_packed(kernel, &rpos, &rdens);
+            out.extend(&rpos, &rdens);
         } else {
             *out_pos_only = rpos;
         }
@@ -487,7 +486,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
     }
 
     /// Ghost sources of the ring; returns them with their window cells.
-    fn ghosts(&self, owned: &ParticleSet<T>) -> (ParticleSet<T>, Vec<u32>) {
+    fn ghosts(&self, owned: &PackedSet<T>) -> (PackedSet<T>, Vec<u32>) {
         let kernel = self.opts.kernel;
         let me = self.comm.rank();
         let mine = self.own.cells(me);
@@ -501,8 +500,8 @@ impl<T: SolverReal> DistEwaldSolver<T> {
             })
             .collect();
         let by_col = counting_sort(&keys, ncol, self.par());
-        let w = density_width(kernel);
-        let view = owned.view(kernel);
+        let w = kernel.density_width();
+        let view = owned.view();
         let g = &self.ghost;
         let mut cmsg = Vec::with_capacity(g.peers.len());
         let mut pmsg = Vec::with_capacity(g.peers.len());
@@ -519,7 +518,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
                     p.push(owned.positions[j]);
                     let o = d.len();
                     d.resize(o + w, T::ZERO);
-                    pack_density(kernel, &view, j, &mut d[o..]);
+                    view.density(kernel, j, &mut d[o..]);
                 }
             }
             cmsg.push(c);
@@ -529,10 +528,10 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         let rc = self.comm.neighbour_exchange(&g.peers, &cmsg);
         let rp = self.comm.neighbour_exchange(&g.peers, &pmsg);
         let rd = self.comm.neighbour_exchange(&g.peers, &dmsg);
-        let mut set = ParticleSet::default();
+        let mut set = PackedSet::new(kernel);
         let mut keys = Vec::new();
         for k in 0..g.peers.len() {
-            set.extend_packed(kernel, &rp[k], &rd[k]);
+            set.extend(&rp[k], &rd[k]);
             let mut j = 0;
             for (e, &n) in rc[k].iter().enumerate() {
                 let [ly, lz] = g.recv[k][e];
@@ -590,14 +589,14 @@ impl<T: SolverReal> DistEwaldSolver<T> {
 
         // MPI-SORT
         let t = Instant::now();
-        let mut owned = ParticleSet::default();
+        let mut owned = PackedSet::new(kernel);
         let mut owned_targets = Vec::new();
         let (src_route, trg_route) = {
             let _g = self.comm.stage("sort");
             let sr = self.sort(sources.positions, Some(sources), mode, &mut owned, &mut owned_targets);
             let tr = match targets {
                 Targets::Sources => None,
-                Targets::Points(p) => Some(self.sort(p, None, mode, &mut ParticleSet::default(), &mut owned_targets)),
+                Targets::Points(p) => Some(self.sort(p, None, mode, &mut PackedSet::new(kernel), &mut owned_targets)),
             };
             (sr, tr)
         };
@@ -616,7 +615,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         // owned sources first, ghosts after them: the first `n_own` are the owned set
         let n_own = owned.len();
         let mut keys = self.cells.keys(&owned.positions, par);
-        owned.append(&ghosts);
+        owned.extend(&ghosts.positions, &ghosts.density);
         drop(ghosts);
         let all = &owned;
         let owned_targets: &[[T; 3]] = if trg_route.is_some() { &owned_targets } else { &all.positions[..n_own] };
@@ -626,7 +625,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         let mut result = vec![T::ZERO; nt * dim];
         let (cells, isa, xi) = (&self.cells, self.isa, self.params.xi);
         self.pool.install(|| {
-            let padded = PaddedSources::build_keyed(cells, kernel, &all.view(kernel), &keys, isa.lanes::<T>(), par);
+            let padded = PaddedSources::build_keyed(cells, kernel, &all.view(), &keys, isa.lanes::<T>(), par);
             let sorted = SortedTargets::build(cells, owned_targets, par);
             ev.padding_efficiency = padded.count as f64 / padded.slots().max(1) as f64;
             p2p(kernel, xi, cells, &padded, &sorted, &mut near_sorted, isa, par);
@@ -641,7 +640,7 @@ impl<T: SolverReal> DistEwaldSolver<T> {
         {
             let (window, scratch) = (&self.window, &mut self.p2g_scratch);
             let grid = if self.direct { self.fft.data_mut() } else { self.block.as_mut_slice() };
-            let view = owned.view_first(kernel, n_own);
+            let view = owned.first(n_own);
             self.pool.install(|| p2g(variant, kernel, window, &view, grid, scratch, isa, par));
         }
         stage(&mut ev, Stage::P2G, t);

@@ -1,5 +1,5 @@
 //! This rank's share of a run.toml's particles: rows `split_range(N, R, rank)` of every input
-//! array, read from the `.npy` files (only those bytes) or generated ([`crate::generate`]'s
+//! array, read from the `.npy` files (only those bytes) or generated ([`parki_reference::generate`]'s
 //! counter-based streams), so that R ranks together hold exactly the set one process reads.
 
 use std::ops::Range;
@@ -10,8 +10,8 @@ use parki_core::{Domain, Error, Kernel, Result};
 use parki_decomp::split_range;
 
 use crate::config::{resolve, Generate, RunConfig};
-use crate::generate::{self, Distribution};
 use crate::npy;
+use parki_reference::generate::{self, Distribution};
 
 /// This rank's rows of the problem, in f64, as read or generated.
 #[derive(Clone, Debug)]

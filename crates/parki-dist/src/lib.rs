@@ -12,10 +12,8 @@
 pub mod app;
 pub mod config;
 pub mod distributed;
-pub mod generate;
 pub mod input;
 pub mod npy;
-pub mod particles;
 pub mod report;
 pub mod solver;
 pub mod verify;

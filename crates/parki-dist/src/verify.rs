@@ -14,8 +14,8 @@ use parki_core::{Real, Sources};
 use parki_reference::ClassicalEwald;
 use serde_json::{json, Value};
 
-use crate::generate::Rng;
 use crate::input::Problem;
+use parki_reference::generate::Rng;
 
 /// The outcome of a check.
 #[derive(Clone, Debug, PartialEq)]

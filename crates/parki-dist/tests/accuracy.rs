@@ -4,8 +4,8 @@
 mod common;
 
 use common::{box_unequal, rel_rms, Data, KERNELS};
-use parki_dist::generate::Distribution;
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
+use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;
 
 #[test]

@@ -5,8 +5,8 @@ mod common;
 
 use common::{box_unequal, rel_rms, Data};
 use parki_core::{Error, Kernel, Sources};
-use parki_dist::generate::Distribution;
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
+use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;
 
 const N: usize = 300;

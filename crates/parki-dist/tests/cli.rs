@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use parki_dist::generate::{self, Distribution, Rng};
 use parki_dist::npy;
+use parki_reference::generate::{self, Distribution, Rng};
 
 mod common;
 use common::Dir;

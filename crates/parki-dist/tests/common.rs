@@ -2,7 +2,7 @@
 #![allow(dead_code, missing_docs)]
 
 use parki_core::{Domain, Kernel, Real, Sources};
-use parki_dist::generate::{self, Distribution, Rng};
+use parki_reference::generate::{self, Distribution, Rng};
 
 /// A generated problem in precision `T`.
 pub struct Data<T = f64> {

@@ -7,8 +7,8 @@ mod common;
 use common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_core::validate::wrap_positions;
 use parki_core::{Kernel, Sources};
-use parki_dist::generate::Distribution;
 use parki_dist::{EwaldOptions, EwaldSolver, G2pVariant, Isa, P2gVariant, Targets};
+use parki_reference::generate::Distribution;
 
 const N: usize = 1500;
 

@@ -27,7 +27,7 @@
 
 use std::f64::consts::PI;
 
-use parki_core::{Domain, Kernel, Sources};
+use parki_core::{Domain, Kernel, SourceSet, Sources};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
 };
@@ -278,23 +278,22 @@ fn source_components(kernel: Kernel) -> usize {
     }
 }
 
+/// The Fourier sum's density components of source `j`: `[q]`, `[f]`, `q n^T` (row-major) or
+/// `[f, q n^T]`, from the packed densities of [`SourceSet::density`].
 fn source_density(kernel: Kernel, s: &Sources<f64>, j: usize, out: &mut [f64; 12]) {
-    let mut c = 0;
-    if kernel.needs_charges() {
-        out[0] = s.charges.expect("charges")[j];
-        c = 1;
-    }
-    if kernel.needs_forces() {
-        let f = s.forces.expect("forces")[j];
-        out[..3].copy_from_slice(&f);
-        c = 3;
-    }
-    if kernel.needs_dipoles() {
-        let q = s.dipoles.expect("dipoles")[j];
-        let n = s.normals.expect("normals")[j];
-        for a in 0..3 {
-            for b in 0..3 {
-                out[c + 3 * a + b] = q[a] * n[b];
+    let mut packed = [0.0; 9];
+    s.density(kernel, j, &mut packed);
+    match kernel {
+        Kernel::Laplace => out[0] = packed[0],
+        Kernel::Stokeslet => out[..3].copy_from_slice(&packed[..3]),
+        Kernel::Stresslet | Kernel::Stokes => {
+            let c = if kernel.needs_forces() { 3 } else { 0 };
+            out[..c].copy_from_slice(&packed[..c]);
+            let (q, n) = (&packed[c..c + 3], &packed[c + 3..c + 6]);
+            for a in 0..3 {
+                for b in 0..3 {
+                    out[c + 3 * a + b] = q[a] * n[b];
+                }
             }
         }
     }

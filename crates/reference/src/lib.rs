@@ -5,9 +5,14 @@
 //! - [`classical`]: the classical triply periodic Ewald sum: a real-space sum over explicit
 //!   periodic images plus an explicit sum over wave vectors, `O(N^2)`, with the zero mode dropped.
 //!
-//! Everything is in `f64`. Both are used by the tests and by `parki-dist run --check K`.
+//! - [`generate`]: the seeded particle distributions and strengths of the tests, the benchmarks
+//!   and run.toml's `generate = { ... }` (counter-based, so any slice of a set can be made on
+//!   its own).
+//!
+//! Everything is in `f64`. They are used by the tests and by `parki-dist run --check K`.
 
 pub mod classical;
 pub mod direct;
+pub mod generate;
 
 pub use classical::ClassicalEwald;

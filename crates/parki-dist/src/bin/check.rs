@@ -14,9 +14,9 @@ use clap::{Parser, Subcommand};
 use parki_comm::{Backend, Comm, ReduceOp, Universe};
 use parki_core::{Domain, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
-use parki_dist::generate::Rng;
 use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor};
+use parki_reference::generate::Rng;
 
 #[derive(Parser, Debug)]
 #[command(name = "parki-check", about = "Self-checks of parki-dist under mpirun")]
