@@ -12,8 +12,8 @@ mod peak;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use parki_core::{Domain, Kernel, Sources, Stage};
-use parki_dist::{Evaluation, EwaldOptions, EwaldSolver, Targets};
+use parki_core::{Domain, Kernel, Sources};
+use parki_dist::{Evaluation, EwaldOptions, EwaldSolver, EwaldStage as Stage, Targets};
 use parki_nearfield::{Isa, P2pFlops};
 use parki_reference::generate::{self, Distribution, Rng};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 #[cfg(feature = "mpi")]
 use std::time::Instant;
 
-use parki_core::{Error, Result};
+use parki_core::{Error, Result, StageName};
 
 use crate::pod::Pod;
 #[cfg(feature = "mpi")]
@@ -171,9 +171,12 @@ impl Comm {
         self.size
     }
 
-    /// Counts the communication that follows under `name` until the guard is dropped.
-    pub fn stage(&self, name: &str) -> StageGuard {
-        let previous = self.counters.set_stage(name);
+    /// Counts the communication that follows under `stage` (any method's [`StageKind`]
+    /// value, or its [`StageName`]) until the guard is dropped.
+    ///
+    /// [`StageKind`]: parki_core::StageKind
+    pub fn stage(&self, stage: impl Into<StageName>) -> StageGuard {
+        let previous = self.counters.set_stage(stage.into().as_str());
         StageGuard { counters: self.counters.clone(), previous }
     }
 

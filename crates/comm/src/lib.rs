@@ -29,19 +29,43 @@ pub use universe::Universe;
 
 #[cfg(test)]
 mod tests {
-    use super::{Backend, Comm, Dir, ExchangePlan, StageStats};
-    use parki_core::{Stage, StageTimes};
+    use super::{Backend, Comm, Dir, ExchangePlan, StageStats, TrafficStats};
+    use parki_core::{StageKind, StageName, StageTimes};
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Demo {
+        Near,
+        Far,
+    }
+
+    impl StageKind for Demo {
+        const ALL: &'static [Self] = &[Demo::Near, Demo::Far];
+        fn name(self) -> &'static str {
+            match self {
+                Demo::Near => "P2P",
+                Demo::Far => "FFT",
+            }
+        }
+    }
 
     #[test]
     fn single_rank_stats_equal_the_times() {
         let mut t = StageTimes::default();
-        t.add(Stage::P2P, 2.0);
-        t.add(Stage::FFT, 0.5);
+        t.add(Demo::Near, 2.0);
+        t.add(Demo::Far, 0.5);
         let s = StageStats::reduce(&Comm::single(), &t);
-        let p2p = s.rows.iter().find(|r| r.0 == Stage::P2P).unwrap();
+        let p2p = s.rows.iter().find(|r| r.0 == Demo::Near).unwrap();
         assert_eq!((p2p.1, p2p.2, p2p.3), (2.0, 2.0, 2.0));
         assert_eq!(s.total, (2.5, 2.5, 2.5));
         assert!(s.table().contains("P2P"));
+        // traffic is counted under the typed stage that is current
+        let c = Comm::single();
+        {
+            let _g = c.stage(Demo::Far);
+            c.reset_traffic();
+        }
+        let rows = TrafficStats::reduce(&c, &[StageName::from(Demo::Far)]);
+        assert_eq!((rows[0].stage.as_str(), rows[0].total_bytes), ("FFT", 0));
     }
 
     #[test]

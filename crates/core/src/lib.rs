@@ -7,7 +7,8 @@
 //!   (Laplace `1/r`, Stokeslet `I/r + r r^T/r^3`, stresslet `-6 r r r / r^5`);
 //! - [`Sources`], a borrowed view of a particle set in the library's `(N, 3)` row-major layout;
 //! - [`Error`], the typed error that names the offending field and value;
-//! - [`Stage`] and [`StageTimes`], typed per-stage wall-clock timers.
+//! - [`StageKind`], [`StageTimes`] and [`StageName`], typed and open per-stage timers (each method
+//!   lists its own stages).
 
 pub mod domain;
 pub mod error;
@@ -26,4 +27,4 @@ pub use kernel::{Kernel, KernelPart};
 pub use par::Par;
 pub use real::Real;
 pub use sources::{PackedSet, PackedSources, SourceSet, Sources};
-pub use timing::{Stage, StageTimes};
+pub use timing::{StageKind, StageName, StageTimes};

@@ -2,8 +2,10 @@
 //! (`madvise(MADV_HUGEPAGE)` on Linux), and first touched in parallel at allocation. Grids of
 //! gigabytes otherwise spend seconds in single-threaded 4 KiB page faults on first use.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc, dealloc, Layout};
 use std::ptr::NonNull;
+
+use crate::error::{Error, Result};
 
 const ALIGN: usize = 2 << 20;
 
@@ -20,14 +22,31 @@ unsafe impl<T: Sync> Sync for HugeBuffer<T> {}
 
 impl<T: Copy + Send + Sync> HugeBuffer<T> {
     /// `len` copies of `value`, written by `threads` threads.
+    ///
+    /// Panics if the memory cannot be allocated; [`try_new`](Self::try_new) returns an error.
     pub fn new(len: usize, value: T, threads: usize) -> Self {
+        Self::try_new(len, value, threads, "buffer").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `len` copies of `value`, written by `threads` threads, or an error naming `what` and the
+    /// bytes when the allocation fails.
+    ///
+    /// # Errors
+    /// [`Error::Resource`] when the size overflows or the allocator refuses.
+    pub fn try_new(len: usize, value: T, threads: usize, what: &str) -> Result<Self> {
         if len == 0 || std::mem::size_of::<T>() == 0 {
-            return Self { ptr: NonNull::dangling(), len };
+            return Ok(Self { ptr: NonNull::dangling(), len });
         }
-        let layout = Self::layout(len);
+        let refused = || Error::Resource {
+            message: format!(
+                "cannot allocate {} for {what} ({len} values)",
+                format_bytes(len.saturating_mul(std::mem::size_of::<T>()) as f64)
+            ),
+        };
+        let layout = Self::layout(len).ok_or_else(refused)?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc(layout) } as *mut T;
-        let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(refused)?;
         advise_huge_pages(raw as *mut u8, layout.size());
         let chunk = len.div_ceil(threads.max(1)).max(1 << 16);
         let base = raw as usize;
@@ -45,12 +64,12 @@ impl<T: Copy + Send + Sync> HugeBuffer<T> {
                 start = end;
             }
         });
-        Self { ptr, len }
+        Ok(Self { ptr, len })
     }
 
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len * std::mem::size_of::<T>(), ALIGN.max(std::mem::align_of::<T>()))
-            .expect("buffer size overflows")
+    fn layout(len: usize) -> Option<Layout> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>())?;
+        Layout::from_size_align(bytes, ALIGN.max(std::mem::align_of::<T>())).ok()
     }
 }
 
@@ -104,6 +123,53 @@ pub fn touched_vec<T: Clone>(len: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A `Vec` of `len` copies of `value`, written now, or an error naming `what` and the bytes
+/// when the allocation fails (instead of aborting the process).
+///
+/// # Errors
+/// [`Error::Resource`] when the allocator refuses.
+pub fn try_touched_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| Error::Resource {
+        message: format!(
+            "cannot allocate {} for {what} ({len} values)",
+            format_bytes(len as f64 * std::mem::size_of::<T>() as f64)
+        ),
+    })?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+/// Bytes in the largest unit that keeps at least one digit before the point: `512 B`,
+/// `3.21 MB`, `1.50 GB`, `2.40 TB` (decimal units).
+pub fn format_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = bytes;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// Bytes of memory this process may still use: `MemAvailable` of `/proc/meminfo` (Linux), else
+/// 8 GB.
+pub fn available_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<usize>().ok()).map(|kb| kb * 1024))
+        })
+        .unwrap_or(8_000_000_000)
+}
+
 /// Asks the kernel to back `[ptr, ptr + bytes)` with transparent huge pages (Linux; a no-op
 /// elsewhere or when the kernel declines).
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
@@ -136,5 +202,16 @@ mod tests {
         assert_eq!(b.as_slice()[7], 2.0);
         let e = HugeBuffer::new(0, 0u32, 2);
         assert!(e.is_empty() && e.as_slice().is_empty());
+    }
+
+    #[test]
+    fn impossible_allocations_are_errors() {
+        let e = HugeBuffer::try_new(usize::MAX / 4, 0.0f64, 1, "the grid").unwrap_err().to_string();
+        assert!(e.contains("the grid") && e.contains("cannot allocate"), "{e}");
+        let e = super::try_touched_vec(1usize << 60, 0u64, "positions").unwrap_err().to_string();
+        assert!(e.contains("positions"), "{e}");
+        assert_eq!(super::format_bytes(0.0), "0 B");
+        assert_eq!(super::format_bytes(3.2e9), "3.20 GB");
+        assert_eq!(super::format_bytes(2.4e5), "240.00 kB");
     }
 }

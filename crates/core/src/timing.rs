@@ -1,90 +1,74 @@
-//! Typed per-stage wall-clock timers (the keys of reports and benchmarks).
+//! Typed, open per-stage wall-clock timers (the keys of reports, tables and benchmarks).
+//!
+//! Every method brings its own stages: an enum implementing [`StageKind`] that lists them in
+//! execution order (the spectral Ewald pipeline's `EwaldStage`, the distributed FFT's switch
+//! stages, later the Poisson solver's and the tree codes'). [`StageTimes`] records seconds per
+//! stage of one such enum; [`StageName`] is the type-erased name under which communication
+//! counters are kept, made only from a [`StageKind`] value, so that no string has to match a
+//! list elsewhere.
 
+use std::fmt::Debug;
+use std::marker::PhantomData;
 use std::time::Instant;
 
-/// A stage of one evaluation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stage {
-    /// Input checks, cell lists, sorting.
-    Prepare,
-    /// MPI-SORT: particles to the ranks that own them.
-    Sort,
-    /// Ghost sources from neighbouring ranks (within r_c of the subdomain).
-    Ghost,
-    /// Near field: particle-to-particle on cell lists.
-    P2P,
-    /// Far field: particle-to-grid spreading (including periodic folding).
-    P2G,
-    /// Reverse halo exchange: spread values on other ranks' grid points added to their owners.
-    Halo,
-    /// Forward FFT of all grid components.
-    FFT,
-    /// Fourier-space kernel and window deconvolution.
-    CNV,
-    /// Inverse FFT of the output components.
-    IFFT,
-    /// Forward ghost-grid exchange: owners' grid values to the ranks that interpolate them.
-    GridGhost,
-    /// Far field: grid-to-particle interpolation.
-    G2P,
-    /// Results back to the calling ranks, in input order.
-    Return,
-}
-
-impl Stage {
+/// The stages of one method, in execution order.
+pub trait StageKind: Copy + Eq + Debug + Send + Sync + 'static {
     /// All stages in execution order.
-    pub const ALL: [Stage; 12] = [
-        Stage::Prepare,
-        Stage::Sort,
-        Stage::Ghost,
-        Stage::P2P,
-        Stage::P2G,
-        Stage::Halo,
-        Stage::FFT,
-        Stage::CNV,
-        Stage::IFFT,
-        Stage::GridGhost,
-        Stage::G2P,
-        Stage::Return,
-    ];
+    const ALL: &'static [Self];
 
-    /// Name used in reports and tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Prepare => "prepare",
-            Stage::Sort => "sort",
-            Stage::Ghost => "ghost",
-            Stage::P2P => "P2P",
-            Stage::P2G => "P2G",
-            Stage::Halo => "halo",
-            Stage::FFT => "FFT",
-            Stage::CNV => "CNV",
-            Stage::IFFT => "IFFT",
-            Stage::GridGhost => "grid_ghost",
-            Stage::G2P => "G2P",
-            Stage::Return => "return",
-        }
-    }
+    /// Name in reports, tables and communication counters (unique within the method).
+    fn name(self) -> &'static str;
 
+    /// Position in [`ALL`](Self::ALL).
     fn index(self) -> usize {
-        self as usize
+        Self::ALL.iter().position(|&s| s == self).expect("every stage is listed in StageKind::ALL")
     }
 }
 
-/// Seconds spent per stage (accumulates over calls).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StageTimes {
-    seconds: [f64; 12],
+/// The name of a stage of any method: the key of communication counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StageName(&'static str);
+
+impl StageName {
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
 }
 
-impl StageTimes {
+impl<S: StageKind> From<S> for StageName {
+    fn from(s: S) -> Self {
+        StageName(s.name())
+    }
+}
+
+impl std::fmt::Display for StageName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Seconds spent per stage of `S` (accumulates over calls).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageTimes<S: StageKind> {
+    seconds: Vec<f64>,
+    _stages: PhantomData<S>,
+}
+
+impl<S: StageKind> Default for StageTimes<S> {
+    fn default() -> Self {
+        Self { seconds: vec![0.0; S::ALL.len()], _stages: PhantomData }
+    }
+}
+
+impl<S: StageKind> StageTimes<S> {
     /// Adds `seconds` to `stage`.
-    pub fn add(&mut self, stage: Stage, seconds: f64) {
+    pub fn add(&mut self, stage: S, seconds: f64) {
         self.seconds[stage.index()] += seconds;
     }
 
     /// Runs `f`, charging its wall time to `stage`.
-    pub fn time<R>(&mut self, stage: Stage, f: impl FnOnce() -> R) -> R {
+    pub fn time<R>(&mut self, stage: S, f: impl FnOnce() -> R) -> R {
         let t0 = Instant::now();
         let r = f();
         self.add(stage, t0.elapsed().as_secs_f64());
@@ -92,7 +76,7 @@ impl StageTimes {
     }
 
     /// Seconds of one stage.
-    pub fn get(&self, stage: Stage) -> f64 {
+    pub fn get(&self, stage: S) -> f64 {
         self.seconds[stage.index()]
     }
 
@@ -102,16 +86,55 @@ impl StageTimes {
     }
 
     /// `(stage, seconds)` in execution order.
-    pub fn iter(&self) -> impl Iterator<Item = (Stage, f64)> + '_ {
-        Stage::ALL.iter().map(move |&s| (s, self.get(s)))
+    pub fn iter(&self) -> impl Iterator<Item = (S, f64)> + '_ {
+        S::ALL.iter().map(move |&s| (s, self.get(s)))
+    }
+
+    /// Seconds in execution order (one value per stage of `S::ALL`).
+    pub fn as_slice(&self) -> &[f64] {
+        &self.seconds
     }
 
     /// Sum of two records.
-    pub fn merged(&self, other: &StageTimes) -> StageTimes {
-        let mut out = *self;
+    pub fn merged(&self, other: &StageTimes<S>) -> StageTimes<S> {
+        let mut out = self.clone();
         for (a, b) in out.seconds.iter_mut().zip(other.seconds.iter()) {
             *a += b;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StageKind, StageName, StageTimes};
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Demo {
+        A,
+        B,
+    }
+
+    impl StageKind for Demo {
+        const ALL: &'static [Self] = &[Demo::A, Demo::B];
+        fn name(self) -> &'static str {
+            match self {
+                Demo::A => "a",
+                Demo::B => "b",
+            }
+        }
+    }
+
+    #[test]
+    fn times_accumulate_per_stage_in_order() {
+        let mut t = StageTimes::<Demo>::default();
+        t.add(Demo::B, 2.0);
+        t.add(Demo::A, 0.5);
+        t.add(Demo::B, 1.0);
+        assert_eq!(t.get(Demo::B), 3.0);
+        assert_eq!(t.total(), 3.5);
+        assert_eq!(t.iter().map(|(s, _)| s.name()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(t.merged(&t).get(Demo::A), 1.0);
+        assert_eq!(StageName::from(Demo::B).as_str(), "b");
     }
 }

@@ -1,4 +1,4 @@
-//! Who owns what: grid layouts and topologies.
+//! Who owns what: grid layouts and topologies, particle ownership and redistribution.
 //!
 //! A [`GridLayout`] describes a global periodic grid of `M = [Mx, My, Mz]` points and the block of
 //! it this process owns, in the memory layout of an in-place real-to-complex FFT:
@@ -8,10 +8,24 @@
 //!
 //! [`sort`] assigns particles to bins (cells, grid slabs) with a deterministic parallel counting
 //! sort: the order inside a bin is the input order, whatever the thread count.
+//!
+//! Redistribution over MPI ranks, shared by every distributed method:
+//! - [`ownership`]: owners of cell columns over a process grid, windows, ghost rings;
+//! - [`route`]: MPI-SORT of particles to their owners and the results back ([`Route`]);
+//! - [`ghost`]: the static ghost-source exchange of cell-list methods ([`GhostPlan`]);
+//! - [`halo`]: grid-block rows and their owners in an evenly split grid ([`HaloPlan`]).
 
+pub mod ghost;
+pub mod halo;
+pub mod ownership;
+pub mod route;
 pub mod sort;
 pub mod topology;
 
+pub use ghost::{GhostPlan, Ghosts};
+pub use halo::{BlockPlacement, HaloPlan, OwnedRows, RowLayout};
+pub use ownership::{CellOwnership, WindowAxis};
+pub use route::{Received, Route, SortMode};
 pub use topology::{split_owner, split_range, split_start, Decomposition, GridTopology, ProcGrid};
 
 use parki_core::{Error, Result};
@@ -63,6 +77,17 @@ impl GridLayout {
         self.global.iter().product()
     }
 
+    /// The whole half spectrum as a [`SpectralBlock`] (one component per `real_len()` reals).
+    pub fn spectral_block(&self) -> SpectralBlock {
+        SpectralBlock {
+            x: (0, self.complex_row()),
+            y: (0, self.global[1]),
+            z: self.global[2],
+            row_stride: self.row_stride(),
+            component_stride: self.real_len(),
+        }
+    }
+
     /// Offset of real grid point `(ix, iy, iz)` in a component buffer.
     #[inline(always)]
     pub fn real_index(&self, ix: usize, iy: usize, iz: usize) -> usize {
@@ -85,6 +110,23 @@ impl GridLayout {
     pub fn is_nyquist(i: usize, m: usize) -> bool {
         2 * i == m
     }
+}
+
+/// The local block of a half spectrum stored `[component][kz][ky][kx]`, `kx` fastest (complex
+/// values as pairs of reals): what a distributed FFT ends in and what CNV works on. On one
+/// process it is the whole half spectrum of a [`GridLayout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpectralBlock {
+    /// First global `kx` and count.
+    pub x: (usize, usize),
+    /// First global `ky` and count.
+    pub y: (usize, usize),
+    /// Number of `kz` (all of them).
+    pub z: usize,
+    /// Reals between consecutive `ky` rows.
+    pub row_stride: usize,
+    /// Reals between components.
+    pub component_stride: usize,
 }
 
 /// Cells per axis of the finest cell grid whose cells are at least `min_width` wide (up to a

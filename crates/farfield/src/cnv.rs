@@ -20,25 +20,10 @@ use std::f64::consts::PI;
 
 use parki_core::par::DisjointSlice;
 use parki_core::{Kernel, Par, Real};
-use parki_decomp::GridLayout;
+use parki_decomp::{GridLayout, SpectralBlock};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::window::KaiserBessel;
-
-/// The local block of a half spectrum stored `[component][kz][ky][kx]`, `kx` fastest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpectralBlock {
-    /// First global `kx` and count.
-    pub x: (usize, usize),
-    /// First global `ky` and count.
-    pub y: (usize, usize),
-    /// Number of `kz` (all of them).
-    pub z: usize,
-    /// Reals between consecutive `ky` rows.
-    pub row_stride: usize,
-    /// Reals between components.
-    pub component_stride: usize,
-}
 
 /// Per-axis tables of one CNV plan.
 #[derive(Clone, Debug)]
@@ -79,15 +64,7 @@ impl Cnv {
     /// Applies the kernel in place: reads the `kernel.grid_components()` spectra of `grid` and
     /// writes the `kernel.output_dim()` output spectra into its first components.
     pub fn apply<T: Real>(&self, grid: &mut [T], par: Par) {
-        let [_, my, mz] = self.layout.global;
-        let block = SpectralBlock {
-            x: (0, self.layout.complex_row()),
-            y: (0, my),
-            z: mz,
-            row_stride: self.layout.row_stride(),
-            component_stride: self.layout.real_len(),
-        };
-        self.apply_block(grid, &block, par)
+        self.apply_block(grid, &self.layout.spectral_block(), par)
     }
 
     /// As [`apply`](Self::apply) on the local block of a distributed spectrum (the z-pencils

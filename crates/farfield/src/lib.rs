@@ -16,7 +16,7 @@ pub mod params;
 mod quad;
 pub mod window;
 
-pub use cnv::{Cnv, SpectralBlock};
+pub use cnv::Cnv;
 pub use g2p::{g2p, interleave, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};

@@ -27,7 +27,7 @@ use std::time::Instant;
 use parki_comm::{Backend, Comm, Dir, ExchangePlan};
 use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Par, Result};
-use parki_decomp::{split_range, GridTopology, ProcGrid};
+use parki_decomp::{split_range, GridTopology, ProcGrid, SpectralBlock};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d};
@@ -65,22 +65,6 @@ impl DistFftOptions {
     }
 }
 
-/// The local block of the spectrum (topology T2): global `kx` and `ky` ranges, every `kz`,
-/// stored `[component][kz][ky][kx]` (complex, as pairs of reals).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpectralLayout {
-    /// First global `kx` and count.
-    pub x: (usize, usize),
-    /// First global `ky` and count.
-    pub y: (usize, usize),
-    /// Number of `kz` (all).
-    pub z: usize,
-    /// Reals between consecutive `ky` rows (`2 kx_count`).
-    pub row_stride: usize,
-    /// Reals between components.
-    pub component_stride: usize,
-}
-
 /// Seconds spent in the 1-D transforms and in the switches (packing, communication, unpacking).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FftTimes {
@@ -88,6 +72,27 @@ pub struct FftTimes {
     pub fft: f64,
     /// Topology switches.
     pub switch: f64,
+}
+
+/// The communication stages of a distributed transform: the two topology switches (the
+/// inverse transform's switches are counted under the same stages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FftStage {
+    /// T0 <-> T1: x-pencils to y-pencils, among the `P_y` ranks that share a z part.
+    Switch1,
+    /// T1 <-> T2: y-pencils to z-pencils, among the `P_z` ranks that share an x part.
+    Switch2,
+}
+
+impl parki_core::StageKind for FftStage {
+    const ALL: &'static [Self] = &[FftStage::Switch1, FftStage::Switch2];
+
+    fn name(self) -> &'static str {
+        match self {
+            FftStage::Switch1 => "fft_switch1",
+            FftStage::Switch2 => "fft_switch2",
+        }
+    }
 }
 
 /// A raw pointer that may cross threads (for disjoint parallel copies).
@@ -180,6 +185,13 @@ struct AxisPlans<T: FftReal> {
     z: BlockedLines<T>,
 }
 
+/// How the transforms run: FFTW's batched 3-D plans on one rank (no switch, the grid is the
+/// whole `GridLayout`), 1-D transforms between the topology switches otherwise.
+enum Engine<T: FftReal> {
+    Whole { forward: crate::ffi::Plan<T>, backward: crate::ffi::Plan<T> },
+    Pencils { forward: AxisPlans<T>, backward: AxisPlans<T> },
+}
+
 struct Switch<T: FftReal> {
     plan: Option<ExchangePlan<T>>,
 }
@@ -196,8 +208,7 @@ pub struct DistFft<T: FftReal> {
     t2: GridTopology,
     cs: usize,
     data: HugeBuffer<T>,
-    plans_f: AxisPlans<T>,
-    plans_b: AxisPlans<T>,
+    engine: Engine<T>,
     sw1: [Switch<T>; 2],
     sw2: [Switch<T>; 2],
     times: FftTimes,
@@ -292,8 +303,20 @@ impl<T: FftReal> DistFft<T> {
             let z = BlockedLines::new(forward, z_lines, ptr, opts.rigor)?;
             Ok(AxisPlans { x, y, z })
         };
-        let plans_f = plans(opts.forward_components, true)?;
-        let plans_b = plans(opts.backward_components.max(1), false)?;
+        crate::ensure_fftw_threads();
+        let engine = if grid.ranks() == 1 && !opts.complex {
+            // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
+            // where FFTW's 3-D plans beat three passes of 1-D transforms
+            let layout = parki_decomp::GridLayout { global };
+            debug_assert_eq!(cs, layout.real_len());
+            let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
+            let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
+            Engine::Whole { forward, backward }
+        } else {
+            let forward = plans(opts.forward_components, true)?;
+            let backward = plans(opts.backward_components.max(1), false)?;
+            Engine::Pencils { forward, backward }
+        };
 
         // switches: sub-communicators of the ranks sharing a z part (T0 <-> T1) and an x part
         let sub1 = comm.split(iz, iy);
@@ -331,8 +354,7 @@ impl<T: FftReal> DistFft<T> {
             t2,
             cs,
             data,
-            plans_f,
-            plans_b,
+            engine,
             sw1,
             sw2,
             times: FftTimes::default(),
@@ -384,10 +406,10 @@ impl<T: FftReal> DistFft<T> {
     }
 
     /// The local spectrum after [`forward`](Self::forward).
-    pub fn spectral_layout(&self) -> SpectralLayout {
+    pub fn spectral_layout(&self) -> SpectralBlock {
         let r0 = self.t2.range(0);
         let r1 = self.t2.range(1);
-        SpectralLayout {
+        SpectralBlock {
             x: (r0.start, r0.len()),
             y: (r1.start, r1.len()),
             z: self.global[2],
@@ -452,19 +474,37 @@ impl<T: FftReal> DistFft<T> {
     /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
     pub fn forward(&mut self) {
         let p = self.data.as_mut_slice().as_mut_ptr();
+        let par = self.par();
         let t = Instant::now();
-        // SAFETY: the plans were made for this buffer's layout.
-        unsafe { self.plans_f.x.execute(p) };
+        let pencils = match &self.engine {
+            Engine::Whole { forward, .. } => {
+                // SAFETY: the plan was made for this buffer's layout and component count.
+                unsafe { forward.execute(p) };
+                None
+            }
+            Engine::Pencils { forward, .. } => {
+                // SAFETY: the 1-D plans were made for this buffer's T0 layout.
+                unsafe { forward.x.execute(p) };
+                Some(())
+            }
+        };
         self.times.fft += t.elapsed().as_secs_f64();
+        if pencils.is_none() {
+            return;
+        }
         self.switch1(Dir::Forward, self.opts.forward_components);
         let t = Instant::now();
-        // SAFETY: as above.
-        unsafe { self.plans_f.y.execute(p, self.par()) };
+        if let Engine::Pencils { forward, .. } = &self.engine {
+            // SAFETY: the y lines were planned for the T1 layout the switch left in the buffer.
+            unsafe { forward.y.execute(p, par) };
+        }
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch2(Dir::Forward, self.opts.forward_components);
         let t = Instant::now();
-        // SAFETY: as above.
-        unsafe { self.plans_f.z.execute(p, self.par()) };
+        if let Engine::Pencils { forward, .. } = &self.engine {
+            // SAFETY: the z lines were planned for the T2 layout the switch left in the buffer.
+            unsafe { forward.z.execute(p, par) };
+        }
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
@@ -475,19 +515,34 @@ impl<T: FftReal> DistFft<T> {
         if c == 0 {
             return;
         }
+        let par = self.par();
         let t = Instant::now();
-        // SAFETY: the plans were made for this buffer's layout.
-        unsafe { self.plans_b.z.execute(p, self.par()) };
+        match &self.engine {
+            Engine::Whole { backward, .. } => {
+                // SAFETY: the plan was made for this buffer's layout and component count.
+                unsafe { backward.execute(p) };
+                self.times.fft += t.elapsed().as_secs_f64();
+                return;
+            }
+            Engine::Pencils { backward, .. } => {
+                // SAFETY: the z lines were planned for the T2 layout of the spectrum.
+                unsafe { backward.z.execute(p, par) };
+            }
+        }
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch2(Dir::Backward, c);
         let t = Instant::now();
-        // SAFETY: as above.
-        unsafe { self.plans_b.y.execute(p, self.par()) };
+        if let Engine::Pencils { backward, .. } = &self.engine {
+            // SAFETY: the y lines were planned for the T1 layout the switch left in the buffer.
+            unsafe { backward.y.execute(p, par) };
+        }
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch1(Dir::Backward, c);
         let t = Instant::now();
-        // SAFETY: as above.
-        unsafe { self.plans_b.x.execute(p) };
+        if let Engine::Pencils { backward, .. } = &self.engine {
+            // SAFETY: the x rows were planned for the T0 layout the switch left in the buffer.
+            unsafe { backward.x.execute(p) };
+        }
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
@@ -498,7 +553,7 @@ impl<T: FftReal> DistFft<T> {
         let (py, kx, my, cs) = (self.grid.dims[0], self.kx, self.global[1], self.cs);
         let (t0, t1) = (self.t0, self.t1);
         let Some(plan) = self.sw1[k].plan.as_mut() else { return };
-        let _g = self.comm.stage("fft_switch1");
+        let _g = self.comm.stage(FftStage::Switch1);
         let t = Instant::now();
         let data = Ptr(self.data.as_mut_slice().as_mut_ptr());
         let [_, yl0, zl0] = t0.local();
@@ -530,7 +585,7 @@ impl<T: FftReal> DistFft<T> {
         let (pz, my, mz, cs) = (self.grid.dims[1], self.global[1], self.global[2], self.cs);
         let (t1, t2) = (self.t1, self.t2);
         let Some(plan) = self.sw2[k].plan.as_mut() else { return };
-        let _g = self.comm.stage("fft_switch2");
+        let _g = self.comm.stage(FftStage::Switch2);
         let t = Instant::now();
         let data = Ptr(self.data.as_mut_slice().as_mut_ptr());
         let [xl1, _, zl1] = t1.local();

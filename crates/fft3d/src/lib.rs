@@ -18,7 +18,7 @@ use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
-pub use dist::{DistFft, DistFftOptions, FftTimes, SpectralLayout};
+pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes};
 pub use ffi::FftReal;
 
 /// How hard FFTW searches for a fast plan.
@@ -83,6 +83,16 @@ pub struct Fft3d<T: FftReal> {
 
 static INIT_THREADS: Once = Once::new();
 
+/// Initialises FFTW's threads once per process, before any plan is made.
+pub(crate) fn ensure_fftw_threads() {
+    INIT_THREADS.call_once(|| {
+        // SAFETY: FFTW's thread initialisation, called once before any plan is made.
+        unsafe {
+            ffi::init_threads();
+        }
+    });
+}
+
 impl<T: FftReal> Fft3d<T> {
     /// Plans a forward transform of the first `forward_count` components of `buffer` and a
     /// backward transform of its first `backward_count` components, on `threads` threads.
@@ -102,12 +112,7 @@ impl<T: FftReal> Fft3d<T> {
                 allowed: format!("at most the {} components of the buffer", buffer.components),
             });
         }
-        INIT_THREADS.call_once(|| {
-            // SAFETY: FFTW's thread initialisation, called once before any plan is made.
-            unsafe {
-                ffi::init_threads();
-            }
-        });
+        ensure_fftw_threads();
         let layout = buffer.layout;
         let ptr = buffer.data.as_mut_slice().as_mut_ptr();
         let forward = ffi::Plan::<T>::many(&layout, forward_count, ptr, true, threads, rigor)?;

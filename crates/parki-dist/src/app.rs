@@ -10,24 +10,21 @@ use std::time::Instant;
 
 use parki_comm::{Backend, Comm, StageStats, TrafficStats};
 use parki_core::validate::{narrow_positions, wrap_positions};
-use parki_core::{Error, Real, Result, Sources, Stage};
-use parki_decomp::{Decomposition, ProcGrid};
-use parki_farfield::{G2pVariant, P2gVariant, Params};
+use parki_core::{Error, Real, Result, Sources, StageKind};
+use parki_decomp::Decomposition;
+use parki_farfield::{G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::Isa;
 use serde_json::Value;
 
 use crate::config::{resolve, GridChoice, RunConfig};
-use crate::distributed::{DistEwaldSolver, ParallelOptions, SortMode};
 use crate::input::{load_problem, neutralise, Problem};
 use crate::npy;
 use crate::report::{self, ReportInputs};
-use crate::solver::{check_inputs, Evaluation, EwaldOptions, EwaldSolver, SolverReal, Targets};
 use crate::verify;
-
-/// The communication stages whose bytes a distributed run reports, in data-flow order.
-pub const TRAFFIC_STAGES: [&str; 7] =
-    ["sort", "ghost_sources", "halo", "fft_switch1", "fft_switch2", "grid_ghost", "return"];
+use crate::{
+    check_inputs, DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage, ParallelOptions, SolverReal, SortMode, Targets,
+};
 
 /// Command-line overrides of run.toml.
 #[derive(Clone, Debug, Default)]
@@ -194,55 +191,6 @@ pub fn options(cfg: &RunConfig, prob: &Problem, args: &RunArgs) -> Result<EwaldO
     Ok(o)
 }
 
-/// The solver of a run: the single-process one on one rank, the distributed one on several.
-enum Engine<T: SolverReal> {
-    One(Box<EwaldSolver<T>>),
-    Many(Box<DistEwaldSolver<T>>),
-}
-
-impl<T: SolverReal> Engine<T> {
-    fn params(&self) -> &Params {
-        match self {
-            Engine::One(s) => s.params(),
-            Engine::Many(s) => s.params(),
-        }
-    }
-
-    fn threads(&self) -> usize {
-        match self {
-            Engine::One(s) => s.threads(),
-            Engine::Many(s) => s.threads(),
-        }
-    }
-
-    fn isa(&self) -> Isa {
-        match self {
-            Engine::One(s) => s.isa(),
-            Engine::Many(s) => s.isa(),
-        }
-    }
-
-    fn proc_grid(&self) -> ProcGrid {
-        match self {
-            Engine::One(_) => ProcGrid { dims: [1, 1] },
-            Engine::Many(s) => s.proc_grid(),
-        }
-    }
-
-    fn evaluate(
-        &mut self,
-        sources: &Sources<T>,
-        targets: Targets<T>,
-        out: &mut [T],
-        progress: &mut dyn FnMut(Stage, f64),
-    ) -> Result<Evaluation> {
-        match self {
-            Engine::One(s) => s.evaluate_with_progress(sources, targets, out, progress),
-            Engine::Many(s) => s.evaluate_with_progress(sources, targets, out, SortMode::Full, progress),
-        }
-    }
-}
-
 fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
     v.iter().map(|p| p.map(T::from_f64)).collect()
 }
@@ -286,11 +234,7 @@ fn run_typed<T: SolverReal>(
     comm.agree(checked.map_err(|e| prob.globalise(e)))?;
     let opts = comm.agree(options(cfg, prob, args))?;
     let t_plan = Instant::now();
-    let mut engine = if comm.size() == 1 {
-        Engine::One(Box::new(EwaldSolver::<T>::new(&opts, prob.sources_total, prob.targets_total())?))
-    } else {
-        Engine::Many(Box::new(DistEwaldSolver::<T>::new(comm, &opts, popts, prob.sources_total, prob.targets_total())?))
-    };
+    let mut engine = DistEwaldSolver::<T>::new(comm, &opts, popts, prob.sources_total, prob.targets_total())?;
     let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
     let p = engine.params().clone();
     let pg = engine.proc_grid();
@@ -330,9 +274,15 @@ fn run_typed<T: SolverReal>(
         }
         comm.reset_traffic();
         let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
-        ev = engine.evaluate(&sources, targets, &mut u, &mut |s: Stage, dt: f64| {
-            log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
-        })?;
+        ev = engine.evaluate_with_progress(
+            &sources,
+            targets,
+            &mut u,
+            SortMode::Full,
+            &mut |s: EwaldStage, dt: f64| {
+                log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
+            },
+        )?;
     }
     for w in &ev.warnings {
         if comm.rank() == 0 {
@@ -340,7 +290,7 @@ fn run_typed<T: SolverReal>(
         }
     }
     let stats = StageStats::reduce(comm, &ev.times);
-    let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &TRAFFIC_STAGES) } else { Vec::new() };
+    let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &engine.traffic_stages()) } else { Vec::new() };
     let pairs = comm.sum(ev.pairs);
     let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
 

@@ -1,28 +1,47 @@
 //! parki-dist: fast particle-kernel summation at scale.
 //!
-//! This crate is the library facade and the `parki-dist` application. The library plans a
-//! spectral Ewald solver once ([`EwaldSolver::new`]) and evaluates it many times
-//! ([`EwaldSolver::evaluate`]) for Laplace, Stokeslet, stresslet and combined Stokes kernels in a
-//! triply periodic box, to a relative RMS tolerance, in f64 or f32, multi-threaded.
+//! The library plans a spectral Ewald solver once ([`EwaldSolver::new`]) and evaluates it many
+//! times ([`EwaldSolver::evaluate`]) for Laplace, Stokeslet, stresslet and combined Stokes
+//! kernels in a triply periodic box, to a relative RMS tolerance, in f64 or f32, multi-threaded.
+//! [`DistEwaldSolver`] is the same pipeline over MPI ranks; [`EwaldSolver`] is it over one rank.
 //!
-//! [`DistEwaldSolver`] is the same solver over MPI ranks (module [`distributed`]).
-//!
-//! The application reads a run.toml ([`config`]), see `parki-dist --help` and README.md.
+//! The public surface is the solvers, their options and the vocabulary they take and return.
+//! The evaluation stages are listed by [`EwaldStage`]; the compute stages run on an
+//! [`EwaldBackend`] ([`CpuBackend`] today).
+
+mod backend;
+mod inputs;
+mod options;
+mod pipeline;
+mod plan;
+mod solver;
+mod stage;
 
 pub mod app;
 pub mod config;
-pub mod distributed;
 pub mod input;
 pub mod npy;
 pub mod report;
-pub mod solver;
 pub mod verify;
 
-pub use distributed::{DistEwaldSolver, ParallelOptions, SortMode};
-pub use parki_comm::{Backend, Comm, Universe};
-pub use parki_core::{Domain, Error, Kernel, Result, Sources, Stage, StageTimes};
-pub use parki_decomp::{Decomposition, ProcGrid};
-pub use parki_farfield::{CostModel, G2pVariant, P2gVariant, Params};
+pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats};
+pub use inputs::check_inputs;
+pub use options::{EwaldOptions, ParallelOptions, Targets};
+pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};
+pub use parki_core::{Domain, Error, Kernel, Result, SourceSet, Sources, StageKind, StageName, StageTimes};
+pub use parki_decomp::{Decomposition, ProcGrid, SortMode};
+pub use parki_farfield::{CostModel, ErrorEstimate, G2pVariant, P2gVariant, Params};
 pub use parki_fft3d::PlanRigor;
 pub use parki_nearfield::Isa;
-pub use solver::{Evaluation, EwaldOptions, EwaldSolver, SolverReal, Targets};
+pub use pipeline::{DistEwaldSolver, Evaluation};
+pub use plan::MemoryEstimate;
+pub use solver::EwaldSolver;
+pub use stage::EwaldStage;
+
+/// A real type the whole solver runs in: `f32` or `f64`.
+pub trait SolverReal:
+    parki_nearfield::P2pReal + parki_farfield::AtomicReal + parki_fft3d::FftReal + parki_comm::Pod
+{
+}
+impl SolverReal for f64 {}
+impl SolverReal for f32 {}

@@ -1,13 +1,14 @@
 //! The JSON report and the end-of-run tables of `parki-dist run`.
 
 use parki_comm::{Backend, StageStats, TrafficStats};
+use parki_core::StageKind;
 use parki_decomp::ProcGrid;
 use parki_farfield::Params;
 use serde_json::{json, Map, Value};
 
 use crate::input::Problem;
-use crate::solver::EwaldOptions;
 use crate::verify::Check;
+use crate::{EwaldOptions, EwaldStage};
 
 /// Everything a report states, gathered at the end of a run (reduced over ranks already).
 pub struct ReportInputs<'a> {
@@ -32,7 +33,7 @@ pub struct ReportInputs<'a> {
     /// Planning seconds (max over ranks).
     pub plan_seconds: f64,
     /// Per-stage times, min/avg/max over ranks.
-    pub stats: &'a StageStats,
+    pub stats: &'a StageStats<EwaldStage>,
     /// Bytes per communication stage (empty on one rank).
     pub traffic: &'a [TrafficStats],
     /// P2P pairs over all ranks.
@@ -61,9 +62,9 @@ pub fn build(r: &ReportInputs) -> Value {
         .iter()
         .map(|t| {
             (
-                t.stage.clone(),
+                t.stage.as_str().to_string(),
                 json!({
-                    "bytes_per_rank": min_avg_max(t.bytes),
+                    "bytes_per_rank": {"min": t.bytes.0, "avg": t.bytes_avg, "max": t.bytes.1},
                     "bytes_total": t.total_bytes,
                     "max_messages_per_rank": t.max_messages,
                     "seconds": min_avg_max(t.seconds),

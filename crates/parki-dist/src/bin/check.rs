@@ -192,7 +192,7 @@ fn check_ewald(
     let mut reference = vec![0.0; nt * dim];
     serial.evaluate(&all.view(kernel), targets_all, &mut reference).map_err(|e| e.to_string())?;
 
-    let popts = ParallelOptions { grid: None, decomposition: kind, backend };
+    let popts = ParallelOptions::new().decomposition(kind).backend(backend);
     let mut solver = DistEwaldSolver::<f64>::new(world, &opts, popts, n, nt).map_err(|e| e.to_string())?;
     if panic_rank == Some(world.rank()) {
         panic!("injected failure (--panic-rank {})", world.rank());

@@ -1,0 +1,222 @@
+//! [`CpuBackend`]: the stages on the CPU, multi-threaded (rayon) with run-time SIMD dispatch.
+
+use parki_comm::Comm;
+use parki_core::memory::{try_touched_vec, HugeBuffer};
+use parki_core::{Kernel, Par, Result, SourceSet};
+use parki_decomp::{HaloPlan, RowLayout};
+use parki_farfield::{
+    g2p, interleave, p2g, Cnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant,
+};
+use parki_fft3d::{DistFft, DistFftOptions};
+use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
+
+use super::{BackendSetup, EwaldBackend, NearStats};
+use crate::SolverReal;
+
+/// The CPU backend: padded cell lists and SIMD P2P, blocked P2G, FFTW (distributed over the
+/// ranks), CNV, target-sorted G2P, every stage on the solver's threads.
+pub struct CpuBackend<T: SolverReal> {
+    kernel: Kernel,
+    xi: f64,
+    isa: Isa,
+    threads: usize,
+    p2g: P2gVariant,
+    g2p: G2pVariant,
+    cells: CellGrid,
+    window: GridWindow<T>,
+    direct: bool,
+    cnv: Cnv,
+    fft: DistFft<T>,
+    /// The P2G block (empty when direct).
+    block: HugeBuffer<T>,
+    /// The output components interleaved for G2P (vector kernels).
+    gather: HugeBuffer<T>,
+    p2g_scratch: P2gScratch<T>,
+    /// The targets of the current evaluation sorted by cell (resident between P2P and the sum).
+    sorted: Option<SortedTargets<T>>,
+    /// Near field in the sorted order of `sorted`.
+    near: Vec<T>,
+    /// Far field in target order.
+    far: Vec<T>,
+}
+
+impl<T: SolverReal> CpuBackend<T> {
+    fn par(&self) -> Par {
+        Par::with_threads(self.threads)
+    }
+
+    /// The grid G2P reads and P2G writes: the block, or the FFT's own data when direct.
+    fn block_layout(&self) -> RowLayout {
+        RowLayout {
+            mx: self.window.layout.global[0],
+            row_stride: self.window.layout.row_stride(),
+            component_stride: self.window.layout.real_len(),
+        }
+    }
+
+    fn fft_layout(&self) -> RowLayout {
+        RowLayout {
+            mx: self.window.layout.global[0],
+            row_stride: self.fft.row_stride(),
+            component_stride: self.fft.component_stride(),
+        }
+    }
+}
+
+impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
+    fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
+        let p = s.params;
+        let ncomp = s.kernel.grid_components();
+        let dim = s.kernel.output_dim();
+        let threads = s.threads.max(1);
+        let fopts = DistFftOptions {
+            forward_components: ncomp,
+            backward_components: dim,
+            complex: false,
+            backend: s.switches,
+            threads,
+            rigor: s.fft_rigor,
+        };
+        let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
+        let layout = parki_decomp::GridLayout::new(p.grid)?;
+        let cnv = Cnv::new(s.kernel, layout, s.lengths, &KaiserBessel::new(p.p), p.xi);
+        let block_len = if s.direct { 0 } else { ncomp * s.window.layout.real_len() };
+        let block = HugeBuffer::try_new(block_len, T::ZERO, threads, "the P2G grid block")?;
+        let gather_len = if dim > 1 { dim * s.window.layout.points() } else { 0 };
+        let gather = HugeBuffer::try_new(gather_len, T::ZERO, threads, "the G2P gather grid")?;
+        let p2g_scratch = if s.p2g == P2gVariant::Blocked {
+            P2gScratch::planned(s.kernel, s.window, s.sources, threads)
+        } else {
+            P2gScratch::new(threads)
+        };
+        // evaluation scratch allocated and touched now: evaluations then fault in no pages
+        let near = try_touched_vec(s.targets * dim, T::ZERO, "the near field")?;
+        let far = try_touched_vec(s.targets * dim, T::ZERO, "the far field")?;
+        Ok(Self {
+            kernel: s.kernel,
+            xi: p.xi,
+            isa: s.isa,
+            threads,
+            p2g: s.p2g,
+            g2p: s.g2p,
+            cells: s.cells.clone(),
+            window: s.window.clone(),
+            direct: s.direct,
+            cnv,
+            fft,
+            block,
+            gather,
+            p2g_scratch,
+            sorted: None,
+            near,
+            far,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn bytes(&self) -> usize {
+        let t = T::BYTES;
+        (self.block.len() + self.gather.len() + self.fft.data().len() + self.near.capacity() + self.far.capacity()) * t
+    }
+
+    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
+        let par = self.par();
+        let dim = self.kernel.output_dim();
+        let (cells, isa) = (&self.cells, self.isa);
+        let padded = PaddedSources::build_keyed(cells, self.kernel, sources, keys, isa.lanes::<T>(), par);
+        let sorted = SortedTargets::build(cells, targets, par);
+        let pairs = (0..cells.cells())
+            .map(|c| {
+                let n_t = sorted.binned.count(c) as u64;
+                let n_s: usize =
+                    cells.colleagues(c).iter().map(|&(s, _)| padded.offsets[s + 1] - padded.offsets[s]).sum();
+                n_t * n_s as u64
+            })
+            .sum();
+        self.near.resize(targets.len() * dim, T::ZERO);
+        p2p(self.kernel, self.xi, cells, &padded, &sorted, &mut self.near, isa, par);
+        let stats = NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs };
+        self.sorted = Some(sorted);
+        stats
+    }
+
+    fn spread<S: SourceSet<T>>(&mut self, sources: &S) {
+        let par = self.par();
+        let grid = if self.direct { self.fft.data_mut() } else { self.block.as_mut_slice() };
+        p2g(self.p2g, self.kernel, &self.window, sources, grid, &mut self.p2g_scratch, self.isa, par);
+    }
+
+    fn halo_spread(&mut self, halo: &mut HaloPlan, comm: &Comm) {
+        let ncomp = self.kernel.grid_components();
+        let (block_rows, fft_rows) = (self.block_layout(), self.fft_layout());
+        let loc = self.fft.real_topology().local();
+        let owned_rows = loc[1] * loc[2];
+        let block = self.block.as_slice();
+        let data = self.fft.data_mut();
+        for c in 0..ncomp {
+            let at = c * fft_rows.component_stride;
+            data[at..at + owned_rows * fft_rows.row_stride].fill(T::ZERO);
+        }
+        halo.spread(
+            comm,
+            |rows, buf| block_rows.pack(block, rows, ncomp, buf),
+            |rows, buf| fft_rows.add(data, rows, ncomp, buf),
+        );
+    }
+
+    fn fft_forward(&mut self) {
+        self.fft.forward();
+    }
+
+    fn convolve(&mut self) {
+        let par = self.par();
+        let block = self.fft.spectral_layout();
+        self.cnv.apply_block(self.fft.data_mut(), &block, par);
+    }
+
+    fn fft_backward(&mut self) {
+        self.fft.backward();
+    }
+
+    fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm) {
+        let dim = self.kernel.output_dim();
+        let (block_rows, fft_rows) = (self.block_layout(), self.fft_layout());
+        let data = self.fft.data();
+        let block = self.block.as_mut_slice();
+        halo.gather(
+            comm,
+            |rows, buf| fft_rows.pack(data, rows, dim, buf),
+            |rows, buf| block_rows.copy(block, rows, dim, buf),
+        );
+    }
+
+    fn interpolate(&mut self, targets: &[[T; 3]]) {
+        let par = self.par();
+        let dim = self.kernel.output_dim();
+        self.far.resize(targets.len() * dim, T::ZERO);
+        let grid = if self.direct { self.fft.data() } else { self.block.as_slice() };
+        let layout = &self.window.layout;
+        let view = if dim == 1 {
+            GatherGrid::from_fft(layout, grid)
+        } else {
+            interleave(layout, dim, grid, self.gather.as_mut_slice(), par);
+            GatherGrid::interleaved(layout, dim, self.gather.as_slice())
+        };
+        g2p(self.g2p, &self.window, &view, targets, &mut self.far, self.isa, par);
+    }
+
+    fn sum_into(&mut self, background: f64, out: &mut [T]) {
+        let dim = self.kernel.output_dim();
+        let sorted = self.sorted.take().expect("near_field runs before sum_into");
+        assert_eq!(out.len(), self.far.len(), "one result per target");
+        // near field back to target order, then far field and background
+        sorted.unsort(&self.near, dim, out);
+        let bg = T::from_f64(background);
+        for (o, &f) in out.iter_mut().zip(&self.far) {
+            *o += f + bg;
+        }
+    }
+}

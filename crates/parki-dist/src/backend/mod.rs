@@ -1,0 +1,123 @@
+//! The seam where a compute backend attaches to the spectral Ewald pipeline.
+//!
+//! The pipeline ([`crate::DistEwaldSolver`]) owns what is host-side and collective: input
+//! checks, MPI-SORT, ghost sources, the halo row pattern, the return of results. An
+//! [`EwaldBackend`] owns the rest and the data that stay between stages: the cell lists of
+//! owned and ghost sources and of the owned targets, the near-field values in sorted order, the
+//! P2G grid block, the FFT grid and its plans, the gather grid and the far-field values. The
+//! pipeline hands particles over once per evaluation ([`EwaldBackend::near_field`],
+//! [`EwaldBackend::spread`], [`EwaldBackend::interpolate`]), lets the backend pack and unpack
+//! grid rows for the halo exchanges itself ([`EwaldBackend::halo_spread`],
+//! [`EwaldBackend::halo_gather`]: host memcpys on the CPU, device kernels and pinned staging on
+//! a GPU), and reads the result once ([`EwaldBackend::sum_into`]).
+//!
+//! [`CpuBackend`] is the CPU implementation (rayon + SIMD). docs/design.md ("The backend seam")
+//! describes how the CUDA backend implements the same trait.
+
+mod cpu;
+
+pub use cpu::CpuBackend;
+
+use parki_comm::{Backend as SwitchBackend, Comm};
+use parki_core::{Kernel, Result, SourceSet};
+use parki_decomp::{HaloPlan, ProcGrid};
+use parki_farfield::{G2pVariant, GridWindow, P2gVariant, Params};
+use parki_fft3d::PlanRigor;
+use parki_nearfield::{CellGrid, Isa};
+
+use crate::SolverReal;
+
+/// What a backend is planned for: one solver's parameters and this rank's share.
+pub struct BackendSetup<'a, T> {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// The chosen parameters (`xi`, grid, window, ...).
+    pub params: &'a Params,
+    /// Box lengths.
+    pub lengths: [f64; 3],
+    /// This rank's window of the cell grid (owned columns plus the ghost ring).
+    pub cells: &'a CellGrid,
+    /// The window on this rank's P2G grid block.
+    pub window: &'a GridWindow<T>,
+    /// Whether the block is the FFT grid itself (one rank, or no split axis): P2G and G2P then
+    /// work on the FFT's data and no halo exchange runs.
+    pub direct: bool,
+    /// The communicator of the distributed FFT.
+    pub comm: &'a Comm,
+    /// The process grid.
+    pub pgrid: ProcGrid,
+    /// Switch backend of the distributed FFT.
+    pub switches: SwitchBackend,
+    /// FFTW planning effort (CPU).
+    pub fft_rigor: PlanRigor,
+    /// P2G variant.
+    pub p2g: P2gVariant,
+    /// G2P variant.
+    pub g2p: G2pVariant,
+    /// P2P instruction set (CPU).
+    pub isa: Isa,
+    /// Threads.
+    pub threads: usize,
+    /// Sources this rank is expected to own (scratch sized at plan time).
+    pub sources: usize,
+    /// Targets this rank is expected to own.
+    pub targets: usize,
+}
+
+/// Statistics of one near-field evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct NearStats {
+    /// Real sources per padded slot in the cell lists.
+    pub padding_efficiency: f64,
+    /// Evaluated P2P pairs (padding included).
+    pub pairs: u64,
+}
+
+/// A compute backend of the spectral Ewald pipeline (see the module documentation). The
+/// pipeline calls, per evaluation, in this order: `near_field`, `spread`, `halo_spread` (when
+/// the block is not the FFT grid), `fft_forward`, `convolve`, `fft_backward`, `halo_gather`,
+/// `interpolate`, `sum_into`.
+pub trait EwaldBackend<T: SolverReal>: Sized + Send {
+    /// Plans the backend: allocates its grids, plans its FFTs, sizes its scratch. Collective
+    /// over `setup.comm` (the distributed FFT is planned here).
+    ///
+    /// # Errors
+    /// A resource error when memory, FFT plans or the device cannot be had.
+    fn plan(setup: &BackendSetup<'_, T>) -> Result<Self>;
+
+    /// Name in reports: `"cpu"`, `"cuda"`.
+    fn name(&self) -> &'static str;
+
+    /// Bytes the backend holds (grids, plans' buffers, scratch).
+    fn bytes(&self) -> usize;
+
+    /// Bins `sources` (their cells in `keys`, window-local linear cell indices) and `targets`
+    /// into cell lists and evaluates the near field at the targets; the result stays on the
+    /// backend.
+    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats;
+
+    /// P2G of `sources` onto the grid block (or the FFT grid when direct).
+    fn spread<S: SourceSet<T>>(&mut self, sources: &S);
+
+    /// The reverse halo exchange: adds the block's rows into their owners' FFT rows.
+    fn halo_spread(&mut self, halo: &mut HaloPlan, comm: &Comm);
+
+    /// Forward FFT of the grid components.
+    fn fft_forward(&mut self);
+
+    /// CNV: the Fourier-space kernel and window deconvolution on the local spectrum.
+    fn convolve(&mut self);
+
+    /// Inverse FFT of the output components.
+    fn fft_backward(&mut self);
+
+    /// The forward ghost-grid exchange: copies the owners' rows back into the block.
+    fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm);
+
+    /// G2P at `targets` (the same targets as `near_field`); the result stays on the backend.
+    fn interpolate(&mut self, targets: &[[T; 3]]);
+
+    /// Writes near + far + `background` into `out` (`output_dim` values per target, in the
+    /// order of the targets given to `near_field`).
+    fn sum_into(&mut self, background: f64, out: &mut [T]);
+}

@@ -1,0 +1,116 @@
+//! Checks of one evaluation's inputs and the neutrality of the sources.
+
+use parki_core::validate::check_positions;
+use parki_core::{Domain, Error, Kernel, Real, Result, Sources};
+
+use crate::options::Targets;
+
+/// Checks the inputs of one evaluation (positions in the box, densities present, of the right
+/// length and finite, output length) and returns the target positions.
+///
+/// # Errors
+/// [`Error::OutsideBox`], [`Error::NonFinite`], [`Error::Missing`] or [`Error::LengthMismatch`]
+/// naming the field, the particle and the value.
+pub fn check_inputs<'a, T: Real>(
+    kernel: Kernel,
+    domain: &Domain,
+    sources: &Sources<'a, T>,
+    targets: Targets<'a, T>,
+    out_len: usize,
+) -> Result<&'a [[T; 3]]> {
+    check_positions("sources.positions", sources.positions, domain)?;
+    sources.check_densities(kernel)?;
+    let target_positions = match targets {
+        Targets::Sources => sources.positions,
+        Targets::Points(p) => {
+            check_positions("targets.positions", p, domain)?;
+            p
+        }
+    };
+    let dim = kernel.output_dim();
+    if out_len != target_positions.len() * dim {
+        return Err(Error::LengthMismatch {
+            field: "output".into(),
+            found: out_len,
+            reference: format!("targets x {dim} components"),
+            expected: target_positions.len() * dim,
+        });
+    }
+    Ok(target_positions)
+}
+
+/// Partial sums of a source set for the neutrality checks (add them over ranks):
+/// `[Q, sum |q|, F_x, F_y, F_z, sum |f_d|]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Neutrality([f64; 6]);
+
+impl Neutrality {
+    /// The sums of this rank's sources.
+    pub(crate) fn of<T: Real>(kernel: Kernel, sources: &Sources<T>) -> Self {
+        let mut s = [0.0f64; 6];
+        if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
+            for v in q {
+                s[0] += v.to_f64();
+                s[1] += v.to_f64().abs();
+            }
+        }
+        if let (true, Some(f)) = (kernel.needs_forces(), sources.forces) {
+            for v in f {
+                for d in 0..3 {
+                    s[2 + d] += v[d].to_f64();
+                    s[5] += v[d].to_f64().abs();
+                }
+            }
+        }
+        Self(s)
+    }
+
+    /// The sums as an array (for a sum over ranks).
+    pub(crate) fn as_mut(&mut self) -> &mut [f64; 6] {
+        &mut self.0
+    }
+
+    /// Net charge of Laplace sources (0 for the other kernels). The Laplace real-space kernel
+    /// `erfc(xi r)/r` has mean `pi/xi^2` over space; dropping the zero mode of the whole sum
+    /// therefore subtracts `pi Q/(V xi^2)` from every target (the potential of a uniform
+    /// neutralising background, docs/design.md "Net charge").
+    pub(crate) fn net_charge(&self, kernel: Kernel) -> f64 {
+        if kernel.needs_charges() {
+            self.0[0]
+        } else {
+            0.0
+        }
+    }
+
+    /// The additive background `-pi Q/(V xi^2)` every target gets (Laplace; 0 otherwise).
+    pub(crate) fn background(&self, kernel: Kernel, domain: &Domain, xi: f64) -> f64 {
+        -std::f64::consts::PI * self.net_charge(kernel) / (domain.volume() * xi * xi)
+    }
+
+    /// Warnings for non-neutral input (the global sums; `single`: f32 round-off threshold).
+    pub(crate) fn warnings(&self, kernel: Kernel, single: bool) -> Vec<String> {
+        let s = &self.0;
+        let mut w = Vec::new();
+        let rel = if single { 1e-5 } else { 1e-10 };
+        if kernel.needs_charges() {
+            let net = s[0];
+            if net.abs() > rel * s[1].max(f64::MIN_POSITIVE) {
+                w.push(format!(
+                    "sources.charges: net charge {net:.6e} is not zero; the zero Fourier mode is dropped, \
+                     which adds a uniform neutralising background"
+                ));
+            }
+        }
+        if kernel.needs_forces() {
+            let net = [s[2], s[3], s[4]];
+            if net.iter().any(|n| n.abs() > rel * s[5].max(f64::MIN_POSITIVE)) {
+                w.push(format!(
+                    "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is \
+                     dropped, which balances it by a uniform pressure gradient (zero mean flow)",
+                    net[0], net[1], net[2]
+                ));
+            }
+        }
+        w
+    }
+}

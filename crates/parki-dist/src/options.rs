@@ -1,0 +1,202 @@
+//! What defines a solver: [`EwaldOptions`] (kernel, box, tolerance and optional fixed
+//! parameters) and [`ParallelOptions`] (process grid and switch backend), built with
+//! constructors and chainable setters so that new options never break callers.
+
+use parki_comm::Backend;
+use parki_core::{Domain, Kernel};
+use parki_decomp::Decomposition;
+use parki_farfield::{CostModel, G2pVariant, P2gVariant};
+use parki_fft3d::PlanRigor;
+use parki_nearfield::Isa;
+
+/// Everything that defines a spectral Ewald solver.
+///
+/// ```
+/// use parki_dist::{Domain, EwaldOptions, Kernel, P2gVariant};
+/// let opts = EwaldOptions::new(Kernel::Stokeslet, Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap(), 1e-9)
+///     .threads(4)
+///     .p2g(P2gVariant::Blocked);
+/// assert_eq!(opts.tolerance, 1e-9);
+/// ```
+///
+/// The fields are readable; new options are added as fields with defaults and setters, so the
+/// struct cannot be built by a literal outside this crate (`#[non_exhaustive]`).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct EwaldOptions {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Box.
+    pub domain: Domain,
+    /// Relative RMS tolerance.
+    pub tolerance: f64,
+    /// Fixed real-space cut-off (the cells are at least this wide).
+    pub rc: Option<f64>,
+    /// Fixed mean number of sources per cell (sets `rc`), as ParkiPy's `cell_size`.
+    pub cell_size: Option<f64>,
+    /// Fixed window support (even, 4 to 32).
+    pub window_support: Option<usize>,
+    /// Fixed grid oversampling (1 to 4) over the Fourier truncation's need.
+    pub oversampling: Option<f64>,
+    /// P2G algorithm.
+    pub p2g: P2gVariant,
+    /// G2P algorithm.
+    pub g2p: G2pVariant,
+    /// Threads per process (0: all available).
+    pub threads: usize,
+    /// FFTW planning effort.
+    pub fft_rigor: PlanRigor,
+    /// Largest grid memory, bytes (default: half the available memory); per rank for the
+    /// distributed solver (default there: half the node's available memory over the ranks on
+    /// the node).
+    pub max_grid_bytes: Option<usize>,
+    /// Cost constants for the choice of `rc`.
+    pub cost: CostModel,
+    /// Force an instruction set for P2P (default: the best this CPU has).
+    pub isa: Option<Isa>,
+    /// Reject fixed parameters (`rc`, `window_support`, `oversampling`) whose estimated error
+    /// exceeds the tolerance (default `true`); `false` only reports the estimate.
+    pub enforce_tolerance: bool,
+}
+
+impl EwaldOptions {
+    /// Defaults for `kernel` on `domain` at `tolerance`: every parameter chosen from the
+    /// tolerance, all cores, the blocked P2G and target-sorted G2P, estimated FFT plans.
+    pub fn new(kernel: Kernel, domain: Domain, tolerance: f64) -> Self {
+        Self {
+            kernel,
+            domain,
+            tolerance,
+            rc: None,
+            cell_size: None,
+            window_support: None,
+            oversampling: None,
+            p2g: P2gVariant::default(),
+            g2p: G2pVariant::default(),
+            threads: 0,
+            fft_rigor: PlanRigor::Estimate,
+            max_grid_bytes: None,
+            cost: CostModel::default(),
+            isa: None,
+            enforce_tolerance: true,
+        }
+    }
+
+    /// Fixes the real-space cut-off (`None`: chosen from the tolerance).
+    pub fn rc(mut self, rc: Option<f64>) -> Self {
+        self.rc = rc;
+        self
+    }
+
+    /// Fixes the mean number of sources per cell, which sets `rc` (`None`: chosen).
+    pub fn cell_size(mut self, cell_size: Option<f64>) -> Self {
+        self.cell_size = cell_size;
+        self
+    }
+
+    /// Fixes the window support `P` (`None`: chosen).
+    pub fn window_support(mut self, p: Option<usize>) -> Self {
+        self.window_support = p;
+        self
+    }
+
+    /// Fixes the grid oversampling (`None`: chosen).
+    pub fn oversampling(mut self, sigma: Option<f64>) -> Self {
+        self.oversampling = sigma;
+        self
+    }
+
+    /// Chooses the P2G algorithm.
+    pub fn p2g(mut self, variant: P2gVariant) -> Self {
+        self.p2g = variant;
+        self
+    }
+
+    /// Chooses the G2P algorithm.
+    pub fn g2p(mut self, variant: G2pVariant) -> Self {
+        self.g2p = variant;
+        self
+    }
+
+    /// Threads per process (0: all available).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// FFTW planning effort.
+    pub fn fft_rigor(mut self, rigor: PlanRigor) -> Self {
+        self.fft_rigor = rigor;
+        self
+    }
+
+    /// Largest grid memory in bytes (`None`: from the available memory).
+    pub fn max_grid_bytes(mut self, bytes: Option<usize>) -> Self {
+        self.max_grid_bytes = bytes;
+        self
+    }
+
+    /// Cost constants of the parameter selection (measured by `parki-bench calibrate`).
+    pub fn cost_model(mut self, cost: CostModel) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    /// Forces an instruction set for P2P (`None`: the best this CPU has).
+    pub fn isa(mut self, isa: Option<Isa>) -> Self {
+        self.isa = isa;
+        self
+    }
+
+    /// Whether fixed parameters whose estimated error exceeds the tolerance are refused.
+    pub fn enforce_tolerance(mut self, enforce: bool) -> Self {
+        self.enforce_tolerance = enforce;
+        self
+    }
+}
+
+/// How the ranks of a distributed solver are arranged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ParallelOptions {
+    /// Explicit process grid `[P_y, P_z]` (default: chosen from `decomposition`).
+    pub grid: Option<[usize; 2]>,
+    /// Slab, pencil or automatic.
+    pub decomposition: Decomposition,
+    /// Backend of the FFT switches and the grid exchanges.
+    pub backend: Backend,
+}
+
+impl ParallelOptions {
+    /// Automatic process grid, all-to-all-v switches.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An explicit process grid `[P_y, P_z]` (`None`: chosen).
+    pub fn grid(mut self, grid: Option<[usize; 2]>) -> Self {
+        self.grid = grid;
+        self
+    }
+
+    /// Slab, pencil or automatic.
+    pub fn decomposition(mut self, d: Decomposition) -> Self {
+        self.decomposition = d;
+        self
+    }
+
+    /// Backend of the FFT switches and the grid exchanges.
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+}
+
+/// Where the potential is evaluated.
+#[derive(Clone, Copy, Debug)]
+pub enum Targets<'a, T> {
+    /// At the sources themselves (each skips its own free-space term).
+    Sources,
+    /// At separate points.
+    Points(&'a [[T; 3]]),
+}

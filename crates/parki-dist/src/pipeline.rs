@@ -1,0 +1,593 @@
+//! [`DistEwaldSolver`]: the spectral Ewald pipeline over the ranks of a communicator (data flow
+//! of ARCHITECTURE.md); one rank is the single-process solver ([`crate::EwaldSolver`]).
+//!
+//! Ownership follows cells: the process grid `[P_y, P_z]` splits the cell layers of the global
+//! cell grid (cells at least `r_c` wide) and a particle belongs to the owner of its cell column
+//! ([`CellOwnership`]), so the near field sums exactly the pairs of the single-process solver
+//! and distributed results agree with it to rounding. The FFT grid is split evenly over the
+//! same process grid, independently of the cells (FLUPS topologies, `parki_fft3d::DistFft`).
+//!
+//! One evaluation ([`DistEwaldSolver::evaluate`]) is the list of its stages ([`EwaldStage`]):
+//! checks, MPI-SORT ([`Route`]), ghost sources ([`GhostPlan`]), P2P on the window cell grid,
+//! P2G onto the grid block, the reverse halo exchange ([`HaloPlan`]), FFT, CNV, IFFT, the
+//! ghost-grid exchange, G2P, and the return of the results. The host-side, collective steps are
+//! here; the compute stages and their resident data are the backend's ([`EwaldBackend`]). On
+//! one rank the sort, ghost, halo and return steps do nothing and copy nothing: the stages read
+//! the caller's arrays and write the caller's output.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parki_comm::{Comm, ReduceOp};
+use parki_core::{Error, PackedSet, PackedSources, Par, Result, SourceSet, Sources, StageName, StageTimes};
+use parki_decomp::{
+    split_range, BlockPlacement, CellOwnership, GhostPlan, HaloPlan, OwnedRows, ProcGrid, Route, SortMode,
+};
+use parki_farfield::{GridWindow, Params};
+use parki_nearfield::{CellGrid, Isa};
+
+use crate::backend::{BackendSetup, CpuBackend, EwaldBackend};
+use crate::inputs::{check_inputs, Neutrality};
+use crate::options::{EwaldOptions, ParallelOptions, Targets};
+use crate::plan::{self, MemoryEstimate};
+use crate::stage::EwaldStage;
+use crate::SolverReal;
+
+/// What one evaluation reports.
+#[derive(Clone, Debug, Default)]
+pub struct Evaluation {
+    /// Wall time per stage (this rank).
+    pub times: StageTimes<EwaldStage>,
+    /// Warnings about the input (non-neutral charge, net force).
+    pub warnings: Vec<String>,
+    /// Real sources per padded slot in the cell lists (padding overhead).
+    pub padding_efficiency: f64,
+    /// Evaluated P2P pairs on this rank (padding included).
+    pub pairs: u64,
+}
+
+/// A planned spectral Ewald solver over the ranks of a communicator (see the module
+/// documentation), computing on the backend `B` (the CPU by default).
+pub struct DistEwaldSolver<T: SolverReal, B: EwaldBackend<T> = CpuBackend<T>> {
+    comm: Comm,
+    opts: EwaldOptions,
+    popts: ParallelOptions,
+    params: Params,
+    threads: usize,
+    isa: Isa,
+    pool: Arc<rayon::ThreadPool>,
+    own: CellOwnership,
+    cells: CellGrid,
+    ghosts: GhostPlan,
+    neighbours: Vec<usize>,
+    halo: Option<HaloPlan>,
+    memory: MemoryEstimate,
+    backend: B,
+    _real: std::marker::PhantomData<T>,
+}
+
+/// This rank's particles during one evaluation: the caller's own arrays on one rank, what
+/// MPI-SORT delivered (ghost sources appended) on several.
+struct Local<'a, T> {
+    caller: Option<Sources<'a, T>>,
+    received: PackedSet<T>,
+    owned: usize,
+    targets: LocalTargets<'a, T>,
+    routes: Option<(Route, Option<Route>)>,
+    /// Window cells of the ghost sources (they follow from where a ghost came from).
+    ghost_keys: Vec<u32>,
+    result: Vec<T>,
+}
+
+enum LocalTargets<'a, T> {
+    /// The owned sources.
+    Sources,
+    /// The caller's points (one rank).
+    Caller(&'a [[T; 3]]),
+    /// Points received by MPI-SORT.
+    Received(Vec<[T; 3]>),
+}
+
+/// A source set of one evaluation: the caller's arrays or packed received ones.
+#[derive(Clone, Copy)]
+enum View<'a, T> {
+    Caller(Sources<'a, T>),
+    Packed(PackedSources<'a, T>),
+}
+
+impl<T: SolverReal> SourceSet<T> for View<'_, T> {
+    fn positions(&self) -> &[[T; 3]] {
+        match self {
+            View::Caller(s) => s.positions,
+            View::Packed(p) => p.positions,
+        }
+    }
+
+    #[inline]
+    fn density(&self, kernel: parki_core::Kernel, j: usize, out: &mut [T]) {
+        match self {
+            View::Caller(s) => s.density(kernel, j, out),
+            View::Packed(p) => p.density(kernel, j, out),
+        }
+    }
+}
+
+impl<'a, T: SolverReal> Local<'a, T> {
+    /// Owned and ghost sources.
+    fn all(&self) -> View<'_, T> {
+        match self.caller {
+            Some(s) => View::Caller(s),
+            None => View::Packed(self.received.view()),
+        }
+    }
+
+    /// Owned sources.
+    fn owned(&self) -> View<'_, T> {
+        match self.caller {
+            Some(s) => View::Caller(s),
+            None => View::Packed(self.received.first(self.owned)),
+        }
+    }
+
+    /// Owned targets.
+    fn targets(&self) -> &[[T; 3]] {
+        match &self.targets {
+            LocalTargets::Sources => match self.caller {
+                Some(s) => s.positions,
+                None => &self.received.positions[..self.owned],
+            },
+            LocalTargets::Caller(p) => p,
+            LocalTargets::Received(v) => v,
+        }
+    }
+}
+
+/// Runs the stages of one evaluation, timing each and reporting it to `progress`.
+struct Stages<'p> {
+    times: StageTimes<EwaldStage>,
+    progress: &'p mut (dyn FnMut(EwaldStage, f64) + Send),
+}
+
+impl Stages<'_> {
+    fn run<R>(&mut self, stage: EwaldStage, f: impl FnOnce() -> R) -> R {
+        let t = Instant::now();
+        let r = f();
+        let dt = t.elapsed().as_secs_f64();
+        self.times.add(stage, dt);
+        (self.progress)(stage, dt);
+        r
+    }
+}
+
+impl<T: SolverReal> DistEwaldSolver<T> {
+    /// Plans a solver on the CPU over `comm` for `sources` and `targets` particles in total
+    /// (over all ranks). Collective; every rank gets the same error if one fails.
+    ///
+    /// # Errors
+    /// A tolerance or fixed parameter out of range, a process grid the problem cannot be split
+    /// over, or a problem whose estimated memory exceeds what the node's ranks have (the message
+    /// names the counts and the estimate).
+    pub fn new(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+    ) -> Result<Self> {
+        Self::with_backend(comm, opts, popts, sources, targets)
+    }
+}
+
+impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
+    /// Plans a solver computing on the backend `B` (see [`DistEwaldSolver::new`]).
+    ///
+    /// # Errors
+    /// As [`DistEwaldSolver::new`], and the backend's own (device memory, device absent).
+    pub fn with_backend(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+    ) -> Result<Self> {
+        let (choice, pgrid, memory) = comm.agree(Self::choose(comm, opts, popts, sources, targets))?;
+        comm.agree(Self::build(comm, opts, popts, choice, pgrid, memory, sources, targets))
+    }
+
+    /// The memory one rank would need for `sources` and `targets` particles in total, without
+    /// allocating anything; errors as [`new`](DistEwaldSolver::new) would. Collective.
+    ///
+    /// # Errors
+    /// As [`DistEwaldSolver::new`].
+    pub fn estimate_memory(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+    ) -> Result<MemoryEstimate> {
+        comm.agree(Self::choose(comm, opts, popts, sources, targets)).map(|(_, _, m)| m)
+    }
+
+    /// Parameters, process grid and memory estimate, checked against the node's memory.
+    fn choose(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+    ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
+        let share = plan::node_share(comm);
+        let budget = plan::grid_budget(comm, opts, share);
+        let choice = plan::choose::<T>(opts, sources, targets, budget)?;
+        let p = &choice.params;
+        let ncell = p.cells;
+        let [mx, my, mz] = p.grid;
+        let pgrid = ProcGrid::choose(
+            comm.size(),
+            popts.decomposition,
+            popts.grid,
+            [my.min(mx / 2 + 1).min(ncell[1]), mz.min(my).min(ncell[2])],
+        )?;
+        let own = CellOwnership::new(pgrid, ncell);
+        let (wy, wz) = (own.window(comm.rank(), 0), own.window(comm.rank(), 1));
+        let ghost_factor = (wy.len * wz.len) as f64 / own.column_count(comm.rank()).max(1) as f64;
+        let memory = MemoryEstimate::new::<T>(opts, p, sources, targets, comm.size(), choice.threads, ghost_factor);
+        memory.check(sources, targets, share.0, share.1)?;
+        Ok((choice, pgrid, memory))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        choice: plan::Choice,
+        pgrid: ProcGrid,
+        memory: MemoryEstimate,
+        sources: usize,
+        targets: usize,
+    ) -> Result<Self> {
+        let plan::Choice { params, threads, isa } = choice;
+        let me = comm.rank();
+        let global_cells = CellGrid::new(&opts.domain, params.rc)?;
+        let ncell = global_cells.dims();
+        let own = CellOwnership::new(pgrid, ncell);
+        let (wy, wz) = (own.window(me, 0), own.window(me, 1));
+        let cells =
+            global_cells.window([0, wy.origin, wz.origin], [ncell[0], wy.len, wz.len], [true, wy.wrap, wz.wrap]);
+
+        // the grid block covering the supports of the particles in the owned cells
+        let half = (params.p / 2) as i64;
+        let lengths = opts.domain.lengths();
+        let cw = global_cells.widths();
+        let owned_cells = own.columns(me);
+        let block_axis = |a: usize| -> (i64, usize, bool) {
+            let d = a + 1;
+            if pgrid.dims[a] == 1 {
+                return (0, params.grid[d], true);
+            }
+            let r = &owned_cells[a];
+            let inv_h = params.grid[d] as f64 / lengths[d];
+            let lo = (r.start as f64 * cw[d] * inv_h).floor() as i64 - half - 1;
+            let hi = (r.end as f64 * cw[d] * inv_h).floor() as i64 + half + 2;
+            let n = ((hi - lo) as usize).next_multiple_of(2);
+            (lo, n, false)
+        };
+        let (by, bny, bwy) = block_axis(0);
+        let (bz, bnz, bwz) = block_axis(1);
+        let direct = bwy && bwz;
+        let [mx, my, mz] = params.grid;
+        let layout = parki_decomp::GridLayout { global: [mx, bny, bnz] };
+        let window = GridWindow::windowed(layout, params.grid, [0, by, bz], [true, bwy, bwz], params.h, &params.poly);
+        let kernel = opts.kernel;
+        let halo = (!direct).then(|| {
+            let [iy, iz] = pgrid.coords(me);
+            let rows = OwnedRows {
+                global: params.grid,
+                pgrid,
+                y: split_range(my, pgrid.dims[0], iy),
+                z: split_range(mz, pgrid.dims[1], iz),
+            };
+            let placement = BlockPlacement { dims: layout.global, origin: [0, by, bz], wrap: [true, bwy, bwz] };
+            HaloPlan::new(
+                comm,
+                placement,
+                &rows,
+                kernel.grid_components(),
+                kernel.output_dim(),
+                T::BYTES,
+                popts.backend,
+                [EwaldStage::Halo.into(), EwaldStage::GridGhost.into()],
+                EwaldStage::Halo.into(),
+            )
+        });
+        let ranks = comm.size();
+        let setup = BackendSetup {
+            kernel,
+            params: &params,
+            lengths,
+            cells: &cells,
+            window: &window,
+            direct,
+            comm,
+            pgrid,
+            switches: popts.backend,
+            fft_rigor: opts.fft_rigor,
+            p2g: opts.p2g,
+            g2p: opts.g2p,
+            isa,
+            threads,
+            sources: sources.div_ceil(ranks) + 1,
+            targets: if ranks == 1 { targets } else { 0 },
+        };
+        let backend = B::plan(&setup)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| Error::Resource { message: format!("cannot start {threads} threads: {e}") })?;
+        Ok(Self {
+            comm: comm.clone(),
+            opts: opts.clone(),
+            popts,
+            params,
+            threads,
+            isa,
+            pool: Arc::new(pool),
+            ghosts: GhostPlan::new(&own, me),
+            neighbours: own.neighbours(me),
+            own,
+            cells,
+            halo,
+            memory,
+            backend,
+            _real: std::marker::PhantomData,
+        })
+    }
+
+    /// The chosen parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The options the solver was planned with.
+    pub fn options(&self) -> &EwaldOptions {
+        &self.opts
+    }
+
+    /// The process grid.
+    pub fn proc_grid(&self) -> ProcGrid {
+        self.own.pgrid
+    }
+
+    /// The parallel options.
+    pub fn parallel(&self) -> &ParallelOptions {
+        &self.popts
+    }
+
+    /// The communicator.
+    pub fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    /// Threads per rank.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Instruction set of P2P.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The backend's name (`"cpu"`).
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// The memory estimate the plan was checked against (per rank).
+    pub fn memory(&self) -> &MemoryEstimate {
+        &self.memory
+    }
+
+    /// This rank's window of the cell grid (owned cell columns plus the ghost ring).
+    pub fn cells(&self) -> &CellGrid {
+        &self.cells
+    }
+
+    /// The stages whose communication a distributed run reports, in data-flow order.
+    pub fn traffic_stages(&self) -> Vec<StageName> {
+        EwaldStage::traffic()
+    }
+
+    /// The owner rank of a position in the box (its cell column's owner): callers that keep
+    /// particles on their owners can use the neighbour-only sort.
+    pub fn owner_of(&self, p: &[T; 3]) -> usize {
+        let c = self.cells.global_cell(p);
+        self.own.owner(c[1], c[2])
+    }
+
+    fn par(&self) -> Par {
+        Par::with_threads(self.threads)
+    }
+
+    /// Evaluates the potential of this rank's `sources` at its `targets` into `out`
+    /// (`output_dim` values per target, this rank's input order), overwriting it. Collective:
+    /// every rank calls it with its own share (possibly empty).
+    ///
+    /// # Errors
+    /// Any rank's input error (a particle outside the box, a non-finite value, a missing or
+    /// mis-sized density or output), returned on every rank.
+    pub fn evaluate(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+        mode: SortMode,
+    ) -> Result<Evaluation> {
+        self.evaluate_with_progress(sources, targets, out, mode, &mut |_, _| {})
+    }
+
+    /// As [`evaluate`](Self::evaluate), calling `progress(stage, seconds)` after every stage.
+    ///
+    /// # Errors
+    /// As [`evaluate`](Self::evaluate).
+    pub fn evaluate_with_progress(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+        mode: SortMode,
+        progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
+    ) -> Result<Evaluation> {
+        let pool = Arc::clone(&self.pool);
+        pool.install(|| {
+            let mut s = Stages { times: StageTimes::default(), progress };
+            let (warnings, background) = s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
+            let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
+            s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
+            let near = s.run(EwaldStage::P2P, || self.near_field(&local));
+            s.run(EwaldStage::P2G, || self.backend.spread(&local.owned()));
+            s.run(EwaldStage::Halo, || self.halo_spread());
+            s.run(EwaldStage::FFT, || self.backend.fft_forward());
+            s.run(EwaldStage::CNV, || self.backend.convolve());
+            s.run(EwaldStage::IFFT, || self.backend.fft_backward());
+            s.run(EwaldStage::GridGhost, || self.halo_gather());
+            s.run(EwaldStage::G2P, || self.far_field(&mut local, background, out));
+            s.run(EwaldStage::Return, || self.return_results(&local, out));
+            Ok(Evaluation { times: s.times, warnings, padding_efficiency: near.padding_efficiency, pairs: near.pairs })
+        })
+    }
+
+    /// Checks the inputs on every rank (agreed), and sums the neutrality over ranks: the
+    /// warnings and the background potential of a net charge.
+    fn prepare(&self, sources: &Sources<T>, targets: Targets<T>, out_len: usize) -> Result<(Vec<String>, f64)> {
+        let kernel = self.opts.kernel;
+        self.comm.agree(check_inputs(kernel, &self.opts.domain, sources, targets, out_len).map(drop))?;
+        let mut sums = Neutrality::of(kernel, sources);
+        self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
+        let background = sums.background(kernel, &self.opts.domain, self.params.xi);
+        Ok((sums.warnings(kernel, T::BYTES == 4), background))
+    }
+
+    /// MPI-SORT: sources and separate targets to the owners of their cell columns. On one rank
+    /// the caller's arrays are used in place.
+    fn sort<'a>(&self, sources: &Sources<'a, T>, targets: Targets<'a, T>, mode: SortMode) -> Local<'a, T> {
+        let kernel = self.opts.kernel;
+        if self.comm.size() == 1 {
+            return Local {
+                caller: Some(*sources),
+                received: PackedSet::new(kernel),
+                owned: sources.len(),
+                targets: match targets {
+                    Targets::Sources => LocalTargets::Sources,
+                    Targets::Points(p) => LocalTargets::Caller(p),
+                },
+                routes: None,
+                ghost_keys: Vec::new(),
+                result: Vec::new(),
+            };
+        }
+        let _g = self.comm.stage(EwaldStage::Sort);
+        let par = self.par();
+        let owners = |p: &[[T; 3]]| -> Vec<u32> { p.iter().map(|x| self.owner_of(x) as u32).collect() };
+        let comm = &self.comm;
+        let (src_route, got) = Route::send_to_owners(
+            comm,
+            &owners(sources.positions),
+            &self.neighbours,
+            mode,
+            sources.positions,
+            Some((kernel, sources as &dyn SourceSet<T>)),
+            par,
+        );
+        let mut received = PackedSet::new(kernel);
+        received.positions = got.positions;
+        received.density = got.density;
+        let (local_targets, trg_route) = match targets {
+            Targets::Sources => (LocalTargets::Sources, None),
+            Targets::Points(p) => {
+                let (route, got) = Route::send_to_owners(comm, &owners(p), &self.neighbours, mode, p, None, par);
+                (LocalTargets::Received(got.positions), Some(route))
+            }
+        };
+        Local {
+            caller: None,
+            owned: received.len(),
+            received,
+            targets: local_targets,
+            routes: Some((src_route, trg_route)),
+            ghost_keys: Vec::new(),
+            result: Vec::new(),
+        }
+    }
+
+    /// Ghost sources of the ring around this rank's columns, appended to the owned ones, with
+    /// their window cells in `local.ghost_keys`.
+    fn ghost_sources(&self, local: &mut Local<'_, T>) {
+        if self.ghosts.is_empty() {
+            return;
+        }
+        let par = self.par();
+        let _g = self.comm.stage(EwaldStage::GhostSources);
+        let me = self.comm.rank();
+        let columns: Vec<u32> = local
+            .owned()
+            .positions()
+            .iter()
+            .map(|p| {
+                let c = self.cells.global_cell(p);
+                self.own.column_index(me, c[1], c[2]) as u32
+            })
+            .collect();
+        let owned = local.owned();
+        let ghosts = self.ghosts.exchange(&self.comm, self.opts.kernel, &owned as &dyn SourceSet<T>, &columns, par);
+        for (p, &[ly, lz]) in ghosts.sources.positions.iter().zip(&ghosts.columns) {
+            let cx = self.cells.global_cell(p)[0];
+            local.ghost_keys.push(self.cells.linear([cx, ly, lz]));
+        }
+        local.received.extend(&ghosts.sources.positions, &ghosts.sources.density);
+    }
+
+    /// P2P on the window: owned and ghost sources at the owned targets.
+    fn near_field(&mut self, local: &Local<'_, T>) -> crate::backend::NearStats {
+        let mut keys = self.cells.keys(local.owned().positions(), self.par());
+        keys.extend_from_slice(&local.ghost_keys);
+        self.backend.near_field(&local.all(), &keys, local.targets())
+    }
+
+    fn halo_spread(&mut self) {
+        if let Some(h) = self.halo.as_mut() {
+            self.backend.halo_spread(h, &self.comm);
+        }
+    }
+
+    fn halo_gather(&mut self) {
+        if let Some(h) = self.halo.as_mut() {
+            self.backend.halo_gather(h, &self.comm);
+        }
+    }
+
+    /// G2P at the owned targets and the sum with the near field and the background: into `out`
+    /// on one rank, into the owned results on several.
+    fn far_field(&mut self, local: &mut Local<'_, T>, background: f64, out: &mut [T]) {
+        self.backend.interpolate(local.targets());
+        if local.routes.is_none() {
+            self.backend.sum_into(background, out);
+        } else {
+            let n = local.targets().len() * self.opts.kernel.output_dim();
+            let mut result = std::mem::take(&mut local.result);
+            result.resize(n, T::ZERO);
+            self.backend.sum_into(background, &mut result);
+            local.result = result;
+        }
+    }
+
+    /// Results back to the callers' ranks and order.
+    fn return_results(&self, local: &Local<'_, T>, out: &mut [T]) {
+        let Some((src_route, trg_route)) = &local.routes else { return };
+        let _g = self.comm.stage(EwaldStage::Return);
+        let dim = self.opts.kernel.output_dim();
+        trg_route.as_ref().unwrap_or(src_route).return_to_callers(&self.comm, &local.result, dim, out);
+    }
+}

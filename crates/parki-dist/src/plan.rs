@@ -1,0 +1,174 @@
+//! Planning shared by every solver: the parameters from the tolerance, threads, instruction
+//! set, the memory budgets of a node's ranks, and the memory estimate of a whole run.
+
+use parki_comm::Comm;
+use parki_core::memory::{available_memory, format_bytes};
+use parki_core::{Error, Result};
+use parki_farfield::Params;
+use parki_nearfield::Isa;
+
+use crate::options::EwaldOptions;
+use crate::SolverReal;
+
+/// Parameters, threads and instruction set of a plan.
+pub(crate) struct Choice {
+    pub(crate) params: Params,
+    pub(crate) threads: usize,
+    pub(crate) isa: Isa,
+}
+
+/// Ranks of `comm` on this rank's node (counted by host name) and the node's available memory.
+/// Collective.
+pub(crate) fn node_share(comm: &Comm) -> (usize, usize) {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let id = host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let on_node = comm.all_gather(&[id]).iter().filter(|&&h| h == id).count().max(1);
+    (on_node, available_memory())
+}
+
+/// Bytes the whole far-field grid may take: the smallest rank's budget times the ranks (the
+/// grid is split evenly). A rank's budget is `opts.max_grid_bytes`, else half the available
+/// memory shared by the ranks on its node. Collective.
+pub(crate) fn grid_budget(comm: &Comm, opts: &EwaldOptions, share: (usize, usize)) -> usize {
+    let mine = opts.max_grid_bytes.unwrap_or(share.1 / 2 / share.0);
+    (comm.min(mine as u64) as usize).saturating_mul(comm.size())
+}
+
+/// Chooses the parameters for `sources` and `targets` particles in total, the threads and the
+/// P2P instruction set. `grid_budget` bounds the bytes of the whole far-field grid.
+pub(crate) fn choose<T: SolverReal>(
+    opts: &EwaldOptions,
+    sources: usize,
+    targets: usize,
+    grid_budget: usize,
+) -> Result<Choice> {
+    parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
+    if opts.rc.is_some() && opts.cell_size.is_some() {
+        return Err(Error::OutOfRange {
+            field: "ewald.cell_size".into(),
+            value: format!("{}", opts.cell_size.unwrap_or(0.0)),
+            allowed: "unset when ewald.rc is given (they fix the same thing)".into(),
+        });
+    }
+    let rc = match opts.cell_size {
+        Some(s) => {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(Error::OutOfRange {
+                    field: "ewald.cell_size".into(),
+                    value: format!("{s}"),
+                    allowed: "a positive mean number of sources per cell".into(),
+                });
+            }
+            Some((opts.domain.volume() * s / sources.max(1) as f64).cbrt())
+        }
+        None => opts.rc,
+    };
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    } else {
+        opts.threads
+    };
+    let isa = match opts.isa {
+        None => Isa::detect(),
+        Some(i) if i.available() => i,
+        Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
+    };
+    let request = parki_farfield::Request {
+        kernel: opts.kernel,
+        domain: opts.domain,
+        sources,
+        targets,
+        tolerance: opts.tolerance,
+        real_bytes: T::BYTES,
+        rc,
+        window_p: opts.window_support,
+        oversampling: opts.oversampling,
+        lanes: isa.lanes::<T>(),
+        max_grid_bytes: grid_budget,
+        cost: opts.cost,
+        enforce_tolerance: opts.enforce_tolerance,
+    };
+    let params = parki_farfield::select(&request)?;
+    Ok(Choice { params, threads, isa })
+}
+
+/// Estimated peak memory of one rank during an evaluation, bytes (the caller's own input arrays
+/// not included).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemoryEstimate {
+    /// Particles received by MPI-SORT, ghost sources, and the send buffers of the exchanges.
+    pub particles: f64,
+    /// Cell lists: padded sources, sorted targets, keys and offsets.
+    pub cell_lists: f64,
+    /// Grids: the FFT grid with its switch buffers, the P2G block, the G2P gather grid.
+    pub grids: f64,
+    /// Scratch: P2G footprints and slab buffers, near- and far-field values, results.
+    pub scratch: f64,
+    /// Sum of the parts.
+    pub total: f64,
+}
+
+impl MemoryEstimate {
+    /// The estimate for `ranks` ranks sharing `sources` and `targets` evenly, of a plan with
+    /// `params` for `opts` (`ghost_factor`: window columns over owned columns, 1 on one rank).
+    pub(crate) fn new<T: SolverReal>(
+        opts: &EwaldOptions,
+        params: &Params,
+        sources: usize,
+        targets: usize,
+        ranks: usize,
+        threads: usize,
+        ghost_factor: f64,
+    ) -> Self {
+        let t = T::BYTES as f64;
+        let kernel = opts.kernel;
+        let (w, dim, ncomp) =
+            (kernel.density_width() as f64, kernel.output_dim() as f64, kernel.grid_components() as f64);
+        let r = ranks.max(1) as f64;
+        let ns = sources as f64 / r;
+        let nt = targets as f64 / r;
+        let n_all = ns * ghost_factor;
+        let ncells = params.cells.iter().map(|&c| c as f64).product::<f64>() / r * ghost_factor;
+        let lanes = 16.0;
+        // MPI-SORT and ghosts only on several ranks: received copies plus send buffers
+        let particles = if ranks > 1 { (2.0 * n_all * (3.0 + w) + 2.0 * nt * 3.0) * t + 16.0 * (ns + nt) } else { 0.0 };
+        let cell_lists = (n_all + lanes * ncells) * (3.0 + w) * t + nt * (3.0 * t + 4.0) + 4.0 * n_all + 16.0 * ncells;
+        let [mx, my, mz] = params.grid.map(|m| m as f64);
+        let real = 2.0 * (mx / 2.0 + 1.0) * my * mz / r;
+        // FFT data, and on several ranks the switch plans' two buffers
+        let fft = ncomp * real * t * if ranks > 1 { 3.0 } else { 1.0 };
+        // the block and the gather grid cover the owned part plus the window's reach
+        let reach = if ranks > 1 { ((mz / r + params.p as f64 + 3.0) / (mz / r)).min(r) } else { 1.0 };
+        let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
+        let gather = if dim > 1.0 { dim * mx * my * mz / r * reach * t } else { 0.0 };
+        let grids = fft + block + gather;
+        let p = params.p as f64;
+        let p2g = ns * (16.0 + 3.0 * p * t + ncomp * t) + threads as f64 * (p / 2.0) * mx * my * ncomp * t;
+        let scratch = p2g + nt * dim * t * if ranks > 1 { 3.0 } else { 2.0 } + 8.0 * nt;
+        let total = particles + cell_lists + grids + scratch;
+        Self { particles, cell_lists, grids, scratch, total }
+    }
+
+    /// Errors unless the estimate fits the memory one rank may use: the node's available
+    /// memory shared by its `ranks_on_node` ranks.
+    pub(crate) fn check(&self, sources: usize, targets: usize, ranks_on_node: usize, available: usize) -> Result<()> {
+        let budget = available as f64 / ranks_on_node.max(1) as f64;
+        if self.total <= budget {
+            return Ok(());
+        }
+        Err(Error::Resource {
+            message: format!(
+                "{sources} sources and {targets} targets need about {} per rank (particles {}, cell lists {}, \
+                 grids {}, scratch {}), but {} is available for each of the {ranks_on_node} rank{} on this node: \
+                 use more ranks or nodes, fewer particles, or a looser tolerance",
+                format_bytes(self.total),
+                format_bytes(self.particles),
+                format_bytes(self.cell_lists),
+                format_bytes(self.grids),
+                format_bytes(self.scratch),
+                format_bytes(budget),
+                if ranks_on_node == 1 { "" } else { "s" },
+            ),
+        })
+    }
+}
