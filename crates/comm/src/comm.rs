@@ -5,7 +5,7 @@
 //! MPI is reached through rsmpi's safe calls; raw `ffi` remains only where rsmpi 0.8 has nothing
 //! (persistent requests in [`ExchangePlan`](crate::ExchangePlan), the raw handle of
 //! [`Comm::from_raw`]/[`Comm::as_raw`]), and every such call's return code is checked
-//! ([`mpi_check`]).
+//! (`mpi_check`).
 
 use std::sync::Arc;
 #[cfg(feature = "mpi")]
@@ -61,7 +61,10 @@ impl Reducible for i64 {}
 /// Serialises this process's MPI calls. parki-dist needs `MPI_THREAD_SERIALIZED` (checked by
 /// [`Universe::init`](crate::Universe::init)): MPI may be called from any thread, never from two
 /// at once. Every MPI call of this crate (except `MPI_Abort`) runs under this lock, so that two
-/// threads sharing a [`Comm`] cannot break that rule, whatever they do.
+/// threads sharing a [`Comm`] cannot break that rule, whatever they do. A blocking call (a
+/// collective, a wait) holds the lock until it returns, so two threads that communicate at the
+/// same time wait for each other, which can deadlock across ranks: parki-dist drives MPI from one
+/// thread at a time (concurrent communication would need `MPI_THREAD_MULTIPLE` and no lock).
 #[cfg(feature = "mpi")]
 static MPI_LOCK: Mutex<()> = Mutex::new(());
 
@@ -73,7 +76,8 @@ pub(crate) fn mpi_serial() -> MutexGuard<'static, ()> {
 /// Panics, naming the call and MPI's description of the error, unless `code` is `MPI_SUCCESS`.
 /// For the raw `ffi` calls left (rsmpi wraps the others); with MPI's default error handler
 /// (`MPI_ERRORS_ARE_FATAL`) an error aborts inside MPI before this check, with
-/// `MPI_ERRORS_RETURN` (set by an embedding code, say) it stops here.
+/// `MPI_ERRORS_RETURN` (set by an embedding code, say) it stops here. Called with the MPI lock
+/// held (`MPI_Error_string` is an MPI call too).
 #[cfg(feature = "mpi")]
 pub(crate) fn mpi_check(code: std::os::raw::c_int, call: &str) {
     if code != ffi::MPI_SUCCESS as std::os::raw::c_int {
@@ -131,7 +135,8 @@ pub(crate) struct Handle {
     owned: bool,
 }
 
-// SAFETY: the handle is an opaque MPI object that any thread may hold. Using it from another
+// SAFETY: the handle is an opaque MPI object (rsmpi's communicators are not Send because Open
+// MPI's handles are raw pointers) that any thread may hold. Using it from another
 // thread than the one that initialised MPI is allowed at the thread level `Universe::init`
 // requires and checks, MPI_THREAD_SERIALIZED; calls from two threads at once are excluded
 // because every MPI call of this crate holds `MPI_LOCK` (`mpi_serial`).
@@ -154,8 +159,8 @@ impl Drop for Handle {
     }
 }
 
-/// A contiguous MPI datatype of `bytes` bytes (one element of a `Pod` type), freed on drop while
-/// MPI is live.
+/// A committed contiguous MPI datatype of `size_of::<T>()` bytes (one element of a `Pod` type
+/// `T`), freed on drop while MPI is live.
 #[cfg(feature = "mpi")]
 pub(crate) struct ElementType(Option<UserDatatype>);
 
@@ -265,8 +270,8 @@ impl Comm {
             SimpleCommunicator::self_comm()
         } else {
             let _serial = mpi_serial();
-            // SAFETY: `raw` is a live intra-communicator other than the predefined ones (caller's
-            // contract and the tests above); rsmpi never frees it because the handle is not
+            // SAFETY: `raw` is a live intra-communicator (caller's contract) other than the
+            // predefined ones (compared above); rsmpi never frees it because the handle is not
             // owned (see Handle::drop, which forgets it).
             unsafe { SimpleCommunicator::from_raw(raw) }
         };
@@ -493,16 +498,14 @@ impl Comm {
         #[cfg(feature = "mpi")]
         if let Some(comm) = self.mpi() {
             let t = Instant::now();
-            let from = comm.process_at_rank(count_i32(root, "broadcast root"));
+            let root_i32 = count_i32(root, "broadcast root");
             let mut len = [data.len() as u64];
             {
                 let _serial = mpi_serial();
+                let from = comm.process_at_rank(root_i32);
                 from.broadcast_into(&mut len[..]);
-            }
-            data.resize(len[0] as usize, 0);
-            count_i32(data.len(), "broadcast bytes");
-            {
-                let _serial = mpi_serial();
+                data.resize(len[0] as usize, 0);
+                count_i32(data.len(), "broadcast bytes");
                 from.broadcast_into(&mut data[..]);
             }
             let sent = if self.rank == root { data.len() as u64 } else { 0 };

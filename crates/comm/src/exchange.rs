@@ -265,19 +265,15 @@ impl<T: Pod + Default> ExchangePlan<T> {
                 let n = self.reqs[ri].raw.len();
                 for _ in 0..n {
                     let mut idx = 0i32;
-                    let rc = {
+                    {
                         let _serial = mpi_serial();
+                        let reqs = &mut self.reqs[ri].raw;
                         // SAFETY: started requests; completed ones become inactive and are skipped.
-                        unsafe {
-                            ffi::MPI_Waitany(
-                                n as i32,
-                                self.reqs[ri].raw.as_mut_ptr(),
-                                &mut idx,
-                                ffi::RSMPI_STATUS_IGNORE,
-                            )
-                        }
-                    };
-                    mpi_check(rc, "MPI_Waitany");
+                        let rc = unsafe {
+                            ffi::MPI_Waitany(n as i32, reqs.as_mut_ptr(), &mut idx, ffi::RSMPI_STATUS_IGNORE)
+                        };
+                        mpi_check(rc, "MPI_Waitany");
+                    }
                     let peer = usize::try_from(idx)
                         .ok()
                         .and_then(|i| self.reqs[ri].peers.get(i))
