@@ -222,7 +222,14 @@ fn bench_fft(
 }
 
 fn main() -> std::process::ExitCode {
-    let universe = Universe::init();
+    let universe = match Universe::init() {
+        Ok(u) => u,
+        Err(e) => {
+            let line = format!("parki-bench-dist: error: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            return std::process::ExitCode::from(1);
+        }
+    };
     universe.abort_on_panic();
     let world = universe.world();
     let cli = Cli::parse();

@@ -1,11 +1,28 @@
 //! [`Comm`]: a communicator over MPI (feature `mpi`) or a single process, with typed collectives,
 //! all-to-all-v, neighbour exchange and error agreement. Every call made through it is counted
 //! under the current stage name ([`Comm::stage`]).
+//!
+//! MPI is reached through rsmpi's safe calls; raw `ffi` remains only where rsmpi 0.8 has nothing
+//! (persistent requests in [`ExchangePlan`](crate::ExchangePlan), the raw handle of
+//! [`Comm::from_raw`]/[`Comm::as_raw`]), and every such call's return code is checked
+//! (`mpi_check`).
 
 use std::sync::Arc;
 #[cfg(feature = "mpi")]
+use std::sync::{Mutex, MutexGuard};
+#[cfg(feature = "mpi")]
 use std::time::Instant;
 
+#[cfg(feature = "mpi")]
+use mpi::collective::SystemOperation;
+#[cfg(feature = "mpi")]
+use mpi::datatype::{MutView, Partition, PartitionMut, UserDatatype, View};
+#[cfg(feature = "mpi")]
+use mpi::request::{multiple_scope, RequestCollection};
+#[cfg(feature = "mpi")]
+use mpi::topology::{CartesianCommunicator, Color, SimpleCommunicator};
+#[cfg(feature = "mpi")]
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Equivalence, FromRaw, Root, Source};
 use parki_core::{Error, Result, StageName};
 
 use crate::pod::Pod;
@@ -27,62 +44,148 @@ pub enum ReduceOp {
     Max,
 }
 
-/// Element types of reductions.
-pub trait Reducible: Pod + PartialOrd + std::ops::Add<Output = Self> {
-    /// The MPI datatype.
-    #[cfg(feature = "mpi")]
-    #[doc(hidden)]
-    fn datatype() -> ffi::MPI_Datatype;
+/// Element types of reductions (`f64`, `f32`, `u64`, `i64`): numbers with a predefined MPI
+/// datatype (rsmpi's `Equivalence`), so that MPI itself can add and compare them.
+#[cfg(feature = "mpi")]
+pub trait Reducible: Pod + PartialOrd + std::ops::Add<Output = Self> + Equivalence {}
+
+/// Element types of reductions (`f64`, `f32`, `u64`, `i64`).
+#[cfg(not(feature = "mpi"))]
+pub trait Reducible: Pod + PartialOrd + std::ops::Add<Output = Self> {}
+
+impl Reducible for f64 {}
+impl Reducible for f32 {}
+impl Reducible for u64 {}
+impl Reducible for i64 {}
+
+/// Serialises this process's MPI calls. parki-dist needs `MPI_THREAD_SERIALIZED` (checked by
+/// [`Universe::init`](crate::Universe::init)): MPI may be called from any thread, never from two
+/// at once. Every MPI call of this crate (except `MPI_Abort`) runs under this lock, so that two
+/// threads sharing a [`Comm`] cannot break that rule, whatever they do. A blocking call (a
+/// collective, a wait) holds the lock until it returns, so two threads that communicate at the
+/// same time wait for each other, which can deadlock across ranks: parki-dist drives MPI from one
+/// thread at a time (concurrent communication would need `MPI_THREAD_MULTIPLE` and no lock).
+#[cfg(feature = "mpi")]
+static MPI_LOCK: Mutex<()> = Mutex::new(());
+
+#[cfg(feature = "mpi")]
+pub(crate) fn mpi_serial() -> MutexGuard<'static, ()> {
+    MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-macro_rules! reducible {
-    ($t:ty, $dt:ident) => {
-        impl Reducible for $t {
-            #[cfg(feature = "mpi")]
-            fn datatype() -> ffi::MPI_Datatype {
-                // SAFETY: a predefined datatype handle, valid after MPI_Init.
-                unsafe { ffi::$dt }
-            }
-        }
+/// Panics, naming the call and MPI's description of the error, unless `code` is `MPI_SUCCESS`.
+/// For the raw `ffi` calls left (rsmpi wraps the others); with MPI's default error handler
+/// (`MPI_ERRORS_ARE_FATAL`) an error aborts inside MPI before this check, with
+/// `MPI_ERRORS_RETURN` (set by an embedding code, say) it stops here. Called with the MPI lock
+/// held (`MPI_Error_string` is an MPI call too).
+#[cfg(feature = "mpi")]
+pub(crate) fn mpi_check(code: std::os::raw::c_int, call: &str) {
+    if code != ffi::MPI_SUCCESS as std::os::raw::c_int {
+        panic!("{}", mpi_error_message(code, call));
+    }
+}
+
+/// `"<call> failed: MPI error <code>: <MPI_Error_string>"`.
+#[cfg(feature = "mpi")]
+pub(crate) fn mpi_error_message(code: std::os::raw::c_int, call: &str) -> String {
+    let mut buf = vec![0 as std::os::raw::c_char; ffi::MPI_MAX_ERROR_STRING as usize + 1];
+    let mut len: std::os::raw::c_int = 0;
+    // SAFETY: `buf` holds MPI_MAX_ERROR_STRING characters (plus one), as MPI_Error_string needs;
+    // it writes the length to `len`.
+    let rc = unsafe { ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) };
+    let text = if rc == ffi::MPI_SUCCESS as std::os::raw::c_int {
+        let n = (len.max(0) as usize).min(buf.len());
+        let bytes: Vec<u8> = buf[..n].iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        format!("no description (MPI_Error_string returned {rc})")
     };
+    format!("{call} failed: MPI error {code}: {text}")
 }
-reducible!(f64, RSMPI_DOUBLE);
-reducible!(f32, RSMPI_FLOAT);
-reducible!(u64, RSMPI_UINT64_T);
-reducible!(i64, RSMPI_INT64_T);
 
-/// The MPI handle behind a [`Comm`]; freed on drop when this process created it.
+/// Whether MPI is initialised and not yet finalised (MPI objects may be freed).
+#[cfg(feature = "mpi")]
+pub(crate) fn mpi_live() -> bool {
+    mpi::environment::is_initialized() && !mpi::environment::is_finalized()
+}
+
+/// The rsmpi communicator behind a [`Comm`].
+#[cfg(feature = "mpi")]
+enum MpiComm {
+    Simple(SimpleCommunicator),
+    Cartesian(CartesianCommunicator),
+}
+
+#[cfg(feature = "mpi")]
+impl MpiComm {
+    fn get(&self) -> &dyn Communicator {
+        match self {
+            MpiComm::Simple(c) => c,
+            MpiComm::Cartesian(c) => c,
+        }
+    }
+}
+
+/// The MPI communicator behind a [`Comm`] (none for a single process); freed on drop when this
+/// process created it and MPI is still live, never when it was lent by [`Comm::from_raw`].
 pub(crate) struct Handle {
     #[cfg(feature = "mpi")]
-    pub(crate) raw: Option<ffi::MPI_Comm>,
+    comm: Option<MpiComm>,
     #[cfg(feature = "mpi")]
     owned: bool,
 }
 
-// SAFETY: an MPI communicator handle is an opaque value; parki-dist calls MPI from one thread
-// at a time (MPI_THREAD_FUNNELED), which `&mut`/ownership of the calling structures ensures.
+// SAFETY: the handle is an opaque MPI object (rsmpi's communicators are not Send because Open
+// MPI's handles are raw pointers) that any thread may hold. Using it from another
+// thread than the one that initialised MPI is allowed at the thread level `Universe::init`
+// requires and checks, MPI_THREAD_SERIALIZED; calls from two threads at once are excluded
+// because every MPI call of this crate holds `MPI_LOCK` (`mpi_serial`).
 unsafe impl Send for Handle {}
-// SAFETY: see Send.
+// SAFETY: see Send: shared use only reaches MPI under `MPI_LOCK`.
 unsafe impl Sync for Handle {}
-
-#[cfg(feature = "mpi")]
-pub(crate) fn mpi_live() -> bool {
-    let (mut init, mut fin) = (0, 0);
-    // SAFETY: both queries may be called at any time.
-    unsafe {
-        ffi::MPI_Initialized(&mut init);
-        ffi::MPI_Finalized(&mut fin);
-    }
-    init != 0 && fin == 0
-}
 
 impl Drop for Handle {
     fn drop(&mut self) {
         #[cfg(feature = "mpi")]
-        if let (Some(mut raw), true) = (self.raw, self.owned) {
+        if let Some(c) = self.comm.take() {
+            if self.owned && mpi_live() {
+                let _serial = mpi_serial();
+                drop(c); // rsmpi frees a communicator this process created (MPI_Comm_free)
+            } else {
+                // lent by the embedding code, or MPI already finalised: nothing to free
+                std::mem::forget(c);
+            }
+        }
+    }
+}
+
+/// A committed contiguous MPI datatype of `size_of::<T>()` bytes (one element of a `Pod` type
+/// `T`), freed on drop while MPI is live.
+#[cfg(feature = "mpi")]
+pub(crate) struct ElementType(Option<UserDatatype>);
+
+#[cfg(feature = "mpi")]
+impl ElementType {
+    pub(crate) fn of<T: Pod>() -> Self {
+        let bytes = count_i32(std::mem::size_of::<T>(), "element size in bytes");
+        let _serial = mpi_serial();
+        Self(Some(UserDatatype::contiguous(bytes, &u8::equivalent_datatype())))
+    }
+
+    pub(crate) fn get(&self) -> &UserDatatype {
+        self.0.as_ref().expect("datatype present until drop")
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl Drop for ElementType {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
             if mpi_live() {
-                // SAFETY: a communicator this process created and frees once.
-                unsafe { ffi::MPI_Comm_free(&mut raw) };
+                let _serial = mpi_serial();
+                drop(d); // MPI_Type_free
+            } else {
+                std::mem::forget(d);
             }
         }
     }
@@ -107,8 +210,20 @@ impl std::fmt::Debug for Comm {
 }
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-fn count_i32(v: usize, what: &str) -> i32 {
+pub(crate) fn count_i32(v: usize, what: &str) -> i32 {
     i32::try_from(v).unwrap_or_else(|_| panic!("{what} = {v} exceeds MPI's int range"))
+}
+
+/// Displacements (exclusive prefix sums) of `counts`, each checked to fit MPI's int.
+#[cfg(feature = "mpi")]
+fn displacements(counts: &[usize], what: &str) -> Vec<i32> {
+    let mut d = Vec::with_capacity(counts.len());
+    let mut acc = 0usize;
+    for &v in counts {
+        d.push(count_i32(acc, what));
+        acc += v;
+    }
+    d
 }
 
 impl Comm {
@@ -117,7 +232,7 @@ impl Comm {
         Self {
             handle: Arc::new(Handle {
                 #[cfg(feature = "mpi")]
-                raw: None,
+                comm: None,
                 #[cfg(feature = "mpi")]
                 owned: false,
             }),
@@ -128,37 +243,74 @@ impl Comm {
         }
     }
 
-    /// Wraps a raw MPI communicator (not freed by parki-dist), e.g. the communicator of a code
-    /// that embeds the library.
+    /// `MPI_COMM_WORLD` (MPI initialised).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn world() -> Self {
+        Self::wrap(MpiComm::Simple(SimpleCommunicator::world()), false, None)
+    }
+
+    /// Wraps a raw MPI intra-communicator (not freed by parki-dist), e.g. the communicator of a
+    /// code that embeds the library.
     ///
     /// # Safety
-    /// `raw` must be a valid communicator for as long as the returned `Comm` and its clones live.
+    /// MPI must be initialised (at `MPI_THREAD_SERIALIZED` or above, see
+    /// [`Universe::init`](crate::Universe::init)), and `raw` must be a valid intra-communicator
+    /// (not an inter-communicator) for as long as the returned `Comm` and its clones live.
+    ///
+    /// # Panics
+    /// If `raw` is `MPI_COMM_NULL` or an inter-communicator.
     #[cfg(feature = "mpi")]
     pub unsafe fn from_raw(raw: ffi::MPI_Comm) -> Self {
-        Self::wrap(raw, false, None)
+        // SAFETY: predefined handle values, readable after MPI_Init.
+        let (null, world, own) = unsafe { (ffi::RSMPI_COMM_NULL, ffi::RSMPI_COMM_WORLD, ffi::RSMPI_COMM_SELF) };
+        assert!(raw != null, "Comm::from_raw: the communicator is MPI_COMM_NULL");
+        let comm = if raw == world {
+            SimpleCommunicator::world()
+        } else if raw == own {
+            SimpleCommunicator::self_comm()
+        } else {
+            let _serial = mpi_serial();
+            // SAFETY: `raw` is a live intra-communicator (caller's contract) other than the
+            // predefined ones (compared above); rsmpi never frees it because the handle is not
+            // owned (see Handle::drop, which forgets it).
+            unsafe { SimpleCommunicator::from_raw(raw) }
+        };
+        let inter = {
+            let _serial = mpi_serial();
+            comm.test_inter()
+        };
+        if inter {
+            std::mem::forget(comm);
+            panic!("Comm::from_raw: an inter-communicator; parki-dist needs an intra-communicator");
+        }
+        Self::wrap(MpiComm::Simple(comm), false, None)
     }
 
     #[cfg(feature = "mpi")]
-    fn wrap(raw: ffi::MPI_Comm, owned: bool, cart: Option<Vec<usize>>) -> Self {
-        let (mut rank, mut size) = (0, 0);
-        // SAFETY: `raw` is a valid communicator.
-        unsafe {
-            ffi::MPI_Comm_rank(raw, &mut rank);
-            ffi::MPI_Comm_size(raw, &mut size);
-        }
+    fn wrap(comm: MpiComm, owned: bool, cart: Option<Vec<usize>>) -> Self {
+        let (rank, size) = {
+            let _serial = mpi_serial();
+            (comm.get().rank(), comm.get().size())
+        };
         Self {
-            handle: Arc::new(Handle { raw: Some(raw), owned }),
-            rank: rank as usize,
-            size: size as usize,
+            handle: Arc::new(Handle { comm: Some(comm), owned }),
+            rank: usize::try_from(rank).expect("MPI ranks are non-negative"),
+            size: usize::try_from(size).expect("MPI sizes are non-negative"),
             counters: Counters::default(),
             cart,
         }
     }
 
-    /// The raw MPI handle (`None` for a single process without MPI).
+    /// The rsmpi communicator when there is more than one process.
+    #[cfg(feature = "mpi")]
+    fn mpi(&self) -> Option<&dyn Communicator> {
+        self.handle.comm.as_ref().map(MpiComm::get).filter(|_| self.size > 1)
+    }
+
+    /// The raw MPI handle (`None` for a single process without MPI), e.g. for FFTW-MPI.
     #[cfg(feature = "mpi")]
     pub fn as_raw(&self) -> Option<ffi::MPI_Comm> {
-        self.handle.raw
+        self.handle.comm.as_ref().map(|c| c.get().as_raw())
     }
 
     /// This process's rank in `0..size()`.
@@ -194,12 +346,14 @@ impl Comm {
     /// The children share this communicator's traffic counters.
     pub fn split(&self, color: usize, key: usize) -> Comm {
         #[cfg(feature = "mpi")]
-        if let Some(raw) = self.handle.raw {
-            // SAFETY: RSMPI_COMM_NULL is a valid handle value to be overwritten.
-            let mut out = unsafe { ffi::RSMPI_COMM_NULL };
-            // SAFETY: collective on a valid communicator.
-            unsafe { ffi::MPI_Comm_split(raw, count_i32(color, "color"), count_i32(key, "key"), &mut out) };
-            let mut c = Self::wrap(out, true, None);
+        if let Some(comm) = self.handle.comm.as_ref() {
+            let (color, key) = (count_i32(color, "color"), count_i32(key, "key"));
+            let out = {
+                let _serial = mpi_serial();
+                comm.get().split_by_color_with_key(Color::with_value(color), key)
+            };
+            let out = out.expect("MPI_Comm_split with a defined colour returns a communicator");
+            let mut c = Self::wrap(MpiComm::Simple(out), true, None);
             c.counters = self.counters.clone();
             return c;
         }
@@ -209,6 +363,10 @@ impl Comm {
 
     /// A Cartesian communicator of `dims` (product = `size()`), periodic in every direction, rank
     /// order kept (row-major: the last coordinate varies fastest, as `MPI_Cart_create`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] (field `parallel.grid`) when `dims` is empty or its product is not
+    /// the rank count.
     pub fn cartesian(&self, dims: &[usize]) -> Result<Comm> {
         let total: usize = dims.iter().product();
         if total != self.size || dims.is_empty() {
@@ -219,14 +377,15 @@ impl Comm {
             });
         }
         #[cfg(feature = "mpi")]
-        if let Some(raw) = self.handle.raw {
+        if let Some(comm) = self.handle.comm.as_ref() {
             let d: Vec<i32> = dims.iter().map(|&v| count_i32(v, "dims")).collect();
-            let periods = vec![1i32; dims.len()];
-            // SAFETY: as in `split`.
-            let mut out = unsafe { ffi::RSMPI_COMM_NULL };
-            // SAFETY: collective; arrays of length dims.len().
-            unsafe { ffi::MPI_Cart_create(raw, d.len() as i32, d.as_ptr(), periods.as_ptr(), 0, &mut out) };
-            let mut c = Self::wrap(out, true, Some(dims.to_vec()));
+            let periods = vec![true; dims.len()];
+            let out = {
+                let _serial = mpi_serial();
+                comm.get().create_cartesian_communicator(&d, &periods, false)
+            };
+            let out = out.expect("MPI_Cart_create over all ranks returns a communicator on every rank");
+            let mut c = Self::wrap(MpiComm::Cartesian(out), true, Some(dims.to_vec()));
             c.counters = self.counters.clone();
             return Ok(c);
         }
@@ -265,33 +424,27 @@ impl Comm {
     /// Waits for all processes.
     pub fn barrier(&self) {
         #[cfg(feature = "mpi")]
-        if let Some(raw) = self.handle.raw {
-            // SAFETY: collective on a valid communicator.
-            unsafe { ffi::MPI_Barrier(raw) };
+        if let Some(comm) = self.handle.comm.as_ref() {
+            let _serial = mpi_serial();
+            comm.get().barrier();
         }
     }
 
     /// In-place all-reduce of `values` with `op`.
     pub fn all_reduce<T: Reducible>(&self, values: &mut [T], op: ReduceOp) {
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
             let t = Instant::now();
+            count_i32(values.len(), "all_reduce length");
             let send = values.to_vec();
-            // SAFETY: predefined handles; reduction of `values.len()` elements.
-            unsafe {
-                let o = match op {
-                    ReduceOp::Sum => ffi::RSMPI_SUM,
-                    ReduceOp::Min => ffi::RSMPI_MIN,
-                    ReduceOp::Max => ffi::RSMPI_MAX,
-                };
-                ffi::MPI_Allreduce(
-                    send.as_ptr() as *const _,
-                    values.as_mut_ptr() as *mut _,
-                    count_i32(values.len(), "all_reduce length"),
-                    T::datatype(),
-                    o,
-                    raw,
-                );
+            let o = match op {
+                ReduceOp::Sum => SystemOperation::sum(),
+                ReduceOp::Min => SystemOperation::min(),
+                ReduceOp::Max => SystemOperation::max(),
+            };
+            {
+                let _serial = mpi_serial();
+                comm.all_reduce_into(&send[..], values, o);
             }
             self.counters.add(std::mem::size_of_val(values) as u64, 1, t);
         }
@@ -328,20 +481,13 @@ impl Comm {
     pub fn all_gather<T: Pod>(&self, local: &[T]) -> Vec<T> {
         let mut out = vec![local[0]; local.len() * self.size];
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
             let t = Instant::now();
             let n = count_i32(std::mem::size_of_val(local), "all_gather bytes");
-            // SAFETY: `out` holds size * len elements; byte datatype.
-            unsafe {
-                ffi::MPI_Allgather(
-                    local.as_ptr() as *const _,
-                    n,
-                    ffi::RSMPI_UINT8_T,
-                    out.as_mut_ptr() as *mut _,
-                    n,
-                    ffi::RSMPI_UINT8_T,
-                    raw,
-                );
+            count_i32(std::mem::size_of_val(&out[..]), "all_gather total bytes");
+            {
+                let _serial = mpi_serial();
+                comm.all_gather_into(as_bytes(local), as_bytes_mut(&mut out));
             }
             self.counters.add(n as u64 * (self.size as u64 - 1), self.size as u64 - 1, t);
             return out;
@@ -353,20 +499,17 @@ impl Comm {
     /// Broadcasts `data` from `root` (its length too) to every rank.
     pub fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) {
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
             let t = Instant::now();
+            let root_i32 = count_i32(root, "broadcast root");
             let mut len = [data.len() as u64];
-            // SAFETY: collective; buffers sized before each call.
-            unsafe {
-                ffi::MPI_Bcast(len.as_mut_ptr() as *mut _, 1, ffi::RSMPI_UINT64_T, root as i32, raw);
+            {
+                let _serial = mpi_serial();
+                let from = comm.process_at_rank(root_i32);
+                from.broadcast_into(&mut len[..]);
                 data.resize(len[0] as usize, 0);
-                ffi::MPI_Bcast(
-                    data.as_mut_ptr() as *mut _,
-                    count_i32(data.len(), "broadcast bytes"),
-                    ffi::RSMPI_UINT8_T,
-                    root as i32,
-                    raw,
-                );
+                count_i32(data.len(), "broadcast bytes");
+                from.broadcast_into(&mut data[..]);
             }
             let sent = if self.rank == root { data.len() as u64 } else { 0 };
             self.counters.add(sent, u64::from(self.rank == root), t);
@@ -378,21 +521,13 @@ impl Comm {
     pub fn alltoall_counts(&self, send: &[usize]) -> Vec<usize> {
         assert_eq!(send.len(), self.size, "alltoall_counts: one count per rank");
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
             let t = Instant::now();
             let s: Vec<u64> = send.iter().map(|&v| v as u64).collect();
             let mut r = vec![0u64; self.size];
-            // SAFETY: one u64 to and from every rank.
-            unsafe {
-                ffi::MPI_Alltoall(
-                    s.as_ptr() as *const _,
-                    1,
-                    ffi::RSMPI_UINT64_T,
-                    r.as_mut_ptr() as *mut _,
-                    1,
-                    ffi::RSMPI_UINT64_T,
-                    raw,
-                );
+            {
+                let _serial = mpi_serial();
+                comm.all_to_all_into(&s[..], &mut r[..]);
             }
             self.counters.add(8 * (self.size as u64 - 1), self.size as u64 - 1, t);
             return r.into_iter().map(|v| v as usize).collect();
@@ -402,40 +537,39 @@ impl Comm {
 
     /// All-to-all-v with known counts: `send` holds `send_counts[r]` elements for rank `r`, back
     /// to back in rank order; `recv` receives `recv_counts[r]` from rank `r`, likewise.
+    ///
+    /// # Panics
+    /// If the counts do not describe the buffers, or a count, displacement or buffer length (in
+    /// elements) exceeds MPI's int range.
     pub fn alltoallv_known<T: Pod>(&self, send: &[T], send_counts: &[usize], recv: &mut [T], recv_counts: &[usize]) {
         assert_eq!(send_counts.len(), self.size, "alltoallv: one send count per rank");
         assert_eq!(recv_counts.len(), self.size, "alltoallv: one receive count per rank");
         assert_eq!(send.len(), send_counts.iter().sum::<usize>(), "alltoallv: send length");
         assert_eq!(recv.len(), recv_counts.iter().sum::<usize>(), "alltoallv: receive length");
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
             let t = Instant::now();
-            let displs = |c: &[usize]| -> Vec<i32> {
-                let mut d = Vec::with_capacity(c.len());
-                let mut acc = 0usize;
-                for &v in c {
-                    d.push(count_i32(acc, "alltoallv displacement"));
-                    acc += v;
-                }
-                d
-            };
             let sc: Vec<i32> = send_counts.iter().map(|&v| count_i32(v, "alltoallv count")).collect();
             let rc: Vec<i32> = recv_counts.iter().map(|&v| count_i32(v, "alltoallv count")).collect();
-            let (sd, rd) = (displs(send_counts), displs(recv_counts));
-            let dt = ElementType::<T>::new();
-            // SAFETY: counts and displacements describe `send` and `recv` exactly (asserted).
-            unsafe {
-                ffi::MPI_Alltoallv(
-                    send.as_ptr() as *const _,
-                    sc.as_ptr(),
-                    sd.as_ptr(),
-                    dt.raw,
-                    recv.as_mut_ptr() as *mut _,
-                    rc.as_ptr(),
-                    rd.as_ptr(),
-                    dt.raw,
-                    raw,
-                );
+            let sd = displacements(send_counts, "alltoallv displacement");
+            let rd = displacements(recv_counts, "alltoallv displacement");
+            let (sn, rn) =
+                (count_i32(send.len(), "alltoallv send length"), count_i32(recv.len(), "alltoallv receive length"));
+            let dt = ElementType::of::<T>();
+            // SAFETY: the datatype is `size_of::<T>()` contiguous bytes, one element of the byte
+            // view of `send` (`recv`), whose length is exactly `sn` (`rn`) such elements; T is Pod
+            // (no padding, every bit pattern valid).
+            let (sv, mut rv) = unsafe {
+                (
+                    View::with_count_and_datatype(as_bytes(send), sn, dt.get()),
+                    MutView::with_count_and_datatype(as_bytes_mut(recv), rn, dt.get()),
+                )
+            };
+            {
+                let s = Partition::new(&sv, &sc[..], &sd[..]);
+                let mut r = PartitionMut::new(&mut rv, &rc[..], &rd[..]);
+                let _serial = mpi_serial();
+                comm.all_to_all_varcount_into(&s, &mut r);
             }
             let (bytes, msgs) = send_counts
                 .iter()
@@ -470,44 +604,35 @@ impl Comm {
             recvs[r].1.copy_from_slice(sends[s].1);
         }
         #[cfg(feature = "mpi")]
-        if let (Some(raw), true) = (self.handle.raw, self.size > 1) {
+        if let Some(comm) = self.mpi() {
+            const TAG: i32 = 7;
             let t = Instant::now();
-            let mut reqs = Vec::with_capacity(sends.len() + recvs.len());
             let (mut bytes, mut msgs) = (0u64, 0u64);
-            // SAFETY: every buffer outlives the requests, which complete before returning.
-            unsafe {
-                for (peer, buf) in recvs.iter_mut().filter(|(p, _)| *p != self.rank) {
-                    let b = as_bytes_mut(buf);
-                    let mut rq = ffi::RSMPI_REQUEST_NULL;
-                    ffi::MPI_Irecv(
-                        b.as_mut_ptr() as *mut _,
-                        count_i32(b.len(), "message bytes"),
-                        ffi::RSMPI_UINT8_T,
-                        *peer as i32,
-                        7,
-                        raw,
-                        &mut rq,
-                    );
-                    reqs.push(rq);
-                }
-                for (peer, buf) in sends.iter().filter(|(p, _)| *p != self.rank) {
-                    let b = as_bytes(buf);
-                    let mut rq = ffi::RSMPI_REQUEST_NULL;
-                    ffi::MPI_Isend(
-                        b.as_ptr() as *const _,
-                        count_i32(b.len(), "message bytes"),
-                        ffi::RSMPI_UINT8_T,
-                        *peer as i32,
-                        7,
-                        raw,
-                        &mut rq,
-                    );
-                    reqs.push(rq);
-                    bytes += b.len() as u64;
-                    msgs += 1;
-                }
-                ffi::MPI_Waitall(reqs.len() as i32, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
+            let me = self.rank;
+            let peer = |p: usize| comm.process_at_rank(count_i32(p, "exchange peer"));
+            let recv_bufs: Vec<(usize, &mut [u8])> =
+                recvs.iter_mut().filter(|(p, _)| *p != me).map(|(p, b)| (*p, as_bytes_mut(b))).collect();
+            let send_bufs: Vec<(usize, &[u8])> =
+                sends.iter().filter(|(p, _)| *p != me).map(|(p, b)| (*p, as_bytes(b))).collect();
+            for (_, b) in &recv_bufs {
+                count_i32(b.len(), "message bytes");
             }
+            for (_, b) in &send_bufs {
+                count_i32(b.len(), "message bytes");
+                bytes += b.len() as u64;
+                msgs += 1;
+            }
+            multiple_scope(recv_bufs.len() + send_bufs.len(), |scope, all: &mut RequestCollection<'_, [u8]>| {
+                let _serial = mpi_serial();
+                for (p, b) in recv_bufs {
+                    all.add(peer(p).immediate_receive_into_with_tag(scope, b, TAG));
+                }
+                for (p, b) in send_bufs {
+                    all.add(peer(p).immediate_send_with_tag(scope, b, TAG));
+                }
+                let mut done = Vec::with_capacity(all.incomplete());
+                all.wait_all(&mut done);
+            });
             self.counters.add(bytes, msgs, t);
             return;
         }
@@ -568,39 +693,9 @@ impl Comm {
     pub fn abort(&self, code: i32) -> ! {
         #[cfg(feature = "mpi")]
         if mpi_live() {
-            // SAFETY: aborting is always allowed once MPI is initialised.
-            unsafe { ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, code) };
+            // no MPI_LOCK: aborting must work even from a thread that holds it
+            SimpleCommunicator::world().abort(code);
         }
         std::process::exit(code)
-    }
-}
-
-/// A contiguous MPI datatype of one `T` (its bytes), freed on drop.
-#[cfg(feature = "mpi")]
-pub(crate) struct ElementType<T> {
-    pub(crate) raw: ffi::MPI_Datatype,
-    _t: std::marker::PhantomData<T>,
-}
-
-#[cfg(feature = "mpi")]
-impl<T: Pod> ElementType<T> {
-    pub(crate) fn new() -> Self {
-        // SAFETY: builds and commits a contiguous type of size_of::<T>() bytes.
-        unsafe {
-            let mut raw = ffi::RSMPI_DATATYPE_NULL;
-            ffi::MPI_Type_contiguous(std::mem::size_of::<T>() as i32, ffi::RSMPI_UINT8_T, &mut raw);
-            ffi::MPI_Type_commit(&mut raw);
-            Self { raw, _t: std::marker::PhantomData }
-        }
-    }
-}
-
-#[cfg(feature = "mpi")]
-impl<T> Drop for ElementType<T> {
-    fn drop(&mut self) {
-        if mpi_live() {
-            // SAFETY: created by `new`, freed once.
-            unsafe { ffi::MPI_Type_free(&mut self.raw) };
-        }
     }
 }

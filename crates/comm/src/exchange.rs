@@ -10,12 +10,20 @@
 //!
 //! The plan owns both buffers (`A` and `B`): forward sends from `A` and receives into `B`,
 //! backward the reverse, through the same buffers and requests in opposite roles.
+//!
+//! rsmpi 0.8 has no persistent requests, so the persistent backend calls `MPI_Send_init`,
+//! `MPI_Recv_init`, `MPI_Start`, `MPI_Startall`, `MPI_Waitany`, `MPI_Waitall` and
+//! `MPI_Request_free` through its `ffi`, each under the crate's MPI lock and with its return code
+//! checked (a failure panics with the call's name and MPI's error string).
 
 use std::time::Instant;
 
+#[cfg(feature = "mpi")]
+use mpi::traits::AsRaw;
+
 use crate::comm::Comm;
 #[cfg(feature = "mpi")]
-use crate::comm::{ffi, ElementType};
+use crate::comm::{count_i32, ffi, mpi_check, mpi_live, mpi_serial, ElementType};
 use crate::pod::Pod;
 
 /// How the blocks of an exchange travel.
@@ -98,14 +106,17 @@ pub struct ExchangePlan<T: Pod> {
     side_a: Side,
     side_b: Side,
     #[cfg(feature = "mpi")]
-    _dtype: Option<ElementType<T>>,
+    _dtype: Option<ElementType>,
     /// forward sends (from A), forward receives (into B), backward sends (from B), backward
     /// receives (into A)
     #[cfg(feature = "mpi")]
     reqs: [Requests; 4],
 }
 
-// SAFETY: the requests refer to the plan's own buffers; the plan is used by one thread at a time.
+// SAFETY: the raw requests refer to the plan's own heap buffers, which move with it; the plan is
+// used by one thread at a time (`execute` takes `&mut self`, and the plan is not Sync). Starting
+// or completing the requests from another thread than the one that initialised MPI is allowed at
+// MPI_THREAD_SERIALIZED, which `Universe::init` requires, and every call holds the MPI lock.
 unsafe impl<T: Pod> Send for ExchangePlan<T> {}
 
 impl<T: Pod + Default> ExchangePlan<T> {
@@ -132,7 +143,7 @@ impl<T: Pod + Default> ExchangePlan<T> {
         };
         #[cfg(feature = "mpi")]
         if let (Some(raw), Backend::Persistent, true) = (comm.as_raw(), backend, comm.size() > 1) {
-            let dt = ElementType::<T>::new();
+            let dt = ElementType::of::<T>();
             let me = comm.rank();
             let make = |buf: *mut T, side: &Side, send: bool, tag: i32| -> Requests {
                 let mut r = Requests::empty();
@@ -140,18 +151,23 @@ impl<T: Pod + Default> ExchangePlan<T> {
                     if c == 0 || peer == me {
                         continue;
                     }
+                    let (count, rank) = (count_i32(c, "exchange block length"), count_i32(peer, "peer rank"));
                     // SAFETY: a predefined handle value, overwritten below.
                     let mut rq = unsafe { ffi::RSMPI_REQUEST_NULL };
-                    // SAFETY: the block lies in `buf`, a buffer owned by the plan that never
-                    // moves (its Vec is not resized) and outlives the requests (freed in Drop).
-                    unsafe {
+                    let _serial = mpi_serial();
+                    // SAFETY: the block of `count` elements of the committed datatype `dt` (one
+                    // element each) lies in `buf`, a buffer owned by the plan that never moves
+                    // (its Vec is not resized) and outlives the requests (freed in Drop); `raw`
+                    // is the live communicator of `comm`.
+                    let rc = unsafe {
                         let p = buf.add(side.offsets[peer]);
                         if send {
-                            ffi::MPI_Send_init(p as *const _, c as i32, dt.raw, peer as i32, tag, raw, &mut rq);
+                            ffi::MPI_Send_init(p as *const _, count, dt.get().as_raw(), rank, tag, raw, &mut rq)
                         } else {
-                            ffi::MPI_Recv_init(p as *mut _, c as i32, dt.raw, peer as i32, tag, raw, &mut rq);
+                            ffi::MPI_Recv_init(p as *mut _, count, dt.get().as_raw(), rank, tag, raw, &mut rq)
                         }
-                    }
+                    };
+                    mpi_check(rc, if send { "MPI_Send_init" } else { "MPI_Recv_init" });
                     r.peers.push(peer);
                     r.raw.push(rq);
                 }
@@ -212,8 +228,10 @@ impl<T: Pod + Default> ExchangePlan<T> {
             {
                 let recv = &mut self.reqs[ri].raw;
                 if !recv.is_empty() {
+                    let _serial = mpi_serial();
                     // SAFETY: inactive persistent requests on live buffers.
-                    unsafe { ffi::MPI_Startall(recv.len() as i32, recv.as_mut_ptr()) };
+                    let rc = unsafe { ffi::MPI_Startall(recv.len() as i32, recv.as_mut_ptr()) };
+                    mpi_check(rc, "MPI_Startall");
                 }
             }
         }
@@ -235,8 +253,10 @@ impl<T: Pod + Default> ExchangePlan<T> {
                     }
                     pack(peer, block(src, ss, peer));
                     debug_assert_eq!(self.reqs[si].peers[k], peer);
+                    let _serial = mpi_serial();
                     // SAFETY: the block is packed; the request is inactive.
-                    unsafe { ffi::MPI_Start(&mut self.reqs[si].raw[k]) };
+                    let rc = unsafe { ffi::MPI_Start(&mut self.reqs[si].raw[k]) };
+                    mpi_check(rc, "MPI_Start");
                     k += 1;
                 }
                 if ds.counts[me] > 0 {
@@ -245,17 +265,29 @@ impl<T: Pod + Default> ExchangePlan<T> {
                 let n = self.reqs[ri].raw.len();
                 for _ in 0..n {
                     let mut idx = 0i32;
-                    // SAFETY: started requests; completed ones become inactive and are skipped.
-                    unsafe {
-                        ffi::MPI_Waitany(n as i32, self.reqs[ri].raw.as_mut_ptr(), &mut idx, ffi::RSMPI_STATUS_IGNORE)
-                    };
-                    let peer = self.reqs[ri].peers[idx as usize];
+                    {
+                        let _serial = mpi_serial();
+                        let reqs = &mut self.reqs[ri].raw;
+                        // SAFETY: started requests; completed ones become inactive and are skipped.
+                        let rc = unsafe {
+                            ffi::MPI_Waitany(n as i32, reqs.as_mut_ptr(), &mut idx, ffi::RSMPI_STATUS_IGNORE)
+                        };
+                        mpi_check(rc, "MPI_Waitany");
+                    }
+                    let peer = usize::try_from(idx)
+                        .ok()
+                        .and_then(|i| self.reqs[ri].peers.get(i))
+                        .copied()
+                        .unwrap_or_else(|| panic!("MPI_Waitany returned index {idx} of {n} active receives"));
                     unpack(peer, block(dst, ds, peer));
                 }
                 let sends = &mut self.reqs[si].raw;
                 if !sends.is_empty() {
+                    let _serial = mpi_serial();
                     // SAFETY: started sends on live buffers.
-                    unsafe { ffi::MPI_Waitall(sends.len() as i32, sends.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+                    let rc =
+                        unsafe { ffi::MPI_Waitall(sends.len() as i32, sends.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+                    mpi_check(rc, "MPI_Waitall");
                 }
             }
         } else {
@@ -281,11 +313,16 @@ impl<T: Pod + Default> ExchangePlan<T> {
 impl<T: Pod> Drop for ExchangePlan<T> {
     fn drop(&mut self) {
         #[cfg(feature = "mpi")]
-        if crate::comm::mpi_live() {
+        if mpi_live() {
+            let _serial = mpi_serial();
             for r in self.reqs.iter_mut() {
                 for rq in r.raw.iter_mut() {
                     // SAFETY: inactive persistent requests, freed once.
-                    unsafe { ffi::MPI_Request_free(rq) };
+                    let rc = unsafe { ffi::MPI_Request_free(rq) };
+                    // no panic while dropping (it may run during unwinding): report and go on
+                    if rc != ffi::MPI_SUCCESS as i32 {
+                        eprintln!("parki-comm: {}", crate::comm::mpi_error_message(rc, "MPI_Request_free"));
+                    }
                 }
             }
         }

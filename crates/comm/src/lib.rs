@@ -1,7 +1,10 @@
-//! Communication layer of parki-dist: the only crate that calls MPI (through rsmpi and its
-//! `ffi` for what rsmpi does not wrap, such as persistent requests).
+//! Communication layer of parki-dist: the only crate that calls MPI (through rsmpi's safe calls,
+//! and its `ffi` only for what rsmpi does not wrap: persistent requests and raw communicator
+//! handles, with every return code checked).
 //!
-//! - [`Universe`] initialises MPI (or not, in a build without the `mpi` feature);
+//! - [`Universe`] initialises MPI at `MPI_THREAD_SERIALIZED` and checks the level granted (or
+//!   runs a single process, in a build without the `mpi` feature); every MPI call of the crate
+//!   holds one process-wide lock, so no two threads ever call MPI at once;
 //! - [`Comm`] is a communicator: world, split sub-communicators, Cartesian; typed reductions,
 //!   gathers, all-to-all-v, sparse and neighbour exchange, and [`Comm::agree`], which makes
 //!   every rank stop with the same error instead of hanging;
@@ -25,11 +28,12 @@ pub use exchange::{Backend, Dir, ExchangePlan};
 pub use pod::{as_bytes, as_bytes_mut, Pod};
 pub use stats::{StageStats, TrafficStats};
 pub use traffic::{StageGuard, TrafficRow};
-pub use universe::Universe;
+pub use universe::{ThreadLevel, Universe};
 
 #[cfg(test)]
 mod tests {
-    use super::{Backend, Comm, Dir, ExchangePlan, StageStats, TrafficStats};
+    use super::{Backend, Comm, Dir, ExchangePlan, StageStats, ThreadLevel, TrafficStats, Universe};
+    use crate::universe::{check_thread_level, InitBy};
     use parki_core::{StageKind, StageName, StageTimes};
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +50,61 @@ mod tests {
                 Demo::Far => "FFT",
             }
         }
+    }
+
+    #[test]
+    fn thread_level_below_serialized_is_refused_naming_both_levels() {
+        use ThreadLevel::{Funneled, Multiple, Serialized, Single};
+        assert!(Single < Funneled && Funneled < Serialized && Serialized < Multiple);
+        assert_eq!(Universe::THREAD_LEVEL, Serialized);
+        for by in [InitBy::Universe, InitBy::Embedder] {
+            for provided in [Single, Funneled, Serialized, Multiple] {
+                let r = check_thread_level(Serialized, provided, by);
+                assert_eq!(r.is_ok(), provided >= Serialized, "{provided} ({by:?})");
+                if let Err(e) = r {
+                    let m = e.to_string();
+                    assert!(m.contains("needs MPI_THREAD_SERIALIZED"), "{m}");
+                    assert!(m.contains(&format!("MPI thread level {}", provided.name())), "{m}");
+                    let who = if by == InitBy::Universe { "asked for MPI_THREAD_SERIALIZED" } else { "calling code" };
+                    assert!(m.contains(who), "{m}");
+                }
+            }
+        }
+    }
+
+    /// The only test of this binary that initialises MPI (once per process; the other tests use
+    /// `Comm::single`, which never calls MPI). A plain `Universe::init` (no mpirun: an Open MPI
+    /// singleton) must obtain MPI_THREAD_SERIALIZED; the rsmpi paths run on one rank; FFI
+    /// failures name the call and MPI's own description.
+    #[cfg(feature = "mpi")]
+    #[test]
+    fn universe_init_obtains_serialized() {
+        let universe = Universe::init().expect("MPI initialises at MPI_THREAD_SERIALIZED");
+        assert!(universe.thread_level() >= Some(ThreadLevel::Serialized), "{:?}", universe.thread_level());
+        let queried = mpi::environment::threading_support();
+        assert!(queried >= mpi::Threading::Serialized, "MPI_Query_thread: {queried:?}");
+        let world = universe.world();
+        assert_eq!((world.rank(), world.size()), (0, 1));
+        // SAFETY: MPI_COMM_WORLD is live until `universe` drops, after `lent`.
+        let lent = unsafe { Comm::from_raw(world.as_raw().expect("an MPI communicator")) };
+        let sub = lent.split(0, 0);
+        let cart = sub.cartesian(&[1, 1]).expect("1 x 1 grid over one rank");
+        assert_eq!((cart.size(), cart.cart_coords(0)), (1, Some(vec![0, 0])));
+        cart.barrier();
+        assert_eq!(cart.sum(2.5f64), 2.5);
+        drop((cart, sub, lent));
+
+        crate::comm::mpi_check(mpi::ffi::MPI_SUCCESS as i32, "MPI_Start");
+        let code = mpi::ffi::MPI_ERR_RANK as i32;
+        let m = crate::comm::mpi_error_message(code, "MPI_Send_init");
+        assert!(m.starts_with(&format!("MPI_Send_init failed: MPI error {code}: ")), "{m}");
+        assert!(m.to_lowercase().contains("rank"), "MPI_Error_string of MPI_ERR_RANK: {m}");
+        let panicked = std::panic::catch_unwind(|| crate::comm::mpi_check(code, "MPI_Waitany"));
+        let msg = panicked.expect_err("a failed call panics");
+        let msg = msg.downcast_ref::<String>().expect("a formatted message");
+        assert!(msg.starts_with("MPI_Waitany failed: MPI error"), "{msg}");
+        drop(universe);
+        assert!(mpi::environment::is_finalized());
     }
 
     #[test]

@@ -99,7 +99,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let universe = Universe::init();
+    let universe = match Universe::init() {
+        Ok(u) => u,
+        Err(e) => {
+            let line = format!("parki-dist: error: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            return ExitCode::from(2);
+        }
+    };
     universe.abort_on_panic();
     let world = universe.world();
     let cli = Cli::parse();

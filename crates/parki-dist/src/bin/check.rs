@@ -416,7 +416,14 @@ fn check_fft(
 }
 
 fn main() -> ExitCode {
-    let universe = Universe::init();
+    let universe = match Universe::init() {
+        Ok(u) => u,
+        Err(e) => {
+            let line = format!("parki-check: error: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            return ExitCode::from(1);
+        }
+    };
     universe.abort_on_panic();
     let world = universe.world();
     let cli = Cli::parse();
