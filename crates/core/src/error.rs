@@ -8,7 +8,11 @@ use std::path::PathBuf;
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// What went wrong, with the field and the value.
+///
+/// New kinds of failure are added as new variants, so matches outside this crate need a
+/// wildcard arm (`#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Error {
     /// A coordinate or strength is NaN or infinite.
     NonFinite {

@@ -218,6 +218,15 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         targets: usize,
     ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
         let share = plan::node_share(comm);
+        parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
+        // the particles alone must fit before any parameter is chosen for them
+        let threads = opts.threads.max(1);
+        MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0).check(
+            sources,
+            targets,
+            share.0,
+            share.1,
+        )?;
         let budget = plan::grid_budget(comm, opts, share);
         let choice = plan::choose::<T>(opts, sources, targets, budget)?;
         let p = &choice.params;
@@ -232,7 +241,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let own = CellOwnership::new(pgrid, ncell);
         let (wy, wz) = (own.window(comm.rank(), 0), own.window(comm.rank(), 1));
         let ghost_factor = (wy.len * wz.len) as f64 / own.column_count(comm.rank()).max(1) as f64;
-        let memory = MemoryEstimate::new::<T>(opts, p, sources, targets, comm.size(), choice.threads, ghost_factor);
+        let memory =
+            MemoryEstimate::new::<T>(opts, Some(p), sources, targets, comm.size(), choice.threads, ghost_factor);
         memory.check(sources, targets, share.0, share.1)?;
         Ok((choice, pgrid, memory))
     }

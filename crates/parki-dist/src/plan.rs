@@ -111,9 +111,11 @@ pub struct MemoryEstimate {
 impl MemoryEstimate {
     /// The estimate for `ranks` ranks sharing `sources` and `targets` evenly, of a plan with
     /// `params` for `opts` (`ghost_factor`: window columns over owned columns, 1 on one rank).
+    /// Without `params` only the per-particle memory is counted (a lower bound that needs no
+    /// parameter selection).
     pub(crate) fn new<T: SolverReal>(
         opts: &EwaldOptions,
-        params: &Params,
+        params: Option<&Params>,
         sources: usize,
         targets: usize,
         ranks: usize,
@@ -128,22 +130,29 @@ impl MemoryEstimate {
         let ns = sources as f64 / r;
         let nt = targets as f64 / r;
         let n_all = ns * ghost_factor;
-        let ncells = params.cells.iter().map(|&c| c as f64).product::<f64>() / r * ghost_factor;
+        let ncells = params.map_or(0.0, |p| p.cells.iter().map(|&c| c as f64).product::<f64>() / r * ghost_factor);
         let lanes = 16.0;
         // MPI-SORT and ghosts only on several ranks: received copies plus send buffers
-        let particles = if ranks > 1 { (2.0 * n_all * (3.0 + w) + 2.0 * nt * 3.0) * t + 16.0 * (ns + nt) } else { 0.0 };
-        let cell_lists = (n_all + lanes * ncells) * (3.0 + w) * t + nt * (3.0 * t + 4.0) + 4.0 * n_all + 16.0 * ncells;
-        let [mx, my, mz] = params.grid.map(|m| m as f64);
-        let real = 2.0 * (mx / 2.0 + 1.0) * my * mz / r;
-        // FFT data, and on several ranks the switch plans' two buffers
-        let fft = ncomp * real * t * if ranks > 1 { 3.0 } else { 1.0 };
-        // the block and the gather grid cover the owned part plus the window's reach
-        let reach = if ranks > 1 { ((mz / r + params.p as f64 + 3.0) / (mz / r)).min(r) } else { 1.0 };
-        let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
-        let gather = if dim > 1.0 { dim * mx * my * mz / r * reach * t } else { 0.0 };
-        let grids = fft + block + gather;
-        let p = params.p as f64;
-        let p2g = ns * (16.0 + 3.0 * p * t + ncomp * t) + threads as f64 * (p / 2.0) * mx * my * ncomp * t;
+        let particles =
+            if ranks > 1 { (2.0 * n_all * (3.0 + w) + 2.0 * nt * 3.0) * t + 16.0 * (ns + nt) } else { 0.0 };
+        let cell_lists =
+            (n_all + lanes * ncells) * (3.0 + w) * t + nt * (3.0 * t + 4.0) + 4.0 * n_all + 16.0 * ncells;
+        let (grids, p2g_slabs, p) = match params {
+            Some(params) => {
+                let [mx, my, mz] = params.grid.map(|m| m as f64);
+                let real = 2.0 * (mx / 2.0 + 1.0) * my * mz / r;
+                // FFT data, and on several ranks the switch plans' two buffers
+                let fft = ncomp * real * t * if ranks > 1 { 3.0 } else { 1.0 };
+                // the block and the gather grid cover the owned part plus the window's reach
+                let reach = if ranks > 1 { ((mz / r + params.p as f64 + 3.0) / (mz / r)).min(r) } else { 1.0 };
+                let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
+                let gather = if dim > 1.0 { dim * mx * my * mz / r * reach * t } else { 0.0 };
+                let p = params.p as f64;
+                (fft + block + gather, threads as f64 * (p / 2.0) * mx * my * ncomp * t, p)
+            }
+            None => (0.0, 0.0, 4.0),
+        };
+        let p2g = ns * (16.0 + 3.0 * p * t + ncomp * t) + p2g_slabs;
         let scratch = p2g + nt * dim * t * if ranks > 1 { 3.0 } else { 2.0 } + 8.0 * nt;
         let total = particles + cell_lists + grids + scratch;
         Self { particles, cell_lists, grids, scratch, total }

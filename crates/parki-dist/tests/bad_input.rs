@@ -133,6 +133,28 @@ fn tolerance_and_parameters_out_of_range_are_rejected() {
 }
 
 #[test]
+fn too_many_particles_are_refused_at_plan_time_with_the_estimate() {
+    // issue 8, defect 8: 1e10 particles used to abort in an allocation of 240 GB
+    let d = box_unequal();
+    let opts = EwaldOptions::new(Kernel::Stokes, d, 1e-6);
+    let n = 10_000_000_000usize;
+    let e = EwaldSolver::<f64>::new(&opts, n, n).err().unwrap();
+    let m = e.to_string();
+    assert!(matches!(e, Error::Resource { .. }), "{m}");
+    assert!(m.contains("10000000000 sources") && m.contains("per rank") && m.contains("available"), "{m}");
+    assert!(m.contains(" GB") || m.contains(" TB"), "the estimate in readable units: {m}");
+    // a plan that fits: the estimate is what the plan was checked against, and it counts the
+    // grids the plan holds
+    let s = EwaldSolver::<f64>::new(&opts, N, N).unwrap();
+    let est = EwaldSolver::<f64>::estimate_memory(&opts, N, N).unwrap();
+    assert_eq!(&est, s.memory());
+    let p = s.params();
+    let grid_bytes = (9 * 2 * (p.grid[0] / 2 + 1) * p.grid[1] * p.grid[2] * 8) as f64;
+    assert!(est.grids >= grid_bytes && est.total < 20.0 * grid_bytes + 1e4 * N as f64, "{est:?}");
+    assert!(est.particles == 0.0 && est.cell_lists > 0.0 && est.scratch > 0.0, "{est:?}");
+}
+
+#[test]
 fn non_neutral_input_is_computed_with_a_warning() {
     let domain = box_unequal();
     let data = Data::new(&domain, Distribution::Uniform, N, 44);
