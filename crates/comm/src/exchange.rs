@@ -206,11 +206,13 @@ impl<T: Pod + Default> ExchangePlan<T> {
             Dir::Forward => (self.a.as_mut_ptr(), self.b.as_mut_ptr(), &self.side_a, &self.side_b),
             Dir::Backward => (self.b.as_mut_ptr(), self.a.as_mut_ptr(), &self.side_b, &self.side_a),
         };
-        // SAFETY (all block slices below): blocks of one side are disjoint ranges of a buffer the
-        // plan owns; MPI reads a send block only after it was packed, and a receive block is
-        // read only after its request completed.
-        let block = |base: *mut T, s: &Side, peer: usize| unsafe {
-            std::slice::from_raw_parts_mut(base.add(s.offsets[peer]), s.counts[peer])
+        // Blocks of one side are disjoint ranges of a buffer the plan owns; MPI reads a send
+        // block only after it was packed, and a receive block is read only after its request
+        // completed.
+        let block = |base: *mut T, s: &Side, peer: usize| {
+            // SAFETY: `offsets[peer] + counts[peer]` lies inside the side's buffer (built from the
+            // same counts), and the block of `peer` is not aliased by another live slice (above).
+            unsafe { std::slice::from_raw_parts_mut(base.add(s.offsets[peer]), s.counts[peer]) }
         };
         let t = Instant::now();
         let size = self.comm.size();
