@@ -224,7 +224,7 @@ where
     V::Scalar: KernelReal,
 {
     let consts = Consts::<V>::new(job.xi);
-    let colleagues = job.grid.colleagues(c);
+    let colleagues = job.grid.colleague_offsets::<V::Scalar>(c);
     let t0 = job.trg.binned.offsets[c];
     let t1 = job.trg.binned.offsets[c + 1];
     let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
@@ -238,7 +238,13 @@ where
     }
 }
 
-/// `NT` consecutive sorted targets starting at `t` against the colleague cells.
+/// `NT` consecutive sorted targets starting at `t` against the colleague cells, given as
+/// `(cell, o)` with the offsets `o` of [`CellGrid::colleague_offsets`].
+///
+/// Coordinates are relative to the cells' origins, so `r = (x_rel + o) - y_rel`: `x_rel + o`
+/// (at most about two cell widths) is rounded to `T` once per target and colleague, and the
+/// subtraction in the pair loop is exact for close pairs. The pair loop is that of absolute
+/// coordinates; only the per-colleague splat changed.
 #[inline(always)]
 fn targets<V: Simd, K: PairKernel, const NT: usize>(
     job: &Job<V::Scalar>,
@@ -254,14 +260,14 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
     let tx: [[f64; 3]; NT] =
         std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
     let mut acc = [[consts.zero; 3]; NT];
-    for &(cell, shift) in colleagues.iter() {
+    for &(cell, offset) in colleagues.iter() {
         let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
         if a == b {
             continue;
         }
-        // r = x - (y + s) = (x - s) - y
+        // r = x - (y + s) = (x_rel + o) - y_rel, x_rel + o summed in f64 and rounded once
         let p: [[V; 3]; NT] =
-            std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] - shift[d]))));
+            std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] + offset[d]))));
         let mut j = a;
         while j < b {
             let (sx, sy, sz) = (V::load(&src.x[j..]), V::load(&src.y[j..]), V::load(&src.z[j..]));
