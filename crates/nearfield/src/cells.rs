@@ -5,10 +5,22 @@
 //! At least 3 cells per axis are required, so the 27 colleagues are distinct cells.
 //!
 //! Sources are stored cell by cell, structure of arrays, and each cell is padded to a multiple of
-//! the SIMD width with zero-strength dummies far outside the box (the GPU paper pads every cell
-//! to the largest count for coalescing; on a CPU padding to the lane count suffices and wastes
-//! nothing on clustered inputs). Both lists are built by the deterministic two-pass counting sort
-//! of `parki_decomp::sort`, in parallel.
+//! the SIMD width with zero-strength dummies far outside the colleague cells (the GPU paper pads
+//! every cell to the largest count for coalescing; on a CPU padding to the lane count suffices
+//! and wastes nothing on clustered inputs). Both lists are built by the deterministic two-pass
+//! counting sort of `parki_decomp::sort`, in parallel.
+//!
+//! Coordinates are stored relative to the origin of their cell ([`CellGrid::origin`]), so that
+//! the P2P displacement `r = x - (y + s)` of a pair in colleague cells is formed as
+//! `(x_rel + o) - y_rel` with the per-colleague offset `o = origin(target cell) - origin(source
+//! cell) - s` ([`CellGrid::colleague_offsets`]): one rounding of a number of at most two cell
+//! widths and one subtraction that is exact for close pairs. Origins are rounded to the working
+//! precision `T`, which makes `x_rel = x - origin` exact (Sterbenz) for inputs in `T`, and the
+//! last cell of each axis takes its upper face `L` as origin, which makes the offset across the
+//! periodic boundary tiny. The displacement of every close pair is thus rounded once at its own
+//! magnitude, inside the box as with absolute coordinates and also across the periodic
+//! boundary (issue 8, defect 2: in f32, `x - s` rounded at the box length made a cluster that
+//! straddles a face up to 10x less accurate than the same cluster inside the box).
 
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, SourceSet};
 use parki_decomp::sort::{counting_sort, Binned};
@@ -90,6 +102,34 @@ impl CellGrid {
         ((c[2] * self.n[1] + c[1]) * self.n[0] + c[0]) as u32
     }
 
+    /// Local cell coordinates of linear index `c` (inverse of [`linear`](Self::linear)).
+    #[inline]
+    fn coords(&self, c: usize) -> [usize; 3] {
+        [c % self.n[0], (c / self.n[0]) % self.n[1], c / (self.n[0] * self.n[1])]
+    }
+
+    /// Origin of local cell `c`: the point its coordinates are stored relative to, per axis
+    /// the lower face `g w` of the global cell `g` the cell holds, except for the last cell
+    /// `g = n - 1`, whose origin is its upper face, the box length `L`; rounded to `T`.
+    ///
+    /// For a window's ghost cells `g` is the periodic image `u mod n` of the unwrapped cell `u`
+    /// (their sources are stored unshifted). Rounded to `T`, the origin makes `p - origin` exact
+    /// in `T` for every `p` in `T` inside the cell (both lie within a factor of 2 of each other,
+    /// Sterbenz's lemma, or the origin is 0). The upper face for the last cell makes the offset
+    /// between the two cells at the periodic boundary tiny (`±(L - fl_T(L))`, see
+    /// [`colleague_offsets`](Self::colleague_offsets)), so that a pair across the boundary is
+    /// rounded at its own scale, not at that of a cell or the box.
+    #[inline]
+    pub fn origin<T: Real>(&self, c: usize) -> [f64; 3] {
+        let l = self.coords(c);
+        [0, 1, 2].map(|d| {
+            let n = self.global_n[d] as i64;
+            let g = if self.wrap[d] { l[d] as i64 } else { (self.origin[d] + l[d] as i64).rem_euclid(n) };
+            let o = if g == n - 1 { self.lengths[d] } else { g as f64 * self.width[d] };
+            T::from_f64(o).to_f64()
+        })
+    }
+
     /// Local coordinate along a windowed axis `d` of unwrapped global cell `u`.
     #[inline]
     pub fn local_of_unwrapped(&self, d: usize, u: i64) -> Option<usize> {
@@ -134,7 +174,7 @@ impl CellGrid {
 
     /// The 27 colleagues of cell `c`: `(cell, s)` where the source images to use are `y + s`.
     pub fn colleagues(&self, c: usize) -> [(usize, [f64; 3]); 27] {
-        let ix = [c % self.n[0], (c / self.n[0]) % self.n[1], c / (self.n[0] * self.n[1])];
+        let ix = self.coords(c);
         let mut out = [(0usize, [0.0; 3]); 27];
         let mut k = 0;
         for dz in -1i64..=1 {
@@ -173,6 +213,33 @@ impl CellGrid {
         out
     }
 
+    /// The 27 colleagues of cell `c` with the offsets of their relative coordinates:
+    /// `(cell, o)` with `o = origin(c) - origin(cell) - s` ([`origin`](Self::origin) in
+    /// precision `T`, `s` the image shift of [`colleagues`](Self::colleagues)), so that the
+    /// displacement from an image of a source to a target of `c` is `(x_rel + o) - y_rel`.
+    ///
+    /// `o` is computed in f64 from origins in `T` and `s`, exactly for `T = f32` (and to f64
+    /// rounding at the scale of a cell for `T = f64`); `|o| < 2.01 w`. Across the periodic
+    /// boundary (`s = ∓L`, source cell `n-1` or `0` of a target in cell `0` or `n-1`) it is
+    /// `±(L - fl_T(L))`, below half an ulp of `L`: `x_rel + o` keeps the fine bits of a target
+    /// near the face, and the pair is rounded at the scale of its own distance. For colleagues
+    /// that do not wrap, `x_rel + o = x - origin(cell)` is exact in `T` for close pairs, as is
+    /// `(x_rel + o) - y_rel`; the self colleague has `o = 0` exactly.
+    pub fn colleague_offsets<T: Real>(&self, c: usize) -> [(usize, [f64; 3]); 27] {
+        let o = self.origin::<T>(c);
+        self.colleagues(c).map(|(cell, s)| {
+            let oc = self.origin::<T>(cell);
+            (cell, [0, 1, 2].map(|d| (o[d] - oc[d]) - s[d]))
+        })
+    }
+
+    /// Coordinates of `p` relative to the origin `o` of its cell, rounded once to `T` (exact for
+    /// `p` in `T` inside the cell, see [`origin`](Self::origin)).
+    #[inline]
+    fn relative<T: Real>(p: &[T; 3], o: &[f64; 3]) -> [T; 3] {
+        [0, 1, 2].map(|d| T::from_f64(p[d].to_f64() - o[d]))
+    }
+
     /// Cell of every position (see [`cell_of`](Self::cell_of)).
     pub fn keys<T: Real>(&self, positions: &[[T; 3]], par: Par) -> Vec<u32> {
         match par {
@@ -191,15 +258,19 @@ impl CellGrid {
 }
 
 /// Sources sorted by cell, structure of arrays, each cell padded to a multiple of `lanes`.
+///
+/// Coordinates are relative to the origin of the source's cell ([`CellGrid::origin`] in
+/// precision `T`); padding dummies sit at `-5 w_max` on every axis (relative), at least three
+/// cell widths from every target of a colleague cell, with zero strength.
 #[derive(Clone, Debug)]
 pub struct PaddedSources<T> {
     /// `offsets[c]..offsets[c+1]`: padded slots of cell `c`.
     pub offsets: Vec<usize>,
-    /// x coordinates.
+    /// x coordinates relative to the cell origin.
     pub x: Vec<T>,
-    /// y coordinates.
+    /// y coordinates relative to the cell origin.
     pub y: Vec<T>,
-    /// z coordinates.
+    /// z coordinates relative to the cell origin.
     pub z: Vec<T>,
     /// Density components (`Kernel::density_width`, packed order), one array each.
     pub density: Vec<Vec<T>>,
@@ -219,7 +290,9 @@ impl<T: Real> PaddedSources<T> {
     }
 
     /// As [`build`](Self::build) with the cell of every source given (ghost sources of a
-    /// window, whose cell follows from where they came from rather than their position).
+    /// window, whose cell follows from where they came from rather than their position; they
+    /// are stored relative to the origin of that cell, which is that of the global cell they
+    /// lie in, unshifted).
     pub fn build_keyed(
         grid: &CellGrid,
         kernel: Kernel,
@@ -247,8 +320,11 @@ impl<T: Real> PaddedSources<T> {
         }
         let total = offsets[ncells];
         let ncomp = kernel.density_width();
-        // dummies: far outside the box, zero strength
-        let far = T::from_f64(-2.0 * grid.lengths.iter().cloned().fold(0.0, f64::max));
+        // dummies: zero strength, relative coordinate -5 w_max: a target of a colleague cell is
+        // at relative x_rel + o in [-2.01 w, 2.01 w), so every dummy is at least 2.99 widths away
+        // on every axis (no r = 0, and erfc and exp see xi r bounded by the cell grid, not by
+        // the box)
+        let far = T::from_f64(-5.0 * grid.width.iter().cloned().fold(0.0, f64::max));
         let mut x = vec![far; total];
         let mut y = vec![far; total];
         let mut z = vec![far; total];
@@ -261,18 +337,21 @@ impl<T: Real> PaddedSources<T> {
             let fill = |c: usize| {
                 let o = offsets[c];
                 let n = b.count(c);
+                let origin = grid.origin::<T>(c);
                 let mut dens = [T::ZERO; 9];
-                // SAFETY: cell c owns slots offsets[c]..offsets[c]+n, disjoint from other cells.
+                // SAFETY: cell c owns slots offsets[c]..offsets[c]+n of x, y and z, disjoint from
+                // the slots of every other cell, and `fill` runs once per cell.
                 let (cx, cy, cz) = unsafe { (xs.range_mut(o, o + n), ys.range_mut(o, o + n), zs.range_mut(o, o + n)) };
                 for (k, &j) in b.order[b.offsets[c]..b.offsets[c + 1]].iter().enumerate() {
                     let j = j as usize;
-                    let p = sources.positions()[j];
+                    let p = CellGrid::relative(&sources.positions()[j], &origin);
                     cx[k] = p[0];
                     cy[k] = p[1];
                     cz[k] = p[2];
                     sources.density(kernel, j, &mut dens);
                     for (comp, d) in ds.iter().enumerate() {
-                        // SAFETY: as above, slot o + k belongs to cell c only.
+                        // SAFETY: slot o + k (k < n) of this density component belongs to cell c
+                        // only, and cell c is filled by this call only.
                         unsafe { d.range_mut(o + k, o + k + 1)[0] = dens[comp] };
                     }
                 }
@@ -292,15 +371,19 @@ impl<T: Real> PaddedSources<T> {
 }
 
 /// Targets sorted by cell (not padded), with the map back to input order.
+///
+/// Coordinates are relative to the origin of the target's cell ([`CellGrid::origin`] in
+/// precision `T`), as those of [`PaddedSources`]: a target at the position of a source has the
+/// same relative coordinates, so its self term sees `r = 0` exactly.
 #[derive(Clone, Debug)]
 pub struct SortedTargets<T> {
     /// Bins and input indices.
     pub binned: Binned,
-    /// x coordinates in sorted order.
+    /// x coordinates relative to the cell origin, in sorted order.
     pub x: Vec<T>,
-    /// y coordinates in sorted order.
+    /// y coordinates relative to the cell origin, in sorted order.
     pub y: Vec<T>,
-    /// z coordinates in sorted order.
+    /// z coordinates relative to the cell origin, in sorted order.
     pub z: Vec<T>,
 }
 
@@ -309,8 +392,21 @@ impl<T: Real> SortedTargets<T> {
     pub fn build(grid: &CellGrid, positions: &[[T; 3]], par: Par) -> Self {
         let keys = grid.keys(positions, par);
         let binned = counting_sort(&keys, grid.cells(), par);
-        let gather = |d: usize| -> Vec<T> { binned.order.iter().map(|&i| positions[i as usize][d]).collect() };
-        let (x, y, z) = (gather(0), gather(1), gather(2));
+        let n = binned.order.len();
+        let (mut x, mut y, mut z) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for c in 0..grid.cells() {
+            let (t0, t1) = (binned.offsets[c], binned.offsets[c + 1]);
+            if t0 == t1 {
+                continue;
+            }
+            let origin = grid.origin::<T>(c);
+            for &i in &binned.order[t0..t1] {
+                let p = CellGrid::relative(&positions[i as usize], &origin);
+                x.push(p[0]);
+                y.push(p[1]);
+                z.push(p[2]);
+            }
+        }
         Self { binned, x, y, z }
     }
 

@@ -4,8 +4,11 @@
 //!   sources and sorted targets, built by a two-pass counting sort.
 //! - [`p2p`]: `u^N(x_i) = sum_j sum_p G^N(x_i - y_j + p) s_j` over the 27 colleague cells, for the
 //!   Laplace, Stokeslet, stresslet and combined kernels, including the self term of a target that
-//!   coincides with a source; explicit SIMD dispatched at run time ([`simd`]).
+//!   coincides with a source; explicit SIMD dispatched at run time behind a CPU check
+//!   ([`simd`], [`IsaToken`]).
 //! - [`special`]: `exp` and `erfc` in SIMD.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod erfc_coeffs;
 
@@ -16,5 +19,5 @@ pub mod special;
 
 pub use cells::{CellGrid, PaddedSources, SortedTargets};
 pub use p2p::{p2p, P2pFlops, P2pReal};
-pub use simd::Isa;
+pub use simd::{Isa, IsaToken};
 pub use special::KernelReal;

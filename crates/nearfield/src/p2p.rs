@@ -23,7 +23,7 @@ use parki_core::{Kernel, Par, Real};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
 
 use crate::cells::{CellGrid, PaddedSources, SortedTargets};
-use crate::simd::{Isa, Simd};
+use crate::simd::{fma_loop, Isa, IsaToken, Simd};
 use crate::special::{erfc_with_gauss, exp_neg, KernelReal};
 
 /// Floating-point operations per evaluated pair (FMA = 2; selects, min/max and rounding are not
@@ -224,7 +224,7 @@ where
     V::Scalar: KernelReal,
 {
     let consts = Consts::<V>::new(job.xi);
-    let colleagues = job.grid.colleagues(c);
+    let colleagues = job.grid.colleague_offsets::<V::Scalar>(c);
     let t0 = job.trg.binned.offsets[c];
     let t1 = job.trg.binned.offsets[c + 1];
     let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
@@ -238,7 +238,13 @@ where
     }
 }
 
-/// `NT` consecutive sorted targets starting at `t` against the colleague cells.
+/// `NT` consecutive sorted targets starting at `t` against the colleague cells, given as
+/// `(cell, o)` with the offsets `o` of [`CellGrid::colleague_offsets`].
+///
+/// Coordinates are relative to the cells' origins, so `r = (x_rel + o) - y_rel`: `x_rel + o`
+/// (at most about two cell widths) is rounded to `T` once per target and colleague, and the
+/// subtraction in the pair loop is exact for close pairs. The pair loop is that of absolute
+/// coordinates; only the per-colleague splat changed.
 #[inline(always)]
 fn targets<V: Simd, K: PairKernel, const NT: usize>(
     job: &Job<V::Scalar>,
@@ -254,14 +260,14 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
     let tx: [[f64; 3]; NT] =
         std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
     let mut acc = [[consts.zero; 3]; NT];
-    for &(cell, shift) in colleagues.iter() {
+    for &(cell, offset) in colleagues.iter() {
         let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
         if a == b {
             continue;
         }
-        // r = x - (y + s) = (x - s) - y
+        // r = x - (y + s) = (x_rel + o) - y_rel, x_rel + o summed in f64 and rounded once
         let p: [[V; 3]; NT] =
-            std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] - shift[d]))));
+            std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] + offset[d]))));
         let mut j = a;
         while j < b {
             let (sx, sy, sz) = (V::load(&src.x[j..]), V::load(&src.y[j..]), V::load(&src.z[j..]));
@@ -283,6 +289,11 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
     }
 }
 
+/// The P2P of one cell in AVX-512F vectors `V`.
+///
+/// # Safety
+///
+/// The CPU must have AVX-512F and FMA (an [`IsaToken`] for `Isa::Avx512`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn cell_avx512<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
@@ -292,6 +303,11 @@ where
     cell_kernel::<V, K>(job, c, out)
 }
 
+/// The P2P of one cell in AVX2 vectors `V`.
+///
+/// # Safety
+///
+/// The CPU must have AVX2 and FMA (an [`IsaToken`] for `Isa::Avx2`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn cell_avx2<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
@@ -301,24 +317,28 @@ where
     cell_kernel::<V, K>(job, c, out)
 }
 
-/// A real type with SIMD P2P instantiations.
+/// A real type with SIMD P2P instantiations (`f32`, `f64`).
 pub trait P2pReal: KernelReal {
     #[doc(hidden)]
-    fn run_cell(isa: Isa, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]);
+    fn run_cell(token: IsaToken, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]);
+    #[doc(hidden)]
+    fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize);
 }
 
 macro_rules! impl_p2p_real {
     ($t:ty, $v512:ty, $v256:ty) => {
         impl P2pReal for $t {
-            fn run_cell(isa: Isa, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]) {
+            fn run_cell(token: IsaToken, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]) {
                 macro_rules! go {
                     ($k:ty) => {
-                        match isa {
+                        match token.isa() {
                             #[cfg(target_arch = "x86_64")]
-                            // SAFETY: `p2p` downgrades an `isa` the CPU lacks to `Isa::Scalar`.
+                            // SAFETY: a token for `Avx512` exists only if `IsaToken::new` found
+                            // AVX-512F and FMA on this CPU, the features `cell_avx512` enables.
                             Isa::Avx512 => unsafe { cell_avx512::<$v512, $k>(job, c, out) },
                             #[cfg(target_arch = "x86_64")]
-                            // SAFETY: as above.
+                            // SAFETY: a token for `Avx2` exists only if `IsaToken::new` found AVX2
+                            // and FMA on this CPU, the features `cell_avx2` enables.
                             Isa::Avx2 => unsafe { cell_avx2::<$v256, $k>(job, c, out) },
                             _ => cell_kernel::<$t, $k>(job, c, out),
                         }
@@ -329,6 +349,20 @@ macro_rules! impl_p2p_real {
                     Kernel::Stokeslet => go!(Stokeslet),
                     Kernel::Stresslet => go!(Stresslet),
                     Kernel::Stokes => go!(Stokes),
+                }
+            }
+
+            fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize) {
+                match token.isa() {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the `Avx512` token proves AVX-512F and FMA, which `fma_avx512`
+                    // enables (checked once, in `IsaToken::new`).
+                    Isa::Avx512 => (unsafe { crate::simd::fma_avx512::<$v512>(iters) }, <$v512>::LANES),
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the `Avx2` token proves AVX2 and FMA, which `fma_avx2` enables
+                    // (checked once, in `IsaToken::new`).
+                    Isa::Avx2 => (unsafe { crate::simd::fma_avx2::<$v256>(iters) }, <$v256>::LANES),
+                    _ => (fma_loop::<$t>(iters), 1),
                 }
             }
         }
@@ -348,7 +382,7 @@ impl_p2p_real!(f32, f32, f32);
 /// sorted (cell) order of `targets`.
 ///
 /// `sources` must be padded to a multiple of `isa.lanes::<T>()`; an `isa` this CPU lacks runs
-/// the portable code.
+/// the portable code (the SIMD code runs only behind an [`IsaToken`], see [`crate::simd`]).
 #[allow(clippy::too_many_arguments)]
 pub fn p2p<T: P2pReal>(
     kernel: Kernel,
@@ -361,9 +395,9 @@ pub fn p2p<T: P2pReal>(
     par: Par,
 ) {
     let dim = kernel.output_dim();
-    let isa = if isa.available() { isa } else { Isa::Scalar };
+    let token = IsaToken::new(isa).unwrap_or_else(IsaToken::scalar);
     assert_eq!(out.len(), targets.len() * dim, "P2P output length");
-    assert!(sources.offsets.iter().all(|o| o % isa.lanes::<T>() == 0), "sources padded for another ISA");
+    assert!(sources.offsets.iter().all(|o| o % token.isa().lanes::<T>() == 0), "sources padded for another ISA");
     let job = Job { grid, src: sources, trg: targets, xi };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
@@ -372,9 +406,10 @@ pub fn p2p<T: P2pReal>(
         if t0 == t1 {
             return;
         }
-        // SAFETY: target cells own disjoint ranges t0..t1 of the sorted targets.
+        // SAFETY: target cell c owns the range t0..t1 of the sorted targets, disjoint from every
+        // other cell's, and `work` runs once per cell, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(isa, kernel, &job, c, o);
+        T::run_cell(token, kernel, &job, c, o);
     };
     match par {
         Par::Seq => (0..grid.cells()).for_each(work),

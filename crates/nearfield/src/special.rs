@@ -180,4 +180,22 @@ mod tests {
             assert!(((ef as f64) - rf).abs() <= 1e-6 * rf * (1.0 + 2.0 * (x * x)), "erfcf({xf}) = {ef} vs {rf}");
         }
     }
+
+    #[test]
+    fn f32_stays_finite_and_tiny_at_huge_arguments() {
+        // the padding dummies of the cell lists are 3 to 9 cell widths from a target (xi r up to
+        // ~40 for xi w ~ 4); far larger arguments must not give NaN or inf either
+        for k in 0..=60 {
+            let x = 10f32.powf(k as f32 * 0.1); // 1 .. 1e6
+            let g = exp_neg(-x * x);
+            assert!(
+                g.is_finite() && g >= 0.0 && g <= (-(x as f64).powi(2)).exp().max(1e-30) as f32 * 1.01,
+                "exp(-{x}^2) = {g}"
+            );
+            let e = erfc_with_gauss(x, g);
+            assert!(e.is_finite() && e >= 0.0 && (e as f64) <= 1.01 * g as f64, "erfc({x}) = {e}");
+            let e64 = erfc_with_gauss(x as f64, exp_neg(-(x as f64) * (x as f64)));
+            assert!(e64.is_finite() && e64 >= 0.0, "erfc64({x}) = {e64}");
+        }
+    }
 }
