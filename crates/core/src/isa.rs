@@ -22,7 +22,7 @@ impl Isa {
     pub fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx512f") {
+            if Isa::Avx512.available() {
                 return Isa::Avx512;
             }
             if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -37,7 +37,12 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             match self {
-                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
+                Isa::Avx512 => {
+                    std::is_x86_feature_detected!("avx512f")
+                        && std::is_x86_feature_detected!("avx512vl")
+                        && std::is_x86_feature_detected!("avx2")
+                        && std::is_x86_feature_detected!("fma")
+                }
                 Isa::Avx2 => std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"),
                 Isa::Scalar => true,
             }
@@ -106,7 +111,7 @@ macro_rules! isa_dispatch {
                 // SAFETY: `available()` checked the CPU supports the features of `v4`.
                 $crate::isa::Isa::Avx512 if isa.available() => unsafe { v4::<$($T),+>($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above, for `v3`.
+                // SAFETY: `available()` checked the CPU supports the features of `v3`.
                 $crate::isa::Isa::Avx2 if isa.available() => unsafe { v3::<$($T),+>($($arg),*) },
                 _ => inner::<$($T),+>($($arg),*),
             }

@@ -78,9 +78,9 @@ impl Cnv {
         assert!(grid.len() >= (ncomp - 1) * cs + block.z * plane, "grid buffer too short");
         let writer = DisjointSlice::new(grid);
         let work = |iz: usize| {
-            // SAFETY: plane iz of every component belongs to this task only.
             let mut comps: [&mut [T]; 9] = Default::default();
             for (c, slot) in comps.iter_mut().enumerate().take(ncomp) {
+                // SAFETY: plane iz of component c belongs to this task only (one task per iz).
                 *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
             }
             self.plane(iz, block, &mut comps[..ncomp]);

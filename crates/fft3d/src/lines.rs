@@ -78,9 +78,10 @@ impl<T: FftReal> BlockedLines<T> {
             let plan = if (b + 1) * self.block > self.width { self.rest.as_ref() } else { Some(&self.full) };
             // the whole wrapper, not its field: a closure would capture the raw pointer alone
             let p = shared;
-            // SAFETY: the block's lines lie inside the caller's buffer (the planned layout) and
-            // no other task touches its columns; complex element `column` is real `2 column`.
             if let Some(plan) = plan {
+                // SAFETY: the block's lines lie inside the caller's buffer (the planned layout)
+                // and no other task touches its columns; complex element `column` is real
+                // `2 column`.
                 unsafe { plan.execute(p.0.add(2 * column)) };
             }
         };
