@@ -221,12 +221,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
-        MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0).check(
-            sources,
-            targets,
-            share.0,
-            share.1,
-        )?;
+        MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
+            .check(sources, targets, share.0, share.1)?;
         let budget = plan::grid_budget(comm, opts, share);
         let choice = plan::choose::<T>(opts, sources, targets, budget)?;
         let p = &choice.params;

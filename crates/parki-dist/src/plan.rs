@@ -133,10 +133,8 @@ impl MemoryEstimate {
         let ncells = params.map_or(0.0, |p| p.cells.iter().map(|&c| c as f64).product::<f64>() / r * ghost_factor);
         let lanes = 16.0;
         // MPI-SORT and ghosts only on several ranks: received copies plus send buffers
-        let particles =
-            if ranks > 1 { (2.0 * n_all * (3.0 + w) + 2.0 * nt * 3.0) * t + 16.0 * (ns + nt) } else { 0.0 };
-        let cell_lists =
-            (n_all + lanes * ncells) * (3.0 + w) * t + nt * (3.0 * t + 4.0) + 4.0 * n_all + 16.0 * ncells;
+        let particles = if ranks > 1 { (2.0 * n_all * (3.0 + w) + 2.0 * nt * 3.0) * t + 16.0 * (ns + nt) } else { 0.0 };
+        let cell_lists = (n_all + lanes * ncells) * (3.0 + w) * t + nt * (3.0 * t + 4.0) + 4.0 * n_all + 16.0 * ncells;
         let (grids, p2g_slabs, p) = match params {
             Some(params) => {
                 let [mx, my, mz] = params.grid.map(|m| m as f64);
