@@ -26,7 +26,7 @@ GROW=${GROW:-cube}
 RC=${RC:-}
 MPIRUN_FLAGS=${MPIRUN_FLAGS:-"--oversubscribe --bind-to none"}
 PARKI=${PARKI:-./target/release/parki-dist}
-[ -x "$PARKI" ] || cargo build --release -p parki-dist
+[ -x "$PARKI" ] || cargo build --release -p parki-app
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 
 python3 launch/scaling.py make --mode "$MODE" --ranks "$(echo $RANKS | tr ' ' ,)" --particles "$PARTICLES" \

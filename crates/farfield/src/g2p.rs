@@ -40,6 +40,11 @@ impl G2pVariant {
             G2pVariant::TargetSorted => "sorted",
         }
     }
+
+    /// Parses a run.toml name: `"sorted"` or `"base"` (the inverse of [`G2pVariant::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [G2pVariant::TargetSorted, G2pVariant::Base].into_iter().find(|v| v.name() == s)
+    }
 }
 
 /// A real grid of `dim` interleaved components: value `(x, y, z, c)` at

@@ -43,6 +43,11 @@ impl P2gVariant {
             P2gVariant::Blocked => "blocked",
         }
     }
+
+    /// Parses a run.toml name: `"blocked"` or `"scatter"` (the inverse of [`P2gVariant::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [P2gVariant::Blocked, P2gVariant::Scatter].into_iter().find(|v| v.name() == s)
+    }
 }
 
 /// A real type with an atomic add on its bit pattern.

@@ -31,6 +31,21 @@ pub enum PlanRigor {
     Measure,
 }
 
+impl PlanRigor {
+    /// Name in run.toml and reports: `"estimate"` or `"measure"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanRigor::Estimate => "estimate",
+            PlanRigor::Measure => "measure",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`PlanRigor::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [PlanRigor::Estimate, PlanRigor::Measure].into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// Grid storage for `components` components of `layout`: 2 MiB aligned (huge pages where
 /// available), zero-filled in parallel at creation.
 pub struct GridBuffer<T: FftReal> {

@@ -8,6 +8,9 @@
 //! The public surface is the solvers, their options and the vocabulary they take and return.
 //! The evaluation stages are listed by [`EwaldStage`]; the compute stages run on an
 //! [`EwaldBackend`] ([`CpuBackend`] today).
+//!
+//! The `parki-dist` application (run.toml, `.npy` files, reports) is the `parki-app` package
+//! (crates/app); see `parki-dist --help` and README.md.
 
 mod backend;
 mod inputs;
@@ -16,13 +19,6 @@ mod pipeline;
 mod plan;
 mod solver;
 mod stage;
-
-pub mod app;
-pub mod config;
-pub mod input;
-pub mod npy;
-pub mod report;
-pub mod verify;
 
 pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats};
 pub use inputs::check_inputs;

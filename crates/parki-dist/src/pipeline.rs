@@ -209,6 +209,23 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         comm.agree(Self::choose(comm, opts, popts, sources, targets)).map(|(_, _, m)| m)
     }
 
+    /// As [`estimate_memory`](Self::estimate_memory), with `caller_bytes` more per rank (the
+    /// caller's own arrays: inputs, outputs) counted against the node's memory: what an
+    /// application asks before it reads or generates its particles. Collective.
+    ///
+    /// # Errors
+    /// As [`DistEwaldSolver::new`], counting the caller's bytes too.
+    pub fn check_memory(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+        caller_bytes: f64,
+    ) -> Result<MemoryEstimate> {
+        comm.agree(Self::choose_with(comm, opts, popts, sources, targets, caller_bytes)).map(|(_, _, m)| m)
+    }
+
     /// Parameters, process grid and memory estimate, checked against the node's memory.
     fn choose(
         comm: &Comm,
@@ -217,11 +234,23 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
+        Self::choose_with(comm, opts, popts, sources, targets, 0.0)
+    }
+
+    fn choose_with(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+        caller_bytes: f64,
+    ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
         let share = plan::node_share(comm);
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
+            .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
         let budget = plan::grid_budget(comm, opts, share);
         let choice = plan::choose::<T>(opts, sources, targets, budget)?;
@@ -238,7 +267,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let (wy, wz) = (own.window(comm.rank(), 0), own.window(comm.rank(), 1));
         let ghost_factor = (wy.len * wz.len) as f64 / own.column_count(comm.rank()).max(1) as f64;
         let memory =
-            MemoryEstimate::new::<T>(opts, Some(p), sources, targets, comm.size(), choice.threads, ghost_factor);
+            MemoryEstimate::new::<T>(opts, Some(p), sources, targets, comm.size(), choice.threads, ghost_factor)
+                .with_caller(caller_bytes);
         memory.check(sources, targets, share.0, share.1)?;
         Ok((choice, pgrid, memory))
     }

@@ -104,6 +104,8 @@ pub struct MemoryEstimate {
     pub grids: f64,
     /// Scratch: P2G footprints and slab buffers, near- and far-field values, results.
     pub scratch: f64,
+    /// The caller's own arrays, as the caller declared them (0 for the library alone).
+    pub caller: f64,
     /// Sum of the parts.
     pub total: f64,
 }
@@ -153,7 +155,14 @@ impl MemoryEstimate {
         let p2g = ns * (16.0 + 3.0 * p * t + ncomp * t) + p2g_slabs;
         let scratch = p2g + nt * dim * t * if ranks > 1 { 3.0 } else { 2.0 } + 8.0 * nt;
         let total = particles + cell_lists + grids + scratch;
-        Self { particles, cell_lists, grids, scratch, total }
+        Self { particles, cell_lists, grids, scratch, caller: 0.0, total }
+    }
+
+    /// Adds `bytes` of the caller's own arrays per rank.
+    pub(crate) fn with_caller(mut self, bytes: f64) -> Self {
+        self.caller += bytes;
+        self.total += bytes;
+        self
     }
 
     /// Errors unless the estimate fits the memory one rank may use: the node's available
@@ -166,13 +175,15 @@ impl MemoryEstimate {
         Err(Error::Resource {
             message: format!(
                 "{sources} sources and {targets} targets need about {} per rank (particles {}, cell lists {}, \
-                 grids {}, scratch {}), but {} is available for each of the {ranks_on_node} rank{} on this node: \
-                 use more ranks or nodes, fewer particles, or a looser tolerance",
+                 grids {}, scratch {}, inputs and outputs {}), but {} is available for each of the \
+                 {ranks_on_node} rank{} on this node: use more ranks or nodes, fewer particles, or a looser \
+                 tolerance",
                 format_bytes(self.total),
                 format_bytes(self.particles),
                 format_bytes(self.cell_lists),
                 format_bytes(self.grids),
                 format_bytes(self.scratch),
+                format_bytes(self.caller),
                 format_bytes(budget),
                 if ranks_on_node == 1 { "" } else { "s" },
             ),

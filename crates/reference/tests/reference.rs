@@ -183,3 +183,87 @@ fn direct_sum_skips_coincident_points() {
     let u = parki_reference::direct::free_space_sum(Kernel::Laplace, &Sources::laplace(&pos, &q), &pos);
     assert_eq!(u, vec![3.0, 2.0]);
 }
+
+/// Sources `n` per cell of `cell`, replicated `copies[d]` times along each axis: the same
+/// periodic system in the box `cell * copies`.
+fn replicated(cell: [f64; 3], copies: [usize; 3], n: usize) -> (RandomProblem, RandomProblem) {
+    let mut one = random_problem(n, 21, cell);
+    // positions on a grid of 2^-10, so that the copies' positions are exact
+    one.0.iter_mut().for_each(|p| p.iter_mut().for_each(|x| *x = (*x * 1024.0).floor() / 1024.0));
+    let (pos, q, f, dq, nn) = &one;
+    let mut many: RandomProblem = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for a in 0..copies[0] {
+        for b in 0..copies[1] {
+            for c in 0..copies[2] {
+                let shift = [a as f64 * cell[0], b as f64 * cell[1], c as f64 * cell[2]];
+                for j in 0..n {
+                    many.0.push([0, 1, 2].map(|d| pos[j][d] + shift[d]));
+                    many.1.push(q[j]);
+                    many.2.push(f[j]);
+                    many.3.push(dq[j]);
+                    many.4.push(nn[j]);
+                }
+            }
+        }
+    }
+    (one, many)
+}
+
+/// The bound on the work per source-target pair of a reference sum in an elongated box.
+const WORK: f64 = 2000.0;
+
+#[test]
+fn elongated_boxes_cost_in_proportion_and_match_the_cell() {
+    // A needle and a plate: 300 and 900 copies of a cell of 2 particles. The sum in the long
+    // box equals the sum in the cell (the same periodic system), computed with the cell's own
+    // splitting. The work (counted terms, in Fourier-term units) must stay within WORK per
+    // source-target pair: a splitting chosen for a cube of the short side (xi = 6.5 / (3 L_min),
+    // the previous choice) takes 15 600 per pair on the needle. The
+    // needle's longest waves weigh the structure factors' rounding by L_z / (pi L_x L_y) ~ 70,
+    // hence 1e-12 rather than 1e-14.
+    let cell = [1.0, 1.25, 0.75];
+    let targets = [[0.3, 0.5, 0.7], [0.9, 0.1, 0.2], [0.5, 1.1, 0.05], [0.01, 0.6, 0.45]];
+    let per_pair_bound = WORK;
+    for copies in [[1, 1, 300], [30, 30, 1]] {
+        let lengths = [0, 1, 2].map(|d| cell[d] * copies[d] as f64);
+        let (one, many) = replicated(cell, copies, 2);
+        let long = Domain::triply_periodic(lengths).unwrap();
+        let ns = many.0.len();
+        let ewald = ClassicalEwald::new(long, ns, targets.len());
+        for kernel in [Kernel::Laplace, Kernel::Stokes] {
+            let src = |p: &RandomProblem| -> Vec<f64> {
+                let s = Sources {
+                    positions: &p.0,
+                    charges: Some(&p.1),
+                    forces: Some(&p.2),
+                    dipoles: Some(&p.3),
+                    normals: Some(&p.4),
+                };
+                if std::ptr::eq(p, &one) {
+                    ClassicalEwald::new(Domain::triply_periodic(cell).unwrap(), 2, targets.len())
+                        .evaluate(kernel, &s, &targets)
+                } else {
+                    let prepared = ewald.prepare(kernel, &s);
+                    let (u, w) = prepared.evaluate_counted(&targets);
+                    let total = w.weighted() + prepared.source_work().weighted();
+                    let per_pair = total / (ns * targets.len()) as f64;
+                    println!(
+                        "{lengths:?} {}: xi {:.4}, {} modes, {:.1} images per pair, work {total:.3e} ({per_pair:.0} \
+                         per pair, estimate {:.3e})",
+                        kernel.name(),
+                        ewald.xi(),
+                        w.modes,
+                        w.image_terms as f64 / w.pairs as f64,
+                        ewald.estimated_work(ns, targets.len())
+                    );
+                    assert!(per_pair <= per_pair_bound, "{lengths:?}: {per_pair:.0} units per pair");
+                    u
+                }
+            };
+            let (reference, u) = (src(&one), src(&many));
+            let e = rel_diff(&u, &reference);
+            println!("{lengths:?} {}: relative difference to the cell's sum {e:.2e}", kernel.name());
+            assert!(e < 1e-12, "{lengths:?} {}: {e:e}", kernel.name());
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use parki_comm::{Comm, ReduceOp};
-use parki_core::{Domain, Error, Kernel, Result};
+use parki_core::{validate, Domain, Error, Kernel, Result, Sources};
 use parki_decomp::split_range;
 
 use crate::config::{resolve, Generate, RunConfig};
@@ -49,9 +49,23 @@ pub struct Problem {
     /// The sources were generated: charges and forces still need their global mean removed
     /// ([`neutralise`]).
     pub generated: bool,
+    /// Warnings about the input (strengths given that the kernel does not use), the same on
+    /// every rank.
+    pub warnings: Vec<String>,
 }
 
 impl Problem {
+    /// This rank's sources as read (f64).
+    pub fn sources(&self) -> Sources<'_, f64> {
+        Sources {
+            positions: &self.positions,
+            charges: self.charges.as_deref(),
+            forces: self.forces.as_deref(),
+            dipoles: self.dipoles.as_deref(),
+            normals: self.normals.as_deref(),
+        }
+    }
+
     /// Targets over all ranks.
     pub fn targets_total(&self) -> usize {
         self.targets_total.unwrap_or(self.sources_total)
@@ -96,6 +110,13 @@ fn generate_count(g: &Generate, field: &str) -> Result<Distribution> {
     Ok(dist)
 }
 
+/// Bytes per generated particle while it is made: the position, the strengths `kernel` uses,
+/// and the generator's per-particle record of all strengths.
+fn generated_bytes(kernel: Kernel) -> usize {
+    let strengths = 8 * kernel.density_width();
+    24 + strengths + 80
+}
+
 /// One `.npy` input of this rank: its header, checked against the expected columns and rows.
 struct Input {
     path: std::path::PathBuf,
@@ -108,6 +129,7 @@ impl Input {
         let path = resolve(base, p);
         let header = npy::read_header(&path, field)?;
         header.expect_columns(columns, &format!("{field} ({})", path.display()))?;
+        npy::check_complete(&path, field, &header)?;
         Ok(Self { path, field, header })
     }
 
@@ -137,11 +159,34 @@ impl Input {
     }
 }
 
+/// The particle counts of a run.toml, from the generators or the `.npy` headers only (nothing
+/// is read past a header): `(sources, targets)`, the targets being the sources when `[targets]`
+/// is absent. Errors as [`load_problem`] would on the same headers.
+pub fn counts(cfg: &RunConfig, path: &Path) -> Result<(usize, usize)> {
+    let count = |g: &Option<Generate>, p: &Option<std::path::PathBuf>, field: &'static str| -> Result<Option<usize>> {
+        match (g, p) {
+            (Some(g), _) => Ok(Some(g.count)),
+            (None, Some(p)) => Ok(Some(Input::open(path, p, field, 3)?.rows())),
+            (None, None) => Ok(None),
+        }
+    };
+    let sources =
+        count(&cfg.sources.generate, &cfg.sources.positions, "sources.positions")?.ok_or_else(|| Error::Missing {
+            field: "sources.positions".into(),
+            reason: "give a .npy file or sources.generate = { distribution, count, seed }".into(),
+        })?;
+    let targets = match &cfg.targets {
+        Some(t) => count(&t.generate, &t.positions, "targets.positions")?.unwrap_or(sources),
+        None => sources,
+    };
+    Ok((sources, targets))
+}
+
 /// Reads or generates rank `rank`'s share (of `ranks`) of the problem of a run.toml at `path`.
 /// Touches no other rank: call [`Comm::agree`] on the result, then [`neutralise`].
 pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> Result<Problem> {
     let kernel = Kernel::from_name(&cfg.problem.kernel)?;
-    let domain = Domain::new(cfg.problem.box_lengths, cfg.problem.periodic)?;
+    let domain = Domain::new(cfg.problem.lengths(), cfg.problem.periodic_axes())?;
     if !matches!(cfg.problem.precision.as_str(), "f64" | "f32") {
         return Err(Error::OutOfRange {
             field: "problem.precision".into(),
@@ -167,6 +212,7 @@ pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> 
         normals: None,
         targets: None,
         generated: false,
+        warnings: Vec::new(),
     };
     match (&s.generate, &s.positions) {
         (Some(_), Some(_)) => {
@@ -183,8 +229,18 @@ pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> 
             })
         }
         (Some(g), None) => {
+            let files =
+                [("charges", &s.charges), ("forces", &s.forces), ("dipoles", &s.dipoles), ("normals", &s.normals)];
+            if let Some((name, Some(p))) = files.iter().find(|(_, f)| f.is_some()) {
+                return Err(Error::OutOfRange {
+                    field: format!("sources.{name}"),
+                    value: format!("\"{}\"", p.display()),
+                    allowed: "no strength files with sources.generate (the generator makes the strengths)".into(),
+                });
+            }
             let dist = generate_count(g, "sources")?;
             let rows = split_range(g.count, ranks, rank);
+            npy::ensure_fits("sources.generate.count", g.count, rows.len(), generated_bytes(kernel))?;
             prob.positions = generate::positions_slice(&domain, dist, g.seed, rows.clone());
             let st = generate::strengths_slice(kernel, g.seed.wrapping_add(0x5eed), rows.clone());
             (prob.charges, prob.forces, prob.dipoles, prob.normals) = (st.charges, st.forces, st.dipoles, st.normals);
@@ -200,10 +256,30 @@ pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> 
                 input.expect_rows(&pos)?;
                 Ok(Some(input))
             };
-            let q = open(&s.charges, "sources.charges", 1)?;
-            let f = open(&s.forces, "sources.forces", 3)?;
-            let d = open(&s.dipoles, "sources.dipoles", 3)?;
-            let n = open(&s.normals, "sources.normals", 3)?;
+            // strengths the kernel does not use are neither opened nor read, with a warning
+            let mut prob_warnings = Vec::new();
+            let mut used = |f: &Option<std::path::PathBuf>, field: &str, needed: bool| -> Option<std::path::PathBuf> {
+                match f {
+                    Some(p) if !needed => {
+                        prob_warnings.push(format!(
+                            "{field} = \"{}\" is ignored: kernel \"{}\" does not use it",
+                            p.display(),
+                            kernel.name()
+                        ));
+                        None
+                    }
+                    other => other.clone(),
+                }
+            };
+            let charges = used(&s.charges, "sources.charges", kernel.needs_charges());
+            let forces = used(&s.forces, "sources.forces", kernel.needs_forces());
+            let dipoles = used(&s.dipoles, "sources.dipoles", kernel.needs_dipoles());
+            let normals = used(&s.normals, "sources.normals", kernel.needs_dipoles());
+            prob.warnings = prob_warnings;
+            let q = open(&charges, "sources.charges", 1)?;
+            let f = open(&forces, "sources.forces", 3)?;
+            let d = open(&dipoles, "sources.dipoles", 3)?;
+            let n = open(&normals, "sources.normals", 3)?;
             let rows = split_range(pos.rows(), ranks, rank);
             prob.positions = pos.read3(rows.clone())?;
             prob.charges = q.map(|i| i.read(rows.clone())).transpose()?;
@@ -227,6 +303,7 @@ pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> 
             (Some(g), None) => {
                 let dist = generate_count(g, "targets")?;
                 let rows = split_range(g.count, ranks, rank);
+                npy::ensure_fits("targets.generate.count", g.count, rows.len(), 24)?;
                 (g.count, rows.clone(), generate::positions_slice(&domain, dist, g.seed, rows))
             }
             (None, Some(p)) => {
@@ -246,6 +323,89 @@ pub fn load_problem(cfg: &RunConfig, path: &Path, rank: usize, ranks: usize) -> 
         prob.targets = Some(points);
     }
     Ok(prob)
+}
+
+/// The farthest a coordinate may lie from the box, in box lengths, for `wrap = true` (2^42).
+const WRAP_LIMIT: f64 = 4_398_046_511_104.0;
+
+/// Readies this rank's rows for the solver, in f64 as read: with `wrap = true` maps the
+/// coordinates into `[0, L)` along periodic axes (in f64, before any narrowing to f32, so that
+/// a particle many box lengths away keeps its place in the box to `1e-16 |x|`), then checks
+/// the positions against the box and the strengths (present, finite, as many as the positions),
+/// and with `precision = "f32"` that every strength and side length is finite in f32. Local:
+/// call [`Comm::agree`] on the result (after [`Problem::globalise`]).
+pub fn prepare(prob: &mut Problem) -> Result<()> {
+    let domain = prob.domain;
+    if prob.wrap {
+        // beyond 2^42 box lengths the f64 spacing exceeds 1e-3 L: wrapping cannot place the
+        // particle (and beyond 2^53 it cannot even tell where in the box it was)
+        let (l, periodic) = (domain.lengths(), domain.periodic());
+        let sets = [
+            ("sources.positions", Some(&prob.positions), prob.source_rows.start),
+            ("targets.positions", prob.targets.as_ref(), prob.target_rows.start),
+        ];
+        for (field, set, first) in sets {
+            for (i, p) in set.into_iter().flatten().enumerate() {
+                if let Some(axis) = (0..3).find(|&a| periodic[a] && p[a].is_finite() && p[a].abs() >= WRAP_LIMIT * l[a])
+                {
+                    return Err(Error::OutOfRange {
+                        field: format!("{field}[{}][{axis}]", first + i),
+                        value: format!("{:e}", p[axis]),
+                        allowed: format!(
+                            "|x| < 2^42 L = {:e} with wrap = true: the point is too far from the box for \
+                             f64 to place it inside",
+                            WRAP_LIMIT * l[axis]
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let place = |field: &str, p: &mut [[f64; 3]], wrap: bool| {
+        if wrap {
+            validate::wrap_positions(field, p, &domain)
+        } else {
+            validate::check_positions(field, p, &domain)
+        }
+    };
+    place("sources.positions", &mut prob.positions, prob.wrap)?;
+    if let Some(t) = prob.targets.as_mut() {
+        place("targets.positions", t, prob.wrap)?;
+    }
+    prob.sources().check_densities(prob.kernel)?;
+    if prob.precision == "f32" {
+        let too_big = |field: String, index: usize, component: usize, value: f64| Error::OutOfRange {
+            field: format!("{field}[{index}][{component}]"),
+            value: format!("{value:e}"),
+            allowed: format!(
+                "|value| <= {:e} with precision = \"f32\": the value overflows f32 \
+                 (rescale the input or use precision = \"f64\")",
+                f32::MAX
+            ),
+        };
+        let fits = |v: f64| v.abs() <= f32::MAX as f64;
+        for (d, &l) in domain.lengths().iter().enumerate() {
+            if !fits(l) {
+                return Err(Error::OutOfRange {
+                    field: format!("problem.box[{d}]"),
+                    value: format!("{l:e}"),
+                    allowed: format!("at most {:e} with precision = \"f32\": it overflows f32", f32::MAX),
+                });
+            }
+        }
+        let first = prob.source_rows.start;
+        if let Some((i, &v)) = prob.charges.iter().flatten().enumerate().find(|(_, v)| !fits(**v)) {
+            return Err(too_big("sources.charges".into(), first + i, 0, v));
+        }
+        for (name, set) in [("forces", &prob.forces), ("dipoles", &prob.dipoles), ("normals", &prob.normals)] {
+            for (i, v) in set.iter().flatten().enumerate() {
+                if let Some(c) = (0..3).find(|&c| !fits(v[c])) {
+                    return Err(too_big(format!("sources.{name}"), first + i, c, v[c]));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Removes the mean over all ranks from generated charges and forces (zero net charge and force

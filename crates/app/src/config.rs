@@ -36,12 +36,12 @@ pub struct RunConfig {
 pub struct ProblemSection {
     /// `"laplace"`, `"stokeslet"`, `"stresslet"` or `"stokes"`.
     pub kernel: String,
-    /// Box side lengths.
+    /// Box side lengths (exactly 3, checked by [`RunConfig::parse`]; see [`ProblemSection::lengths`]).
     #[serde(rename = "box")]
-    pub box_lengths: [f64; 3],
-    /// Periodic axes (default: all).
+    pub box_lengths: Vec<f64>,
+    /// Periodic axes (default: all; exactly 3, see [`ProblemSection::periodic_axes`]).
     #[serde(default = "all_periodic")]
-    pub periodic: [bool; 3],
+    pub periodic: Vec<bool>,
     /// Relative RMS tolerance.
     pub tolerance: f64,
     /// `"f64"` (default) or `"f32"`.
@@ -52,8 +52,20 @@ pub struct ProblemSection {
     pub wrap: bool,
 }
 
-fn all_periodic() -> [bool; 3] {
-    [true; 3]
+fn all_periodic() -> Vec<bool> {
+    vec![true; 3]
+}
+
+impl ProblemSection {
+    /// The box side lengths (three: [`RunConfig::parse`] refuses any other count).
+    pub fn lengths(&self) -> [f64; 3] {
+        [0, 1, 2].map(|d| self.box_lengths.get(d).copied().unwrap_or(f64::NAN))
+    }
+
+    /// The periodic axes (three: [`RunConfig::parse`] refuses any other count).
+    pub fn periodic_axes(&self) -> [bool; 3] {
+        [0, 1, 2].map(|d| self.periodic.get(d).copied().unwrap_or(true))
+    }
 }
 
 fn default_precision() -> String {
@@ -146,22 +158,13 @@ pub struct RunSection {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParallelSection {
-    /// `"auto"` (default) or `[P_y, P_z]` with `P_y P_z` = ranks.
-    pub grid: Option<GridChoice>,
+    /// `"auto"` (default) or `[P_y, P_z]` with `P_y P_z` = ranks: any TOML value here, so that
+    /// a wrong one is reported with what is allowed (`crate::app::parallel_options`).
+    pub grid: Option<toml::Value>,
     /// `"auto"` (default: slabs when they fit, else pencils), `"slab"` or `"pencil"`.
     pub decomposition: Option<String>,
     /// `"alltoallv"` (default) or `"persistent"` (point-to-point, unpacked as blocks arrive).
     pub backend: Option<String>,
-}
-
-/// `grid = "auto"` or `grid = [P_y, P_z]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum GridChoice {
-    /// An explicit process grid.
-    Dims([usize; 2]),
-    /// A word (only `"auto"` is valid).
-    Word(String),
 }
 
 impl RunConfig {
@@ -172,9 +175,38 @@ impl RunConfig {
         Self::parse(&text, path)
     }
 
-    /// Parses run.toml text (`path` for messages).
+    /// Parses run.toml text (`path` for messages) and checks the counts a TOML array cannot
+    /// carry in its type: `box` and `periodic` have exactly 3 entries, `repeat` is at least 1.
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })
+        let cfg: RunConfig =
+            toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
+        let three = |field: &str, len: usize, shown: String| -> Result<()> {
+            if len == 3 {
+                Ok(())
+            } else {
+                Err(Error::Shape {
+                    field: field.into(),
+                    expected: "3 entries, one per axis (x, y, z)".into(),
+                    found: format!("{len} entr{}: {shown}", if len == 1 { "y" } else { "ies" }),
+                })
+            }
+        };
+        let p = &cfg.problem;
+        three("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
+        three("problem.periodic", p.periodic.len(), format!("{:?}", p.periodic))?;
+        if cfg.run.repeat == Some(0) {
+            return Err(repeat_error("run.repeat"));
+        }
+        Ok(cfg)
+    }
+}
+
+/// `repeat = 0` (run.toml) or `--repeat 0`: a run evaluates at least once.
+pub fn repeat_error(field: &str) -> Error {
+    Error::OutOfRange {
+        field: field.into(),
+        value: "0".into(),
+        allowed: "at least 1 (evaluations with one plan)".into(),
     }
 }
 

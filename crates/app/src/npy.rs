@@ -20,6 +20,49 @@ fn shape_err(field: &str, expected: &str, found: String) -> Error {
     Error::Shape { field: field.into(), expected: expected.into(), found }
 }
 
+/// The machine's memory in bytes (`MemTotal` of /proc/meminfo), where known.
+fn physical_memory() -> Option<u128> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn gb(bytes: u128) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+/// Checks that `rows` rows of `bytes_per_row` bytes (this rank's share of `count`, the value of
+/// `field`) can be held: not more than the machine's memory, and an allocation of that size
+/// succeeds (`try_reserve`). The error names the field, the count and the bytes, where the
+/// allocation itself would abort the process.
+pub fn ensure_fits(field: &str, count: usize, rows: usize, bytes_per_row: usize) -> Result<()> {
+    let bytes = rows as u128 * bytes_per_row as u128;
+    let refuse = |why: String| Error::Resource {
+        message: format!(
+            "{field} = {count}: {rows} rows on this rank need {} ({bytes_per_row} bytes each), {why}",
+            gb(bytes)
+        ),
+    };
+    if let Some(total) = physical_memory().filter(|&t| bytes > t) {
+        return Err(refuse(format!("more than the {} of memory of this machine", gb(total))));
+    }
+    let probe = usize::try_from(bytes).map_err(|_| refuse("more than the address space".into()))?;
+    Vec::<u8>::new().try_reserve_exact(probe).map_err(|e| refuse(format!("which cannot be allocated ({e})")))
+}
+
+/// A zeroed vector of `len` values for `field`, or an error naming the field where the memory
+/// cannot be had (instead of an abort).
+fn zeros(field: &str, len: usize) -> Result<Vec<f64>> {
+    ensure_fits(field, len, len, 8)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|e| Error::Resource {
+        message: format!("{field}: {len} values ({}) cannot be allocated ({e})", gb(len as u128 * 8)),
+    })?;
+    v.resize(len, 0.0);
+    Ok(v)
+}
+
 /// Reads `path`; `field` names the input in error messages.
 pub fn read(path: &Path, field: &str) -> Result<Array> {
     let bytes = std::fs::read(path).map_err(|e| Error::Io { path: path.into(), message: format!("{field}: {e}") })?;
@@ -48,6 +91,18 @@ impl Header {
     /// Values per row.
     pub fn columns(&self) -> usize {
         self.shape.iter().skip(1).product()
+    }
+
+    /// Values in the whole array, or an error naming `field` when the shape's product does not
+    /// fit in an address (a corrupt or hostile header).
+    pub fn values(&self, field: &str) -> Result<usize> {
+        self.shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n.checked_mul(self.width).is_some())
+            .ok_or_else(|| {
+                shape_err(field, "a shape whose size fits in memory addresses", format!("shape {:?}", self.shape))
+            })
     }
 
     /// Checks the shape against `(N, cols)` (or `(N,)` for `cols == 1`, `(N, 1)` accepted).
@@ -95,6 +150,9 @@ fn parse_header(bytes: &[u8], field: &str) -> Result<Header> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<usize>().map_err(|_| shape_err(field, "integer dimensions", shape_txt.to_string())))
         .collect::<Result<_>>()?;
+    if shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(8)).is_none() {
+        return Err(shape_err(field, "a shape whose size fits in memory addresses", format!("shape {shape:?}")));
+    }
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
     let width = match descr {
         "<f8" | "=f8" | "f8" => 8,
@@ -116,9 +174,9 @@ fn decode(b: &[u8], width: usize) -> f64 {
 /// Parses the bytes of a `.npy` file.
 pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
     let h = parse_header(bytes, field)?;
-    let count: usize = h.shape.iter().product();
+    let count = h.values(field)?;
     let body = &bytes[h.data_offset..];
-    if body.len() < count * h.width {
+    if (body.len() / h.width) < count {
         return Err(shape_err(field, &format!("{count} values"), format!("{} bytes of data", body.len())));
     }
     let mut data: Vec<f64> = body.chunks_exact(h.width).take(count).map(|b| decode(b, h.width)).collect();
@@ -160,6 +218,23 @@ pub fn read_header(path: &Path, field: &str) -> Result<Header> {
     parse_header(&buf, &format!("{field} ({})", path.display()))
 }
 
+/// Errors unless the file at `path` holds every value its header `h` declares (checked before
+/// anything is allocated or planned: a header claiming more rows than the file has is a
+/// truncated file, not a memory estimate).
+pub fn check_complete(path: &Path, field: &str, h: &Header) -> Result<()> {
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: format!("{field}: {e}") };
+    let len = std::fs::metadata(path).map_err(io)?.len() as u128;
+    let values = h.rows() as u128 * h.columns().max(1) as u128;
+    if h.data_offset as u128 + values * h.width as u128 > len {
+        return Err(shape_err(
+            &format!("{field} ({})", path.display()),
+            &format!("{values} values of {} bytes after the header", h.width),
+            format!("a file of {len} bytes (truncated)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads rows `rows` of the file whose header is `h` (row-major `f64`, `h.columns()` per row),
 /// touching only their bytes: each rank of a distributed run reads its own slice.
 pub fn read_rows(path: &Path, field: &str, h: &Header, rows: Range<usize>) -> Result<Vec<f64>> {
@@ -171,25 +246,28 @@ pub fn read_rows(path: &Path, field: &str, h: &Header, rows: Range<usize>) -> Re
     }
     let io = |e: std::io::Error| Error::Io { path: path.into(), message: format!("{field}: {e}") };
     let mut f = std::fs::File::open(path).map_err(io)?;
-    let len = f.metadata().map_err(io)?.len() as usize;
+    let len = f.metadata().map_err(io)?.len() as u128;
     let count = rows.len();
-    let mut out = vec![0.0; count * m];
     // (first value, values to read, destination column or None for whole rows)
     let spans: Vec<(usize, usize, Option<usize>)> = if h.fortran && m > 1 {
         (0..m).map(|j| (j * n + rows.start, count, Some(j))).collect()
     } else {
         vec![(rows.start * m, count * m, None)]
     };
+    // the file must hold every span before anything is allocated (the header is checked to
+    // fit in an address, the sizes here are computed wide)
+    let end = |first: usize, values: usize| h.data_offset as u128 + (first as u128 + values as u128) * h.width as u128;
+    if spans.iter().any(|&(first, values, _)| end(first, values) > len) {
+        return Err(shape_err(
+            &named,
+            &format!("{} values of {} bytes after the header", n as u128 * m.max(1) as u128, h.width),
+            format!("a file of {len} bytes, truncated inside rows {}..{}", rows.start, rows.end),
+        ));
+    }
+    let mut out = zeros(&named, count * m)?;
     let mut bytes = Vec::new();
     for (first, values, column) in spans {
         let (lo, hi) = (h.data_offset + first * h.width, h.data_offset + (first + values) * h.width);
-        if hi > len {
-            return Err(shape_err(
-                &named,
-                &format!("{} values of {} bytes after the header", n * m.max(1), h.width),
-                format!("a file of {len} bytes, truncated inside rows {}..{}", rows.start, rows.end),
-            ));
-        }
         bytes.resize(hi - lo, 0);
         f.seek(SeekFrom::Start(lo as u64)).map_err(io)?;
         f.read_exact(&mut bytes).map_err(io)?;

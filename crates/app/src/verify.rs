@@ -5,12 +5,12 @@
 //! every rank, independent of the rank count). Their positions and computed values are shared
 //! by a sum in which only the owning rank contributes. The classical sum is linear in the
 //! sources, so every rank sums its own sources at the K targets and the partial sums add up to
-//! the reference. The cost is O(N K / R) per rank.
+//! the reference. The cost is O(N K / R) per rank (see [`classical_check`]), with progress lines
+//! during a long check.
 
 use std::time::Instant;
 
 use parki_comm::{Comm, ReduceOp};
-use parki_core::{Real, Sources};
 use parki_reference::ClassicalEwald;
 use serde_json::{json, Value};
 
@@ -64,48 +64,57 @@ pub fn sample_indices(n: usize, k: usize) -> Vec<usize> {
     out
 }
 
+/// Seconds between progress lines of a long check.
+const PROGRESS_SECONDS: f64 = 2.0;
+
 /// Compares this rank's potential `u` (its target rows, input order) with the classical Ewald
-/// sum at `k` random targets of the whole set. Collective.
-pub fn classical_check<T: Real>(
-    comm: &Comm,
-    prob: &Problem,
-    sources: &Sources<T>,
-    targets: Option<&[[T; 3]]>,
-    u: &[f64],
-    k: usize,
-) -> Check {
+/// sum at `k` random targets of the whole set. The reference uses the particles as read, in
+/// f64 (after `wrap` in f64: [`crate::input::prepare`]), never the copies the solver rounded to
+/// its precision, so that it measures the error of the whole run. Its splitting is chosen for
+/// this rank's sources and the `k` targets in this box ([`ClassicalEwald::new`]): the cost is
+/// the structure factors once, then each target at `O(Ns / R)`. `progress` receives a line
+/// every few seconds (rank 0's view; pass a no-op elsewhere). Collective.
+pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progress: &dyn Fn(&str)) -> Check {
     let t = Instant::now();
     let dim = prob.kernel.output_dim();
     let idx = sample_indices(prob.targets_total(), k);
     let k = idx.len();
     let rows = &prob.target_rows;
-    let local_points = targets.unwrap_or(sources.positions);
+    let local_points = prob.targets.as_deref().unwrap_or(&prob.positions);
     // positions and values of the chosen targets, filled by their owners and summed
     let mut shared = vec![0.0f64; k * (3 + dim)];
     for (a, &i) in idx.iter().enumerate() {
         if rows.contains(&i) {
             let l = i - rows.start;
             let row = &mut shared[a * (3 + dim)..(a + 1) * (3 + dim)];
-            (0..3).for_each(|d| row[d] = local_points[l][d].to_f64());
+            row[..3].copy_from_slice(&local_points[l]);
             row[3..].copy_from_slice(&u[l * dim..(l + 1) * dim]);
         }
     }
     comm.all_reduce(&mut shared, ReduceOp::Sum);
     let tp: Vec<[f64; 3]> = shared.chunks_exact(3 + dim).map(|r| [r[0], r[1], r[2]]).collect();
-    // this rank's sources in f64, summed at the chosen targets
-    let to64 = |v: Option<&[[T; 3]]>| v.map(|f| f.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>());
-    let p64 = to64(Some(sources.positions)).unwrap_or_default();
-    let (f64s, d64, n64) = (to64(sources.forces), to64(sources.dipoles), to64(sources.normals));
-    let q64: Option<Vec<f64>> = sources.charges.map(|q| q.iter().map(|v| v.to_f64()).collect());
-    let src64 = Sources {
-        positions: &p64,
-        charges: q64.as_deref(),
-        forces: f64s.as_deref(),
-        dipoles: d64.as_deref(),
-        normals: n64.as_deref(),
-    };
-    let reference_sum = ClassicalEwald::new(prob.domain, prob.sources_total, k);
-    let mut reference = reference_sum.evaluate(prob.kernel, &src64, &tp);
+    // this rank's sources, summed at the chosen targets
+    let sources = prob.sources();
+    let ewald = ClassicalEwald::new(prob.domain, sources.len(), k);
+    let prepared = ewald.prepare(prob.kernel, &sources);
+    progress(&format!(
+        "check: classical Ewald sum with xi = {:.4}, {} wave vectors, structure factors of {} sources in {:.2} s",
+        ewald.xi(),
+        prepared.modes(),
+        sources.len(),
+        t.elapsed().as_secs_f64()
+    ));
+    let mut reference = Vec::with_capacity(k * dim);
+    let chunk = k.div_ceil(20).max(1);
+    let mut last = Instant::now();
+    for (c, points) in tp.chunks(chunk).enumerate() {
+        reference.extend(prepared.evaluate(points));
+        let done = ((c + 1) * chunk).min(k);
+        if last.elapsed().as_secs_f64() >= PROGRESS_SECONDS && done < k {
+            progress(&format!("check: {done} of {k} targets, {:.1} s", t.elapsed().as_secs_f64()));
+            last = Instant::now();
+        }
+    }
     comm.all_reduce(&mut reference, ReduceOp::Sum);
     let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
     for a in 0..k {

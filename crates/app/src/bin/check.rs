@@ -11,8 +11,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use parki_app::app::error_line;
 use parki_comm::{Backend, Comm, ReduceOp, Universe};
-use parki_core::{Domain, Kernel, Sources};
+use parki_core::{Domain, Error, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
 use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor};
@@ -151,6 +152,11 @@ fn particles(n: usize, lengths: [f64; 3], cells: [usize; 3], seed: u64) -> Probl
     Problem { pos, q, f, d, n: nn }
 }
 
+/// A failed check as an error.
+fn unsupported(what: String) -> Error {
+    Error::Unsupported { what }
+}
+
 /// Global relative L2 difference of this rank's `u` against `reference`.
 fn rel_diff(world: &Comm, u: &[f64], reference: &[f64]) -> f64 {
     let mut s = [0.0, 0.0];
@@ -174,26 +180,28 @@ fn check_ewald(
     bound: f64,
     bad_rank: Option<usize>,
     panic_rank: Option<usize>,
-) -> Result<(), String> {
-    let kernel = Kernel::from_name(kernel).map_err(|e| e.to_string())?;
-    let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
-    let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
+) -> Result<(), Error> {
+    let kernel = Kernel::from_name(kernel)?;
+    let kind = Decomposition::parse(layout)
+        .ok_or_else(|| unsupported(format!("layout = {layout}: expected slab, pencil or auto")))?;
+    let backend = Backend::parse(backend)
+        .ok_or_else(|| unsupported(format!("backend = {backend}: expected alltoallv or persistent")))?;
     let lengths = [1.0, 1.2, 0.9];
-    let domain = Domain::triply_periodic(lengths).map_err(|e| e.to_string())?;
+    let domain = Domain::triply_periodic(lengths)?;
     let mut opts = EwaldOptions::new(kernel, domain, tol);
     opts.threads = 1;
     let nt = if separate { n / 2 } else { n };
-    let mut serial = EwaldSolver::<f64>::new(&opts, n, nt).map_err(|e| e.to_string())?;
+    let mut serial = EwaldSolver::<f64>::new(&opts, n, nt)?;
     let cells = serial.cells().dims();
     let all = particles(n, lengths, cells, 7);
     let tall = particles(nt, lengths, cells, 8);
     let dim = kernel.output_dim();
     let targets_all = if separate { Targets::Points(&tall.pos[..]) } else { Targets::Sources };
     let mut reference = vec![0.0; nt * dim];
-    serial.evaluate(&all.view(kernel), targets_all, &mut reference).map_err(|e| e.to_string())?;
+    serial.evaluate(&all.view(kernel), targets_all, &mut reference)?;
 
     let popts = ParallelOptions::new().decomposition(kind).backend(backend);
-    let mut solver = DistEwaldSolver::<f64>::new(world, &opts, popts, n, nt).map_err(|e| e.to_string())?;
+    let mut solver = DistEwaldSolver::<f64>::new(world, &opts, popts, n, nt)?;
     if panic_rank == Some(world.rank()) {
         panic!("injected failure (--panic-rank {})", world.rank());
     }
@@ -211,7 +219,7 @@ fn check_ewald(
         (Targets::Sources, &reference[sr.start * dim..sr.end * dim])
     };
     let mut u = vec![0.0; rref.len()];
-    solver.evaluate(&mine.view(kernel), tgt, &mut u, SortMode::Full).map_err(|e| format!("evaluate: {e}"))?;
+    solver.evaluate(&mine.view(kernel), tgt, &mut u, SortMode::Full)?;
     let err = rel_diff(world, &u, rref);
 
     // particles kept on their owners, moved by less than a cell, neighbour-only sort
@@ -230,14 +238,14 @@ fn check_ewald(
     }
     let mut u2 = vec![0.0; owned_idx.len() * dim];
     let t_held = if separate { Targets::Points(&held.pos[..]) } else { Targets::Sources };
-    solver.evaluate(&held.view(kernel), t_held, &mut u2, SortMode::Neighbour).map_err(|e| e.to_string())?;
+    solver.evaluate(&held.view(kernel), t_held, &mut u2, SortMode::Neighbour)?;
     let moved_all =
         Problem { pos: moved.clone(), q: all.q.clone(), f: all.f.clone(), d: all.d.clone(), n: all.n.clone() };
     let mut fresh = vec![0.0; n * dim];
     let t_fresh = if separate { Targets::Points(&moved[..]) } else { Targets::Sources };
     // planned for the same counts as the distributed solver, hence the same parameters
-    let mut serial2 = EwaldSolver::<f64>::new(&opts, n, nt).map_err(|e| e.to_string())?;
-    serial2.evaluate(&moved_all.view(kernel), t_fresh, &mut fresh).map_err(|e| e.to_string())?;
+    let mut serial2 = EwaldSolver::<f64>::new(&opts, n, nt)?;
+    serial2.evaluate(&moved_all.view(kernel), t_fresh, &mut fresh)?;
     let fresh_mine: Vec<f64> = owned_idx.iter().flat_map(|&i| fresh[i * dim..(i + 1) * dim].to_vec()).collect();
     let err2 = rel_diff(world, &u2, &fresh_mine);
     if world.rank() == 0 {
@@ -253,7 +261,7 @@ fn check_ewald(
         );
     }
     if err > bound || err2 > bound || !err.is_finite() || !err2.is_finite() {
-        return Err(format!("Ewald check failed: {err:.3e} and {err2:.3e} (bound {bound:e})"));
+        return Err(unsupported(format!("Ewald check failed: {err:.3e} and {err2:.3e} (bound {bound:e})")));
     }
     Ok(())
 }
@@ -431,29 +439,28 @@ fn main() -> ExitCode {
         Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
             check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
         }
-        Command::Fft { grid, comps, layout, backend, complex, threads } => {
-            if grid.len() != 3 {
-                Err("--grid: expected three sizes Mx,My,Mz".to_string())
-            } else {
-                check_fft(&world, [grid[0], grid[1], grid[2]], comps, &layout, &backend, complex, threads).and_then(
-                    |(f, r)| {
-                        if f <= 1e-13 && r <= 1e-13 {
-                            Ok(())
-                        } else {
-                            Err(format!("FFT check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
-                        }
-                    },
-                )
-            }
+        Command::Fft { grid, comps, layout, backend, complex, threads } => if grid.len() != 3 {
+            Err("--grid: expected three sizes Mx,My,Mz".to_string())
+        } else {
+            check_fft(&world, [grid[0], grid[1], grid[2]], comps, &layout, &backend, complex, threads).and_then(
+                |(f, r)| {
+                    if f <= 1e-13 && r <= 1e-13 {
+                        Ok(())
+                    } else {
+                        Err(format!("FFT check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
+                    }
+                },
+            )
         }
+        .map_err(unsupported),
     };
-    let agreed = world.agree(result.map_err(|m| parki_core::Error::Unsupported { what: m }));
-    match agreed {
+    // one line, from rank 0, naming the rank the error arose on
+    match world.agree(result) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // one write per line, so that lines of different ranks do not interleave
-            let line = format!("parki-check (rank {} of {}): error: {e}\n", world.rank(), world.size());
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            if world.rank() == 0 {
+                eprintln!("{}", error_line("parki-check", &e, world.size()));
+            }
             ExitCode::from(1)
         }
     }

@@ -1,4 +1,8 @@
-//! The JSON report and the end-of-run tables of `parki-dist run`.
+//! The JSON report and the end-of-run tables of `parki-dist run`. Every field of the report is
+//! documented, with its unit, in docs/report.md (a test checks that none is missing).
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parki_comm::{Backend, StageStats, TrafficStats};
 use parki_core::StageKind;
@@ -8,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::input::Problem;
 use crate::verify::Check;
-use crate::{EwaldOptions, EwaldStage};
+use parki_dist::{EwaldOptions, EwaldStage};
 
 /// Everything a report states, gathered at the end of a run (reduced over ranks already).
 pub struct ReportInputs<'a> {
@@ -44,6 +48,89 @@ pub struct ReportInputs<'a> {
     pub check: Option<&'a Check>,
     /// Input warnings.
     pub warnings: &'a [String],
+    /// Where, when and how the run was made.
+    pub provenance: &'a Provenance,
+}
+
+/// Where, when and how a run was made: the report's `provenance`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// The run.toml, absolute where it can be resolved.
+    pub run_toml: String,
+    /// The command line, program first.
+    pub command_line: Vec<String>,
+    /// Start of the run, RFC 3339 UTC (`2025-01-31T12:00:00Z`).
+    pub start_time: String,
+    /// Host name of rank 0.
+    pub host: String,
+    /// MPI ranks.
+    pub ranks: usize,
+}
+
+impl Provenance {
+    /// The provenance of a run of `config` started at `started` on `ranks` ranks.
+    pub fn new(config: &Path, command_line: &[String], started: SystemTime, ranks: usize) -> Self {
+        let run_toml = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+        Self {
+            run_toml: run_toml.display().to_string(),
+            command_line: command_line.to_vec(),
+            start_time: rfc3339_utc(started),
+            host: host_name(),
+            ranks,
+        }
+    }
+
+    /// The report's `provenance` object, with the version and the git commit of the build.
+    pub fn to_json(&self) -> Value {
+        let dirty = match env!("PARKI_GIT_DIRTY") {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => Value::Null,
+        };
+        json!({
+            "run_toml": self.run_toml,
+            "command_line": self.command_line,
+            "start_time": self.start_time,
+            "host": self.host,
+            "ranks": self.ranks,
+            "version": env!("CARGO_PKG_VERSION"),
+            "git_commit": env!("PARKI_GIT_COMMIT"),
+            "git_dirty": dirty,
+        })
+    }
+}
+
+/// The host name (Linux: /proc/sys/kernel/hostname; else `$HOSTNAME`; else `unknown`).
+fn host_name() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `t` as RFC 3339 UTC to the second, e.g. `2024-02-29T13:05:09Z`.
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// The proleptic Gregorian date `(year, month, day)` of day `z` since 1970-01-01 (the
+/// days-to-civil algorithm of H. Hinnant: 400-year eras of 146 097 days, years starting in
+/// March so that the leap day is the last of the year).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of the era, [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // year of the era, [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of the year from March 1, [0, 365]
+    let mp = (5 * doy + 2) / 153; // month from March, [0, 11]
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 fn min_avg_max(v: (f64, f64, f64)) -> Value {
@@ -73,7 +160,7 @@ pub fn build(r: &ReportInputs) -> Value {
         })
         .collect();
     json!({
-        "parki_dist": env!("CARGO_PKG_VERSION"),
+        "provenance": r.provenance.to_json(),
         "kernel": prob.kernel.name(),
         "precision": r.precision,
         "box": prob.domain.lengths(),
@@ -145,4 +232,22 @@ pub fn table(r: &ReportInputs) -> String {
     let nt = r.prob.targets_total();
     s += &format!("throughput {:.4e} particles/s ({} targets)\n", nt as f64 / r.stats.total.2, nt);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::rfc3339_utc;
+
+    #[test]
+    fn rfc3339_dates() {
+        let at = |s: u64| rfc3339_utc(UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(951_868_799), "2000-02-29T23:59:59Z");
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(at(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(at(1_709_164_800 + 3_723), "2024-02-29T01:02:03Z");
+    }
 }

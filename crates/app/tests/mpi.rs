@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use parki_dist::npy;
+use parki_app::npy;
 use parki_reference::generate::{self, Distribution, Rng};
 
 mod common;
@@ -66,17 +66,23 @@ fn distributed_ewald_matches_one_process() {
     }
 }
 
-fn fails_on_every_rank(ranks: usize, args: &[&str], message: &str) {
-    let out = mpirun(ranks, args);
+/// The run failed, and rank 0 alone printed one error line naming the rank the error arose on
+/// (`program: error (rank R of N): ...`) with every needle.
+fn failed_once(out: &Output, program: &str, origin: usize, ranks: usize, needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "expected a failure: {err}");
-    for r in 0..ranks {
-        let line = err
-            .lines()
-            .find(|l| l.contains(&format!("parki-check (rank {r} of {ranks}): error:")))
-            .unwrap_or_else(|| panic!("rank {r} did not report the error:\n{err}"));
-        assert!(line.contains(message), "rank {r}: {line}");
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(&format!("{program}: error"))).collect();
+    assert_eq!(lines.len(), 1, "expected one error line:\n{err}");
+    let head = format!("{program}: error (rank {origin} of {ranks}): ");
+    assert!(lines[0].starts_with(&head), "expected {head:?}: {}", lines[0]);
+    for n in needles {
+        assert!(lines[0].contains(n), "{} lacks {n:?}", lines[0]);
     }
+}
+
+fn fails_on_every_rank(ranks: usize, origin: usize, args: &[&str], message: &str) {
+    failed_once(&mpirun(ranks, args), "parki-check", origin, ranks, &[message]);
 }
 
 #[test]
@@ -84,11 +90,12 @@ fn failures_stop_every_rank_with_the_message() {
     // more ranks than cell layers / grid planes along z for a slab split
     fails_on_every_rank(
         4,
+        0,
         &["ewald", "--n", "1500", "--layout", "slab"],
         "slab on 4 ranks is out of range: allowed is a process grid",
     );
     // bad input on one rank only
-    fails_on_every_rank(3, &["ewald", "--n", "1500", "--bad-rank", "1"], "lies outside the box");
+    fails_on_every_rank(3, 1, &["ewald", "--n", "1500", "--bad-rank", "1"], "lies outside the box");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,7 +204,7 @@ fn application_on_r_ranks_matches_one_process() {
             let grid: Vec<u64> = serde_json::from_value(report["parallel"]["process_grid"].clone()).unwrap();
             assert_eq!(grid.iter().product::<u64>(), ranks as u64);
             let switch = if ranks == 4 { "fft_switch1" } else { "fft_switch2" };
-            assert!(report["communication"][switch]["bytes_total"].as_f64().unwrap() > 0.0, "{report}");
+            assert!(report["communication"][switch]["bytes_total"].as_u64().unwrap() > 0, "{report}");
             assert!(report["timings"]["P2P"]["max"].as_f64().unwrap() > 0.0);
         }
     }
@@ -225,48 +232,43 @@ fn generated_particles_do_not_depend_on_the_rank_count() {
     assert!(e1 <= 1e-7 && (e1 - e3).abs() <= 1e-3 * e1, "check: {e1:.4e} vs {e3:.4e}");
 }
 
-fn app_fails_on_every_rank(ranks: usize, config: &Path, message: &[&str]) {
-    let out = mpirun_app(ranks, config);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected a failure: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    for r in 0..ranks {
-        let line = err
-            .lines()
-            .find(|l| l.contains(&format!("parki-dist (rank {r} of {ranks}): error:")))
-            .unwrap_or_else(|| panic!("rank {r} did not report the error:\n{err}"));
-        for m in message {
-            assert!(line.contains(m), "rank {r}: {line} lacks {m:?}");
-        }
-    }
+fn app_fails_on_every_rank(ranks: usize, origin: usize, config: &Path, message: &[&str]) {
+    failed_once(&mpirun_app(ranks, config), "parki-dist", origin, ranks, message);
 }
 
 #[test]
 fn application_failures_stop_every_rank_with_the_message() {
     let dir = Dir::new("appfail");
     write_inputs(&dir, 3000);
-    // an input that only the last rank cannot read: the file ends inside its rows
+    // a file that ends inside the last rank's rows: every rank checks the whole file against
+    // its header before planning, so the error comes from rank 0 before anything is read
     let bytes = std::fs::read(dir.path("f.npy")).unwrap();
     std::fs::write(dir.path("f.npy"), &bytes[..bytes.len() - 500 * 24]).unwrap();
     let cfg = dir.file("cut.toml", &app_config("stokeslet", false, "", "cut"));
-    app_fails_on_every_rank(3, &cfg, &["rank 2", "sources.forces", "truncated"]);
+    app_fails_on_every_rank(3, 0, &cfg, &["sources.forces", "truncated"]);
     // a NaN in the last rank's rows, named by its row in the file
     let mut f = npy::read(&dir.path("q.npy"), "q").unwrap().data;
     f[2950] = f64::NAN;
     npy::write(&dir.path("q.npy"), &[3000], &f).unwrap();
     let cfg = dir.file("nan.toml", &app_config("laplace", false, "", "nan"));
-    app_fails_on_every_rank(3, &cfg, &["sources.charges[2950]", "finite"]);
+    app_fails_on_every_rank(3, 2, &cfg, &["sources.charges[2950]", "finite"]);
     // a process grid that does not match the rank count
     let cfg = dir.file("grid.toml", &app_config("stresslet", false, "grid = [3, 1]", "grid"));
-    app_fails_on_every_rank(2, &cfg, &["parallel.grid = [3, 1] on 2 ranks"]);
+    app_fails_on_every_rank(2, 0, &cfg, &["parallel.grid = [3, 1] on 2 ranks"]);
     // more ranks than the cells can be split over (3 cell layers along z)
     let slabs = "decomposition = \"slab\"\n[ewald]\nrc = 0.3";
     let cfg = dir.file("many.toml", &app_config("stresslet", false, slabs, "many"));
-    app_fails_on_every_rank(4, &cfg, &["slab on 4 ranks is out of range", "use fewer ranks"]);
+    app_fails_on_every_rank(4, 0, &cfg, &["slab on 4 ranks is out of range", "use fewer ranks"]);
     // a missing file
     std::fs::remove_file(dir.path("d.npy")).unwrap();
     let cfg = dir.file("missing.toml", &app_config("stresslet", false, "", "missing"));
-    app_fails_on_every_rank(2, &cfg, &["d.npy", "sources.dipoles"]);
+    app_fails_on_every_rank(2, 0, &cfg, &["d.npy", "sources.dipoles"]);
+    // an output directory that does not exist: refused on every rank before any input is read,
+    // and nothing written
+    let cfg = dir.file("outdir.toml", &app_config("stokeslet", false, "", "nodir/out"));
+    let out = mpirun_app(2, &cfg);
+    failed_once(&out, "parki-dist", 0, 2, &["nodir", "output.potential"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("planned"));
 }
 
 #[test]

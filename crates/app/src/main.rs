@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use parki_dist::app::{self, RunArgs};
+use parki_app::app::{self, error_line, RunArgs};
 use parki_dist::Universe;
 
 const RUN_TOML: &str = "\
@@ -12,11 +12,12 @@ run.toml (relative paths are relative to the file):
 
   [problem]
   kernel = \"laplace\"          # \"stokeslet\", \"stresslet\", \"stokes\" (single + double layer)
-  box = [1.0, 1.2, 0.9]       # side lengths; particles must lie in [0, L)
-  periodic = [true, true, true]
+  box = [1.0, 1.2, 0.9]       # 3 side lengths; particles must lie in [0, L)
+  periodic = [true, true, true]  # 3 entries
   tolerance = 1e-9            # relative RMS error; f64: 1e-13..1e-2, f32: 1e-6..1e-2
   precision = \"f64\"           # or \"f32\"
-  wrap = false                # true: map coordinates into [0, L) along periodic axes
+  wrap = false                # true: map coordinates into [0, L) along periodic axes (in f64,
+                              # before f32 rounding: any distance from the box is exact)
 
   [sources]                   # .npy files (float64 or float32)...
   positions = \"src.npy\"       # (N,3)
@@ -24,6 +25,8 @@ run.toml (relative paths are relative to the file):
   forces = \"f.npy\"            # stokeslet, stokes: (N,3)
   dipoles = \"d.npy\"           # stresslet, stokes: q, (N,3)
   normals = \"n.npy\"           # stresslet, stokes: n, (N,3)
+                              # (strengths the kernel does not use are ignored, with a warning;
+                              # with precision = \"f32\" every strength must be finite in f32)
   # ...or: generate = { distribution = \"uniform\", count = 1000000, seed = 1 }
   #   \"uniform\" in the box, \"normal\" (sigma 0.3 L, truncated), \"sphere\" (surface);
   #   strengths are random with zero net charge and force
@@ -31,9 +34,15 @@ run.toml (relative paths are relative to the file):
   [targets]                   # optional; absent: the targets are the sources
   positions = \"trg.npy\"       # or generate = { ... }
 
-  [output]
+  [output]                    # without it (and without --json) a run only prints timings
   potential = \"u.npy\"         # (Nt,) or (Nt,3) float64, input order
-  report = \"report.json\"      # parameters, per-stage times, error estimate and check
+  report = \"report.json\"      # provenance, parameters, per-stage times, error estimate, check
+                              # (every field with its unit: docs/report.md)
+  # Outputs are checked before anything is read or computed: an output that is an input
+  # (or the run.toml, or the other output) is refused, and so is a directory that is missing
+  # or not writable. Then the outputs of an earlier run at these paths are removed; the new
+  # ones are written to hidden temporary files in the same directories and renamed into place
+  # when complete. A failed run leaves neither a partial nor a stale output behind.
 
   [ewald]                     # optional overrides of the automatic parameters
   rc = 0.1                    # real-space cut-off (or cell_size = mean sources per cell)
@@ -47,7 +56,7 @@ run.toml (relative paths are relative to the file):
   [run]
   threads = 0                 # 0: all cores
   check = 0                   # measure the error on K random targets (classical Ewald)
-  repeat = 1                  # evaluate R times (timings of the last)
+  repeat = 1                  # evaluate R >= 1 times (timings of the last)
   max_grid_gb = 8.0           # grid memory limit per rank (default: half the available memory
                               # over the ranks of the node)
 
@@ -58,7 +67,8 @@ run.toml (relative paths are relative to the file):
                               # MPI_Recv_init, MPI_Startall, blocks unpacked as they arrive)
   # Each rank reads its own rows of the .npy inputs (or generates them); the potential is
   # written in the global input order. Rank 0 prints progress and the tables: per-stage
-  # seconds min/avg/max over ranks, and bytes sent per communication stage.
+  # seconds min/avg/max over ranks, and bytes sent per communication stage. An error on any
+  # rank stops every rank; rank 0 prints it once: parki-dist: error (rank R of N): message.
 ";
 
 #[derive(Parser, Debug)]
@@ -86,7 +96,7 @@ enum Command {
         /// Threads (default: [run] threads, else all cores).
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
-        /// Evaluate R times with one plan (timings of the last evaluation).
+        /// Evaluate R >= 1 times with one plan (timings of the last evaluation).
         #[arg(long, value_name = "R")]
         repeat: Option<usize>,
         /// No progress lines on stderr.
@@ -112,8 +122,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { config, check, threads, repeat, quiet, json } => {
-            let args = RunArgs { config, check, threads, repeat, quiet };
-            match app::run(&args, &world) {
+            let command_line = std::env::args().collect();
+            let args = RunArgs { config, check, threads, repeat, quiet, json, command_line };
+            // every rank returns (errors are agreed on inside); agreeing once more gives rank 0
+            // the error of the lowest failing rank even where a step failed on one rank only
+            match world.agree(app::run(&args, &world)) {
                 Ok(s) => {
                     if world.rank() == 0 {
                         if json {
@@ -132,15 +145,9 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    // every rank holds the same error; one write per line so that ranks do not
-                    // interleave, the rank only where there are several
-                    let who = if world.size() > 1 {
-                        format!(" (rank {} of {})", world.rank(), world.size())
-                    } else {
-                        String::new()
-                    };
-                    let line = format!("parki-dist{who}: error: {e}\n");
-                    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+                    if world.rank() == 0 {
+                        eprintln!("{}", error_line("parki-dist", &e, world.size()));
+                    }
                     ExitCode::from(2)
                 }
             }

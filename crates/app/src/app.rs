@@ -1,0 +1,432 @@
+//! The `parki-dist run` application: read run.toml, load this rank's share of the particles,
+//! plan, evaluate, check, write the potential and the report, print progress and the timing
+//! table. The same code runs one process or R MPI ranks (`mpirun -n R parki-dist run run.toml`):
+//! every rank reads its own rows of the inputs, rank 0 prints, the potential is written in the
+//! global input order by every rank into its own rows of one file (a temporary file renamed
+//! into place when complete, [`crate::outputs`]), and every step that can fail on one rank is
+//! agreed on, so that all ranks stop with the same error (printed once, by rank 0, naming the
+//! rank it arose on).
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use parki_comm::{Backend, Comm, StageStats, TrafficStats};
+use parki_core::validate::narrow_positions;
+use parki_core::{Error, Real, Result, Sources, StageKind};
+use parki_decomp::Decomposition;
+use parki_dist::{
+    DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage, ParallelOptions, SolverReal, SortMode, Targets,
+};
+use parki_farfield::{G2pVariant, P2gVariant};
+use parki_fft3d::PlanRigor;
+use parki_nearfield::Isa;
+use serde_json::Value;
+
+use crate::config::{repeat_error, RunConfig};
+use crate::input::{load_problem, neutralise, prepare, Problem};
+use crate::npy;
+use crate::outputs::{self, Staged};
+use crate::report::{self, Provenance, ReportInputs};
+use crate::verify;
+
+/// Command-line overrides of run.toml.
+#[derive(Clone, Debug, Default)]
+pub struct RunArgs {
+    /// The run.toml.
+    pub config: PathBuf,
+    /// `--check K`.
+    pub check: Option<usize>,
+    /// `--threads N`.
+    pub threads: Option<usize>,
+    /// `--repeat R`.
+    pub repeat: Option<usize>,
+    /// No progress lines.
+    pub quiet: bool,
+    /// `--json`: the report goes to standard output.
+    pub json: bool,
+    /// The command line, for the report's provenance.
+    pub command_line: Vec<String>,
+}
+
+/// What a run produced (the JSON report and the tables), the same on every rank.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    /// The report.
+    pub report: Value,
+    /// The timing table (and, on several ranks, the communication table).
+    pub table: String,
+}
+
+/// Progress lines on stderr, from rank 0 only.
+#[derive(Clone, Copy, Debug)]
+struct Log {
+    on: bool,
+}
+
+impl Log {
+    fn line(&self, msg: &str) {
+        if self.on {
+            eprintln!("[parki-dist] {msg}");
+        }
+    }
+}
+
+/// Warnings on stderr, from rank 0 only (even with `--quiet`).
+fn warn(comm: &Comm, msg: &str) {
+    if comm.rank() == 0 {
+        eprintln!("[parki-dist] warning: {msg}");
+    }
+}
+
+/// Runs a run.toml on the ranks of `comm` (collective: every rank calls it with the same
+/// arguments). Any rank's error is returned on every rank.
+///
+/// Order: the configuration, then the outputs ([`outputs::check`], [`Staged::begin`]: nothing
+/// is read or computed for a run that could not write its results, and an earlier run's outputs
+/// are removed), then the inputs (read, wrapped and checked in f64), the plan, the evaluations,
+/// the check, and the outputs written into temporary files and renamed into place.
+pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let log = Log { on: !args.quiet && comm.rank() == 0 };
+    let cfg = comm.agree(RunConfig::load(&args.config))?;
+    let popts = comm.agree(parallel_options(&cfg).and_then(|p| check_grid(p, comm.size())))?;
+    if args.repeat == Some(0) {
+        return Err(repeat_error("--repeat"));
+    }
+    let paths = comm.agree(outputs::check(&cfg, &args.config))?;
+    if paths.is_empty() && !args.json {
+        warn(
+            comm,
+            "run.toml has no [output] potential or report (and no --json): the potential is computed \
+             and discarded, only the timing table is printed",
+        );
+    }
+    let staged = Staged::begin(comm, &paths)?;
+    check_memory(&cfg, args, comm, popts)?;
+    log.line(&format!("reading {} on {} rank{}", args.config.display(), comm.size(), plural(comm.size())));
+    let mut prob = comm.agree(load_problem(&cfg, &args.config, comm.rank(), comm.size()))?;
+    prob.warnings.iter().for_each(|w| warn(comm, w));
+    neutralise(comm, &mut prob);
+    let prepared = prepare(&mut prob);
+    comm.agree(prepared.map_err(|e| prob.globalise(e)))?;
+    log.line(&format!(
+        "{} sources, {} targets, kernel {}, {}, tolerance {:e}",
+        prob.sources_total,
+        prob.targets_total(),
+        prob.kernel.name(),
+        prob.precision,
+        prob.tolerance
+    ));
+    let provenance = Provenance::new(&args.config, &args.command_line, started, comm.size());
+    let run = Run { cfg: &cfg, prob: &prob, popts, args, comm, log, provenance: &provenance, staged: &staged };
+    let summary = match prob.precision.as_str() {
+        "f32" => run.typed::<f32>(),
+        _ => run.typed::<f64>(),
+    }?;
+    staged.commit(comm)?;
+    let (potential, report) = (paths.potential.as_deref(), paths.report.as_deref());
+    for p in potential.into_iter().chain(report) {
+        log.line(&format!("wrote {}", p.display()));
+    }
+    log.line(&format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
+    Ok(summary)
+}
+
+/// Refuses, before any input is read or generated, a run whose memory per rank (the solver's
+/// estimate plus this application's arrays: inputs in f64 and in the working precision, the
+/// potential) exceeds what the node's ranks have. Collective.
+fn check_memory(cfg: &RunConfig, args: &RunArgs, comm: &Comm, popts: ParallelOptions) -> Result<()> {
+    let (sources, targets) = comm.agree(crate::input::counts(cfg, &args.config))?;
+    let opts = comm.agree(options(cfg, args))?;
+    let k = opts.kernel;
+    let single = cfg.problem.precision == "f32";
+    let real = if single { 4.0 } else { 8.0 };
+    let ranks = comm.size() as f64;
+    let per_source = (3.0 + k.density_width() as f64) * (8.0 + real);
+    let separate = if cfg.targets.is_some() { 3.0 * (8.0 + real) } else { 0.0 };
+    let per_target = separate + k.output_dim() as f64 * (real + 8.0);
+    let caller = (sources as f64 * per_source + targets as f64 * per_target) / ranks;
+    let checked = if single {
+        DistEwaldSolver::<f32>::check_memory(comm, &opts, popts, sources, targets, caller).map(drop)
+    } else {
+        DistEwaldSolver::<f64>::check_memory(comm, &opts, popts, sources, targets, caller).map(drop)
+    };
+    // name where the count came from, so the user knows which line of run.toml to change
+    checked.map_err(|e| match e {
+        Error::Resource { message } => {
+            let origin = match cfg.sources.generate {
+                Some(_) => format!("sources.generate.count = {sources}"),
+                None => format!("sources.positions: {sources} rows"),
+            };
+            Error::Resource { message: format!("{origin}: {message}") }
+        }
+        e => e,
+    })
+}
+
+/// The line rank 0 prints for an error that stopped the run: `program: error: message` on one
+/// rank, `program: error (rank R of N): message` on several, where `R` is the rank the error
+/// arose on ([`Error::Remote`] carries it to the others).
+pub fn error_line(program: &str, e: &Error, ranks: usize) -> String {
+    match e {
+        Error::Remote { rank, message } => format!("{program}: error (rank {rank} of {ranks}): {message}"),
+        _ if ranks > 1 => format!("{program}: error (rank 0 of {ranks}): {e}"),
+        _ => format!("{program}: error: {e}"),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Checks an explicit process grid against the rank count before any input is read.
+fn check_grid(p: ParallelOptions, ranks: usize) -> Result<ParallelOptions> {
+    match p.grid {
+        Some(g) if g[0] * g[1] != ranks => Err(Error::OutOfRange {
+            field: "parallel.grid".into(),
+            value: format!("{g:?} on {ranks} rank{}", plural(ranks)),
+            allowed: format!("[P_y, P_z] with P_y P_z = {ranks}, the rank count, or \"auto\""),
+        }),
+        _ => Ok(p),
+    }
+}
+
+const ALLOWED_DECOMP: &str = "\"auto\", \"slab\" or \"pencil\"";
+
+/// A run.toml word: `None` (absent) or the value `parse` accepts; anything else is an error
+/// naming the field, the value and the words allowed.
+fn word<V>(field: &str, value: Option<&str>, parse: impl Fn(&str) -> Option<V>, allowed: &str) -> Result<Option<V>> {
+    value
+        .map(|v| {
+            parse(v).ok_or_else(|| Error::OutOfRange {
+                field: field.into(),
+                value: format!("\"{v}\""),
+                allowed: allowed.into(),
+            })
+        })
+        .transpose()
+}
+
+/// The `[parallel]` table as solver options.
+pub fn parallel_options(cfg: &RunConfig) -> Result<ParallelOptions> {
+    let p = &cfg.parallel;
+    let grid = match &p.grid {
+        None => None,
+        Some(toml::Value::String(w)) if w == "auto" => None,
+        Some(toml::Value::Array(a)) if a.len() == 2 && a.iter().all(|v| v.as_integer().is_some_and(|n| n > 0)) => {
+            Some([0, 1].map(|i| a[i].as_integer().unwrap_or(1) as usize))
+        }
+        Some(other) => {
+            return Err(Error::OutOfRange {
+                field: "parallel.grid".into(),
+                value: other.to_string(),
+                allowed: "\"auto\" or [P_y, P_z], two positive integers whose product is the rank count".into(),
+            })
+        }
+    };
+    let decomposition =
+        word("parallel.decomposition", p.decomposition.as_deref(), Decomposition::parse, ALLOWED_DECOMP)?
+            .unwrap_or(Decomposition::Auto);
+    let backend = word("parallel.backend", p.backend.as_deref(), Backend::parse, "\"alltoallv\" or \"persistent\"")?
+        .unwrap_or(Backend::Alltoallv);
+    Ok(ParallelOptions::new().grid(grid).decomposition(decomposition).backend(backend))
+}
+
+/// The solver options a run.toml asks for.
+pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
+    let kernel = parki_core::Kernel::from_name(&cfg.problem.kernel)?;
+    let domain = parki_core::Domain::new(cfg.problem.lengths(), cfg.problem.periodic_axes())?;
+    let mut o = EwaldOptions::new(kernel, domain, cfg.problem.tolerance);
+    let e = &cfg.ewald;
+    o.rc = e.rc;
+    o.cell_size = e.cell_size;
+    o.window_support = e.window_support;
+    o.oversampling = e.oversampling;
+    o.p2g = word("ewald.p2g", e.p2g.as_deref(), P2gVariant::parse, "\"blocked\" or \"scatter\"")?.unwrap_or_default();
+    o.g2p = word("ewald.g2p", e.g2p.as_deref(), G2pVariant::parse, "\"sorted\" or \"base\"")?.unwrap_or_default();
+    o.fft_rigor = word("ewald.fft_plan", e.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
+        .unwrap_or_default();
+    o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
+    o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
+    if let Some(gb) = cfg.run.max_grid_gb {
+        if !(gb.is_finite() && gb > 0.0) {
+            return Err(Error::OutOfRange {
+                field: "run.max_grid_gb".into(),
+                value: format!("{gb}"),
+                allowed: "a positive number of GB".into(),
+            });
+        }
+        o.max_grid_bytes = Some((gb * 1e9) as usize);
+    }
+    Ok(o)
+}
+
+fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
+    v.iter().map(|p| p.map(T::from_f64)).collect()
+}
+
+/// One run between reading the inputs and committing the outputs.
+struct Run<'a> {
+    cfg: &'a RunConfig,
+    prob: &'a Problem,
+    popts: ParallelOptions,
+    args: &'a RunArgs,
+    comm: &'a Comm,
+    log: Log,
+    provenance: &'a Provenance,
+    staged: &'a Staged,
+}
+
+impl Run<'_> {
+    /// Plans, evaluates, checks and writes in precision `T`.
+    fn typed<T: SolverReal>(&self) -> Result<RunSummary> {
+        let (prob, comm, log, args) = (self.prob, self.comm, self.log, self.args);
+        let domain = prob.domain;
+        let kernel = prob.kernel;
+        // the positions were wrapped and checked in f64 (`input::prepare`); narrowing keeps a
+        // coordinate inside [0, L) inside
+        let pos: Vec<[T; 3]> = narrow_positions(&prob.positions, &domain);
+        let trg: Option<Vec<[T; 3]>> = prob.targets.as_ref().map(|t| narrow_positions(t, &domain));
+        let charges: Option<Vec<T>> = prob.charges.as_ref().map(|q| q.iter().map(|&v| T::from_f64(v)).collect());
+        let forces = prob.forces.as_ref().map(|f| convert3::<T>(f));
+        let dipoles = prob.dipoles.as_ref().map(|f| convert3::<T>(f));
+        let normals = prob.normals.as_ref().map(|f| convert3::<T>(f));
+        let dim = kernel.output_dim();
+        let nt = prob.local_targets();
+        let sources = Sources {
+            positions: &pos,
+            charges: charges.as_deref(),
+            forces: forces.as_deref(),
+            dipoles: dipoles.as_deref(),
+            normals: normals.as_deref(),
+        };
+        let opts = comm.agree(options(self.cfg, args))?;
+        let t_plan = Instant::now();
+        let mut engine = DistEwaldSolver::<T>::new(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;
+        let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
+        let p = engine.params().clone();
+        let pg = engine.proc_grid();
+        log.line(&format!(
+            "planned in {:.2} s: xi = {:.6}, rc = {:.6} ({}x{}x{} cells, {:.1} sources/cell), grid {}x{}x{}, P = {}, \
+             estimated error {:.2e}, {} threads per rank, P2P {}",
+            plan_seconds,
+            p.xi,
+            p.rc_effective,
+            p.cells[0],
+            p.cells[1],
+            p.cells[2],
+            p.sources_per_cell,
+            p.grid[0],
+            p.grid[1],
+            p.grid[2],
+            p.p,
+            p.estimate.total,
+            engine.threads(),
+            engine.isa().name()
+        ));
+        if comm.size() > 1 {
+            log.line(&format!(
+                "{} ranks as a {} process grid [P_y, P_z] = {:?}, switch backend {}",
+                comm.size(),
+                pg.kind(),
+                pg.dims,
+                self.popts.backend.name()
+            ));
+        }
+        let mut u = vec![T::ZERO; nt * dim];
+        let repeat = args.repeat.or(self.cfg.run.repeat).unwrap_or(1);
+        let mut ev = Evaluation::default();
+        for r in 0..repeat {
+            if repeat > 1 {
+                log.line(&format!("evaluation {} of {repeat}", r + 1));
+            }
+            comm.reset_traffic();
+            let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
+            ev = engine.evaluate_with_progress(
+                &sources,
+                targets,
+                &mut u,
+                SortMode::Full,
+                &mut |s: EwaldStage, dt| {
+                    log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
+                },
+            )?;
+        }
+        ev.warnings.iter().for_each(|w| warn(comm, w));
+        let stats = StageStats::reduce(comm, &ev.times);
+        let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &engine.traffic_stages()) } else { Vec::new() };
+        let pairs = comm.sum(ev.pairs);
+        let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
+
+        let check_count = args.check.or(self.cfg.run.check).unwrap_or(0);
+        let check = if check_count > 0 {
+            log.line(&format!(
+                "checking {} random targets against the classical Ewald sum (f64 positions as read)",
+                check_count.min(prob.targets_total())
+            ));
+            Some(verify::classical_check(comm, prob, &u64v, check_count, &|m: &str| log.line(m)))
+        } else {
+            None
+        };
+        if let Some(c) = &check {
+            log.line(&format!(
+                "relative RMS error {:.3e} on {} targets (tolerance {:e}), {:.2} s",
+                c.relative_rms_error, c.targets, prob.tolerance, c.seconds
+            ));
+        }
+        if let Some(path) = self.staged.potential() {
+            write_potential(comm, path, prob, dim, &u64v)?;
+        }
+        let mut warnings = prob.warnings.clone();
+        warnings.extend(ev.warnings.iter().cloned());
+        let inputs = ReportInputs {
+            prob,
+            precision: T::NAME,
+            threads: engine.threads(),
+            isa: engine.isa().name(),
+            opts: &opts,
+            params: &p,
+            ranks: comm.size(),
+            proc_grid: pg,
+            backend: self.popts.backend,
+            plan_seconds,
+            stats: &stats,
+            traffic: &traffic,
+            pairs,
+            padding_efficiency: ev.padding_efficiency,
+            check: check.as_ref(),
+            warnings: &warnings,
+            provenance: self.provenance,
+        };
+        let report = report::build(&inputs);
+        if let Some(path) = self.staged.report() {
+            let written = if comm.rank() == 0 {
+                let text = serde_json::to_string_pretty(&report).expect("report serialises");
+                std::fs::write(path, text + "\n").map_err(|e| Error::Io { path: path.into(), message: e.to_string() })
+            } else {
+                Ok(())
+            };
+            comm.agree(written)?;
+        }
+        Ok(RunSummary { table: report::table(&inputs), report })
+    }
+}
+
+/// Writes the potential in the global input order into `path` (the staged temporary file):
+/// rank 0 creates it at its full length, then every rank writes its rows in place (no gather
+/// through one rank).
+fn write_potential(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f64]) -> Result<()> {
+    let total = prob.targets_total();
+    let shape: Vec<usize> = if dim == 1 { vec![total] } else { vec![total, dim] };
+    let created = if comm.rank() == 0 { npy::create(path, &shape) } else { Ok(0) };
+    // only rank 0 knows the header length
+    let offset = comm.max(comm.agree(created)? as u64) as usize;
+    let rows = &prob.target_rows;
+    let written = if rows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, rows.start, dim, u) };
+    comm.agree(written)
+}

@@ -1,0 +1,33 @@
+//! Shared helpers of the application's integration tests.
+#![allow(dead_code, missing_docs)]
+
+/// A scratch folder of one test, removed when dropped.
+pub struct Dir(pub std::path::PathBuf);
+
+impl Dir {
+    /// A fresh folder `parki-app-test-<name>-<pid>` in the temporary directory.
+    pub fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("parki-app-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+
+    /// Writes `text` to the file `name` and returns its path.
+    pub fn file(&self, name: &str, text: &str) -> std::path::PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// The path of `name` in the folder.
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
