@@ -199,7 +199,8 @@ pub fn build(r: &ReportInputs) -> Value {
         },
         "error_estimate": {
             "near": p.estimate.near, "fourier": p.estimate.fourier, "window": p.estimate.window,
-            "self_interaction": p.estimate.self_interaction, "total": p.estimate.total,
+            "self_interaction": p.estimate.self_interaction, "rounding": p.estimate.rounding,
+            "total": p.estimate.total,
         },
         "predicted_seconds_one_thread": {
             "P2P": p.cost.p2p, "P2G": p.cost.p2g, "FFT": p.cost.fft, "CNV": p.cost.cnv, "G2P": p.cost.g2p,

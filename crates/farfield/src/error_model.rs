@@ -151,6 +151,20 @@ impl ErrorModel {
         td / ((sources.max(1) as f64).sqrt() * self.magnitude2.sqrt())
     }
 
+    /// The model with the solution's mean square per unit `Q` raised to `magnitude2` when that
+    /// is larger (the close-pair magnitude of the stresslet, [`crate::stats`]).
+    pub fn with_magnitude2(mut self, magnitude2: f64) -> Self {
+        if magnitude2.is_finite() && magnitude2 > self.magnitude2 {
+            self.magnitude2 = magnitude2;
+        }
+        self
+    }
+
+    /// The kernel part of the model.
+    pub fn part(&self) -> KernelPart {
+        self.part
+    }
+
     /// `U^2`: mean square of the solution per unit `Q`.
     pub fn magnitude2(&self) -> f64 {
         self.magnitude2

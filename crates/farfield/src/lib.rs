@@ -6,6 +6,7 @@
 //! - [`cnv`]: Fourier-space kernels and deconvolution.
 //! - [`g2p`]: interpolation, base and target-sorted.
 //! - [`params`]: the error model, the cost model and the parameter selection from a tolerance.
+//! - [`stats`]: close-pair statistics of the actual particles for the error model.
 
 pub mod cnv;
 pub mod error_model;
@@ -14,6 +15,7 @@ pub mod gridwin;
 pub mod p2g;
 pub mod params;
 mod quad;
+pub mod stats;
 pub mod window;
 
 pub use cnv::Cnv;
@@ -21,4 +23,5 @@ pub use g2p::{g2p, interleave, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};
 pub use params::{select, CostModel, ErrorEstimate, Params, Request};
+pub use stats::PairStatistics;
 pub use window::{KaiserBessel, WindowPoly};

@@ -18,6 +18,7 @@ use parki_core::{Domain, Error, Kernel, Result};
 use parki_decomp::{fft_friendly_size, GridLayout};
 
 use crate::error_model::ErrorModel;
+use crate::stats::PairStatistics;
 use crate::window::{KaiserBessel, WindowPoly};
 
 /// Cost constants of this implementation, nanoseconds per unit of work on one thread, measured
@@ -82,6 +83,14 @@ pub struct Request {
     /// Reject fixed parameters whose estimated error exceeds the tolerance (default). `false`
     /// accepts them and only reports the estimate (for studies of the error model).
     pub enforce_tolerance: bool,
+    /// Close-pair statistics of the actual particles ([`crate::stats`]): the stresslet's
+    /// magnitude from its nearest pairs, and the position round-off term. `None`: the uniform
+    /// model alone (safe for the stresslet, which it over-resolves on clustered particles).
+    pub pairs: Option<PairStatistics>,
+    /// `E|delta|^2` of the error of the positions the solver sees against the caller's exact
+    /// ones (positions narrowed from f64 to f32: [`crate::stats::f32_position_rounding2`]); 0
+    /// when the given positions are exact. Needs `pairs`.
+    pub position_rounding2: f64,
 }
 
 /// Estimated relative RMS errors of the chosen parameters (largest over the kernel's parts).
@@ -95,7 +104,11 @@ pub struct ErrorEstimate {
     pub window: f64,
     /// Coherent error of a source's interaction with itself through the grid (targets at sources).
     pub self_interaction: f64,
-    /// `sqrt(near^2 + fourier^2 + window^2 + self_interaction^2)`.
+    /// Round-off: of the arithmetic (a few epsilons of the working precision), and of the
+    /// positions the solver sees against the caller's exact ones (f64 data narrowed to f32,
+    /// from the close pairs). No parameter lowers it.
+    pub rounding: f64,
+    /// `sqrt(near^2 + fourier^2 + window^2 + self_interaction^2 + rounding^2)`.
     pub total: f64,
 }
 
@@ -165,6 +178,26 @@ pub struct Params {
 /// Share of the tolerance given to each error term.
 const SPLIT: f64 = 0.5;
 
+/// Relative error of the arithmetic itself in units of the working precision's epsilon: the f32
+/// solver against the f64 reference on the same (f32) data measured 2e-7 to 4.5e-7 above the
+/// f64 solver's error at tol 1e-6, N = 1e3 to 1e6 (1.7 to 3.8 `f32::EPSILON`).
+const ARITHMETIC_ROUNDOFF: f64 = 4.0;
+
+/// Largest share of the tolerance the position round-off may take; above it the tolerance is
+/// refused (no parameter lowers round-off).
+const ROUNDING_SHARE: f64 = 0.6;
+
+/// The bound of each of the three parameter-dependent terms (near, Fourier, window): `SPLIT
+/// tol`, lowered when the position round-off `rounding` takes part of the tolerance, so that
+/// `3 target^2 + rounding^2 <= (0.87 tol)^2`.
+fn term_target(tol: f64, rounding: f64) -> f64 {
+    if rounding <= 0.0 {
+        return SPLIT * tol;
+    }
+    let budget = 3.0 * (SPLIT * tol).powi(2) - rounding * rounding;
+    (budget / 3.0).max(0.0).sqrt().min(SPLIT * tol)
+}
+
 fn bisect_log(f: &dyn Fn(f64) -> f64, mut lo: f64, mut hi: f64, target: f64) -> f64 {
     // f decreasing in its argument: smallest x with f(x) <= target
     for _ in 0..60 {
@@ -196,25 +229,28 @@ fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], [f64; 3])> {
 /// aliasing of the modes near Nyquist and so the window support `P`.
 const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
 
-fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &mut usize) -> Result<Option<Candidate>> {
+fn evaluate(
+    req: &Request,
+    models: &[ErrorModel],
+    parts: &PartWeights,
+    rounding: f64,
+    rc: f64,
+    smallest_rejected: &mut usize,
+) -> Result<Option<Candidate>> {
     let Some((cells, widths)) = cells_for(&req.domain, rc) else {
         return Ok(None);
     };
     let r_eff = widths.iter().cloned().fold(f64::INFINITY, f64::min);
-    let target = SPLIT * req.tolerance;
+    let target = term_target(req.tolerance, rounding);
     let l = req.domain.lengths();
     let two_pi = 2.0 * std::f64::consts::PI;
     // 1. xi from the real-space error
-    let xi = models
-        .iter()
-        .map(|m| bisect_log(&|xi| m.near(xi, widths), 0.5 / r_eff, 40.0 / r_eff, target))
-        .fold(0.0, f64::max);
+    let xi = bisect_log(&|xi| parts.combine(|p| models[p].near(xi, widths)), 0.5 / r_eff, 40.0 / r_eff, target);
     // 2. kept wave numbers from the Fourier error
-    let kneed =
-        models.iter().map(|m| bisect_log(&|k| m.fourier(xi, [k; 3]), 0.1 * xi, 60.0 * xi, target)).fold(0.0, f64::max);
+    let kneed = bisect_log(&|k| parts.combine(|p| models[p].fourier(xi, [k; 3])), 0.1 * xi, 60.0 * xi, target);
     let k_hi = 1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
     let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
-    let near = models.iter().map(|m| m.near(xi, widths)).fold(0.0, f64::max);
+    let near = parts.combine(|p| models[p].near(xi, widths));
     let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
     let per_cell = req.sources as f64 * cellvol / req.domain.volume();
     let ncomp = req.kernel.grid_components();
@@ -233,7 +269,7 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &m
         let window_at = |grid: [usize; 3], p: usize| -> (f64, [f64; 3], [f64; 3]) {
             let h = [0, 1, 2].map(|d| l[d] / grid[d] as f64);
             let kmax = [0, 1, 2].map(|d| two_pi * (grid[d] / 2 - 1) as f64 / l[d]);
-            (far.iter().map(|f| f.window(p, kmax, h)).fold(0.0, f64::max), kmax, h)
+            (parts.combine(|i| far[i].window(p, kmax, h)), kmax, h)
         };
         let p = match req.window_p {
             Some(p) => p,
@@ -246,21 +282,18 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &m
             *m = fft_friendly_size((*m).max(p + 2));
         }
         let (window, kmax, h) = window_at(grid, p);
-        let fourier = models.iter().map(|m| m.fourier(xi, kmax)).fold(0.0, f64::max);
-        let self_term = models
-            .iter()
-            .zip(&far)
-            .map(|(m, f)| {
-                let t = m.self_truncation(xi, kmax, req.sources);
-                let a = f.self_alias(p, kmax, h, req.sources);
-                (t * t + a * a).sqrt()
-            })
-            .fold(0.0, f64::max);
+        let fourier = parts.combine(|i| models[i].fourier(xi, kmax));
+        let self_term = parts.combine(|i| {
+            let t = models[i].self_truncation(xi, kmax, req.sources);
+            let a = far[i].self_alias(p, kmax, h, req.sources);
+            (t * t + a * a).sqrt()
+        });
         if req.enforce_tolerance && (fourier * fourier + self_term * self_term).sqrt() > target {
             continue;
         }
-        let total = (near * near + fourier * fourier + window * window + self_term * self_term).sqrt();
-        let estimate = ErrorEstimate { near, fourier, window, self_interaction: self_term, total };
+        let total =
+            (near * near + fourier * fourier + window * window + self_term * self_term + rounding * rounding).sqrt();
+        let estimate = ErrorEstimate { near, fourier, window, self_interaction: self_term, rounding, total };
         let layout = GridLayout::new(grid)?;
         // FFT buffer, plus the interleaved copy G2P gathers from (vector kernels)
         let dim_out = req.kernel.output_dim();
@@ -319,6 +352,54 @@ fn evaluate(req: &Request, models: &[ErrorModel], rc: f64, smallest_rejected: &m
     Ok(best)
 }
 
+/// How the relative errors of a kernel's parts make the kernel's.
+///
+/// Without particle statistics: the largest part's (safe whatever the strengths). With them
+/// ([`crate::stats`]): each part's share of the solution's energy, `w_p = Q_p U_p^2 / sum`, so
+/// that `rel^2 = sum_p w_p (s_p rel_p)^2`, where `s_p` scales the stresslet's error terms by the
+/// square root of the source density its targets see over the uniform density (its magnitude
+/// comes from the actual close pairs, so its errors must follow the actual density too; for
+/// Laplace and the Stokeslet the uniform magnitude and errors scale alike and `s_p = 1`).
+#[derive(Clone, Debug)]
+struct PartWeights {
+    weights: Option<Vec<f64>>,
+    scale: Vec<f64>,
+}
+
+impl PartWeights {
+    fn new(req: &Request, models: &[ErrorModel]) -> Self {
+        let Some(stats) = &req.pairs else {
+            return Self { weights: None, scale: vec![1.0; models.len()] };
+        };
+        let energy: Vec<f64> = models.iter().enumerate().map(|(p, m)| stats.parts[p].q * m.magnitude2()).collect();
+        let sum: f64 = energy.iter().sum();
+        let weights = (sum > 0.0 && sum.is_finite()).then(|| energy.iter().map(|e| e / sum).collect());
+        let scale = models
+            .iter()
+            .enumerate()
+            .map(|(p, m)| match m.part() {
+                parki_core::KernelPart::Stresslet => stats.density_ratio(p).max(1.0).sqrt(),
+                _ => 1.0,
+            })
+            .collect();
+        Self { weights, scale }
+    }
+
+    fn combine(&self, rel: impl Fn(usize) -> f64) -> f64 {
+        match &self.weights {
+            None => (0..self.scale.len()).map(|p| self.scale[p] * rel(p)).fold(0.0, f64::max),
+            Some(w) => (0..self.scale.len()).map(|p| w[p] * (self.scale[p] * rel(p)).powi(2)).sum::<f64>().sqrt(),
+        }
+    }
+}
+
+/// `x` rounded up to two significant digits (exactly as printed: `4e-5`, not `3.9999e-5`).
+fn round_up_2(x: f64) -> f64 {
+    let scale = 10f64.powf(x.log10().floor() - 1.0);
+    let up = (x / scale).ceil() * scale * (1.0 + 1e-12);
+    format!("{up:.1e}").parse().unwrap_or(up)
+}
+
 /// Chooses the parameters for `req`.
 pub fn select(req: &Request) -> Result<Params> {
     if req.domain.periodicity() != 3 {
@@ -347,8 +428,53 @@ pub fn select(req: &Request) -> Result<Params> {
             });
         }
     }
-    let models: Vec<ErrorModel> =
-        req.kernel.parts().iter().map(|&part| ErrorModel::new(part, &req.domain, req.sources)).collect();
+    let volume = req.domain.volume();
+    let models: Vec<ErrorModel> = req
+        .kernel
+        .parts()
+        .iter()
+        .enumerate()
+        .map(|(p, &part)| {
+            let model = ErrorModel::new(part, &req.domain, req.sources);
+            match (&req.pairs, part) {
+                (Some(stats), parki_core::KernelPart::Stresslet) => match stats.stresslet_magnitude2(p, volume) {
+                    Some(m) => model.with_magnitude2(m),
+                    None => model,
+                },
+                _ => model,
+            }
+        })
+        .collect();
+    let parts = PartWeights::new(req, &models);
+    // the round-off of the positions, relative to each part's magnitude (not scaled: it is
+    // computed from the actual pairs)
+    let rounding = match &req.pairs {
+        Some(stats) if req.position_rounding2 > 0.0 => {
+            let rel = |p: usize| {
+                (stats.rounding2(models[p].part(), p, volume, req.position_rounding2) / models[p].magnitude2()).sqrt()
+            };
+            PartWeights { scale: vec![1.0; models.len()], ..parts.clone() }.combine(rel)
+        }
+        _ => 0.0,
+    };
+    // and the arithmetic's own round-off (measured: docs/validation.md)
+    let eps = if req.real_bytes == 4 { f32::EPSILON as f64 } else { f64::EPSILON };
+    let rounding = rounding.hypot(ARITHMETIC_ROUNDOFF * eps);
+    if rounding > ROUNDING_SHARE * req.tolerance {
+        let smallest = round_up_2(rounding / ROUNDING_SHARE);
+        return Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: format!("{:e}", req.tolerance),
+            allowed: format!(
+                ">= {smallest:e} for these {} particles in {}: round-off alone (positions rounded to \
+                 the working precision, judged from their closest pairs, and the arithmetic) makes a \
+                 relative error of about {rounding:.2e}{}",
+                req.sources,
+                if req.real_bytes == 4 { "f32" } else { "f64" },
+                if req.real_bytes == 4 { "; use precision = \"f64\" for a tighter tolerance" } else { "" }
+            ),
+        });
+    }
     let lmin = req.domain.min_length();
     let candidates: Vec<f64> = match req.rc {
         Some(rc) => {
@@ -378,7 +504,7 @@ pub fn select(req: &Request) -> Result<Params> {
     let mut count = 0;
     let mut smallest_rejected = usize::MAX;
     for &rc in &candidates {
-        if let Some(c) = evaluate(req, &models, rc, &mut smallest_rejected)? {
+        if let Some(c) = evaluate(req, &models, &parts, rounding, rc, &mut smallest_rejected)? {
             count += 1;
             if best.as_ref().is_none_or(|b| c.cost < b.cost) {
                 best = Some(c);
@@ -392,14 +518,14 @@ pub fn select(req: &Request) -> Result<Params> {
         }
         None if smallest_rejected < usize::MAX => Err(Error::Resource {
             message: format!(
-                "tolerance {:e} needs a grid of at least {:.2} GB, above the limit of {:.2} GB \
+                "tolerance {:e} needs a grid of at least {}, above the limit of {} \
                  (raise [run] max_grid_gb or loosen the tolerance)",
                 req.tolerance,
-                smallest_rejected as f64 / 1e9,
-                req.max_grid_bytes as f64 / 1e9
+                parki_core::memory::format_bytes(smallest_rejected as f64),
+                parki_core::memory::format_bytes(req.max_grid_bytes as f64)
             ),
         }),
-        None => Err(Error::OutOfRange {
+        None if req.rc.is_some() || req.window_p.is_some() || req.oversampling.is_some() => Err(Error::OutOfRange {
             field: "problem.tolerance".into(),
             value: format!("{:e}", req.tolerance),
             allowed: format!(
@@ -407,6 +533,17 @@ pub fn select(req: &Request) -> Result<Params> {
                 req.rc.map(|r| format!("rc = {r} ")).unwrap_or_default(),
                 req.window_p.map(|p| format!("window_support = {p} ")).unwrap_or_default(),
                 req.oversampling.map(|o| format!("oversampling = {o}")).unwrap_or_default(),
+            )
+            .replace(" )", ")"),
+        }),
+        None => Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: format!("{:e}", req.tolerance),
+            allowed: format!(
+                "a tolerance the window supports up to 32 reach on this box ({} candidate cell sizes \
+                 from {} to 3 cells along the shortest side, grids oversampled up to 2x): loosen it",
+                candidates.len(),
+                candidates.last().map_or(3.0, |rc| lmin / rc).round()
             ),
         }),
     }

@@ -22,11 +22,11 @@ mod stage;
 
 pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats};
 pub use inputs::check_inputs;
-pub use options::{EwaldOptions, ParallelOptions, Targets};
+pub use options::{EwaldOptions, ParallelOptions, SourceStatistics, Targets};
 pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};
 pub use parki_core::{Domain, Error, Kernel, Result, SourceSet, Sources, StageKind, StageName, StageTimes};
 pub use parki_decomp::{Decomposition, ProcGrid, SortMode};
-pub use parki_farfield::{CostModel, ErrorEstimate, G2pVariant, P2gVariant, Params};
+pub use parki_farfield::{CostModel, ErrorEstimate, G2pVariant, P2gVariant, PairStatistics, Params};
 pub use parki_fft3d::PlanRigor;
 pub use parki_nearfield::Isa;
 pub use pipeline::{DistEwaldSolver, Evaluation};

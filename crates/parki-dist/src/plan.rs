@@ -87,6 +87,8 @@ pub(crate) fn choose<T: SolverReal>(
         max_grid_bytes: grid_budget,
         cost: opts.cost,
         enforce_tolerance: opts.enforce_tolerance,
+        pairs: opts.statistics.map(|s| s.pairs),
+        position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
     };
     let params = parki_farfield::select(&request)?;
     Ok(Choice { params, threads, isa })
