@@ -360,7 +360,7 @@ fn evaluate(
 /// square root of the source density its targets see over the uniform density (its magnitude
 /// comes from the actual close pairs, so its errors must follow the actual density too; for
 /// Laplace and the Stokeslet the uniform magnitude and errors scale alike and `s_p = 1`).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct PartWeights {
     weights: Option<Vec<f64>>,
     scale: Vec<f64>,
@@ -386,9 +386,19 @@ impl PartWeights {
     }
 
     fn combine(&self, rel: impl Fn(usize) -> f64) -> f64 {
+        self.combine_scaled(&self.scale, rel)
+    }
+
+    /// As [`PartWeights::combine`] without the density scale (for terms computed from the
+    /// actual pairs).
+    fn combine_unscaled(&self, rel: impl Fn(usize) -> f64) -> f64 {
+        self.combine_scaled(&vec![1.0; self.scale.len()], rel)
+    }
+
+    fn combine_scaled(&self, scale: &[f64], rel: impl Fn(usize) -> f64) -> f64 {
         match &self.weights {
-            None => (0..self.scale.len()).map(|p| self.scale[p] * rel(p)).fold(0.0, f64::max),
-            Some(w) => (0..self.scale.len()).map(|p| w[p] * (self.scale[p] * rel(p)).powi(2)).sum::<f64>().sqrt(),
+            None => (0..scale.len()).map(|p| scale[p] * rel(p)).fold(0.0, f64::max),
+            Some(w) => (0..scale.len()).map(|p| w[p] * (scale[p] * rel(p)).powi(2)).sum::<f64>().sqrt(),
         }
     }
 }
@@ -453,7 +463,7 @@ pub fn select(req: &Request) -> Result<Params> {
             let rel = |p: usize| {
                 (stats.rounding2(models[p].part(), p, volume, req.position_rounding2) / models[p].magnitude2()).sqrt()
             };
-            PartWeights { scale: vec![1.0; models.len()], ..parts.clone() }.combine(rel)
+            parts.combine_unscaled(rel)
         }
         _ => 0.0,
     };

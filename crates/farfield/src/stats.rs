@@ -227,12 +227,16 @@ impl PairStatistics {
     ) -> Self {
         let pos: Vec<[f64; 3]> = sources.positions.iter().map(|p| p.map(|x| x.to_f64())).collect();
         let w = strengths(parts, sources);
-        let all: Vec<[f64; 3]> = match targets {
-            Some(t) => t.iter().map(|p| p.map(|x| x.to_f64())).collect(),
-            None => pos.clone(),
+        let sample: Vec<[f64; 3]> = match targets {
+            Some(t) => {
+                let stride = stride(t.len());
+                t.iter().map(|p| p.map(|x| x.to_f64())).filter(|p| sampled(p, stride)).collect()
+            }
+            None => {
+                let stride = stride(pos.len());
+                pos.iter().copied().filter(|p| sampled(p, stride)).collect()
+            }
         };
-        let stride = stride(all.len());
-        let sample: Vec<[f64; 3]> = all.into_iter().filter(|p| sampled(p, stride)).collect();
         let radius = (domain.volume() / pos.len().max(1) as f64).cbrt();
         let per_target = pair_sums(domain, radius, &pos, &w, &sample);
         let q = [w.iter().map(|x| x[0]).sum(), w.iter().map(|x| x[1]).sum()];

@@ -38,27 +38,28 @@ fn reference(kernel: Kernel, domain: &Domain, xi: f64, src: &Sources<f64>, cut: 
     let mut out = vec![0.0; N * dim];
     for (i, x) in src.positions.iter().enumerate() {
         let mut acc = [0.0; 3];
-        for j in 0..N {
-            let y = src.positions[j];
-            for a in -1..=1 {
-                for b in -1..=1 {
-                    for c in -1..=1 {
-                        let r = [
-                            x[0] - y[0] + a as f64 * l[0],
-                            x[1] - y[1] + b as f64 * l[1],
-                            x[2] - y[2] + c as f64 * l[2],
-                        ];
-                        let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
-                        if r2 < cut * cut {
-                            add_real_space(kernel, xi, r, r2, src, j, &mut acc);
-                        }
-                    }
-                }
-            }
+        for (j, y) in src.positions.iter().enumerate() {
+            for_images_within(x, y, l, cut, |r, r2| add_real_space(kernel, xi, r, r2, src, j, &mut acc));
         }
         out[i * dim..(i + 1) * dim].copy_from_slice(&acc[..dim]);
     }
     out
+}
+
+/// Calls `f(r, |r|^2)` for every displacement `r = x - y + (a, b, c) L`, `a, b, c` in
+/// `-1..=1`, shorter than `cut`.
+fn for_images_within(x: &[f64; 3], y: &[f64; 3], l: [f64; 3], cut: f64, mut f: impl FnMut([f64; 3], f64)) {
+    for a in -1..=1 {
+        for b in -1..=1 {
+            for c in -1..=1 {
+                let r = [x[0] - y[0] + a as f64 * l[0], x[1] - y[1] + b as f64 * l[1], x[2] - y[2] + c as f64 * l[2]];
+                let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                if r2 < cut * cut {
+                    f(r, r2);
+                }
+            }
+        }
+    }
 }
 
 fn rel(a: &[f64], b: &[f64]) -> f64 {
@@ -201,26 +202,14 @@ fn f32_p2p_of_a_ball_across_the_boundary_is_accurate_per_pair() {
             let mut scale = vec![0.0; count];
             for (i, x) in pw.iter().enumerate() {
                 for (j, y) in pw.iter().enumerate() {
-                    for a in -1..=1 {
-                        for b in -1..=1 {
-                            for c in -1..=1 {
-                                let r = [
-                                    x[0] - y[0] + a as f64 * l[0],
-                                    x[1] - y[1] + b as f64 * l[1],
-                                    x[2] - y[2] + c as f64 * l[2],
-                                ];
-                                let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
-                                if r2 < grid.min_width() * grid.min_width() {
-                                    let mut t = [0.0; 3];
-                                    add_real_space(kernel, xi, r, r2, &sw, j, &mut t);
-                                    for k in 0..dim {
-                                        expect[i * dim + k] += t[k];
-                                    }
-                                    scale[i] += t.iter().map(|v| v * v).sum::<f64>().sqrt();
-                                }
-                            }
+                    for_images_within(x, y, l, grid.min_width(), |r, r2| {
+                        let mut t = [0.0; 3];
+                        add_real_space(kernel, xi, r, r2, &sw, j, &mut t);
+                        for k in 0..dim {
+                            expect[i * dim + k] += t[k];
                         }
-                    }
+                        scale[i] += t.iter().map(|v| v * v).sum::<f64>().sqrt();
+                    });
                 }
             }
             for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {

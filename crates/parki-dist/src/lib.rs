@@ -19,10 +19,11 @@ mod pipeline;
 mod plan;
 mod solver;
 mod stage;
+mod statistics;
 
 pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats};
 pub use inputs::check_inputs;
-pub use options::{EwaldOptions, ParallelOptions, SourceStatistics, Targets};
+pub use options::{EwaldOptions, ParallelOptions, Targets};
 pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};
 pub use parki_core::{Domain, Error, Kernel, Result, SourceSet, Sources, StageKind, StageName, StageTimes};
 pub use parki_decomp::{Decomposition, ProcGrid, SortMode};
@@ -33,6 +34,7 @@ pub use pipeline::{DistEwaldSolver, Evaluation};
 pub use plan::MemoryEstimate;
 pub use solver::EwaldSolver;
 pub use stage::EwaldStage;
+pub use statistics::SourceStatistics;
 
 /// A real type the whole solver runs in: `f32` or `f64`.
 pub trait SolverReal:

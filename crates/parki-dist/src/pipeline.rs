@@ -190,7 +190,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<Self> {
-        let (choice, pgrid, memory) = comm.agree(Self::choose(comm, opts, popts, sources, targets))?;
+        let (choice, pgrid, memory) = comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0))?;
         comm.agree(Self::build(comm, opts, popts, choice, pgrid, memory, sources, targets))
     }
 
@@ -206,7 +206,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<MemoryEstimate> {
-        comm.agree(Self::choose(comm, opts, popts, sources, targets)).map(|(_, _, m)| m)
+        comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0)).map(|(_, _, m)| m)
     }
 
     /// As [`estimate_memory`](Self::estimate_memory), with `caller_bytes` more per rank (the
@@ -223,21 +223,12 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         targets: usize,
         caller_bytes: f64,
     ) -> Result<MemoryEstimate> {
-        comm.agree(Self::choose_with(comm, opts, popts, sources, targets, caller_bytes)).map(|(_, _, m)| m)
+        comm.agree(Self::choose(comm, opts, popts, sources, targets, caller_bytes)).map(|(_, _, m)| m)
     }
 
-    /// Parameters, process grid and memory estimate, checked against the node's memory.
+    /// Parameters, process grid and memory estimate, checked against the node's memory with
+    /// `caller_bytes` of the caller's own arrays per rank.
     fn choose(
-        comm: &Comm,
-        opts: &EwaldOptions,
-        popts: ParallelOptions,
-        sources: usize,
-        targets: usize,
-    ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
-        Self::choose_with(comm, opts, popts, sources, targets, 0.0)
-    }
-
-    fn choose_with(
         comm: &Comm,
         opts: &EwaldOptions,
         popts: ParallelOptions,
