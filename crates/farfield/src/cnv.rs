@@ -61,6 +61,23 @@ impl Cnv {
         Self { kernel, layout, xi, volume: lengths.iter().product(), k: [kx, ky, kz], f: [fx, fy, fz] }
     }
 
+    /// The per-axis tables `(k_d, f_d)` (see the module documentation): `k_d(i)` the
+    /// wavenumber of FFT index `i`, `f_d(i) = e^{-k_d^2/4xi^2} / W^(k_d h_d)^2` (0 at Nyquist);
+    /// x over the half spectrum.
+    pub fn tables(&self) -> (&[Vec<f64>; 3], &[Vec<f64>; 3]) {
+        (&self.k, &self.f)
+    }
+
+    /// Box volume `V`.
+    pub fn volume(&self) -> f64 {
+        self.volume
+    }
+
+    /// `1/(4 xi^2)`.
+    pub fn inv4xi2(&self) -> f64 {
+        1.0 / (4.0 * self.xi * self.xi)
+    }
+
     /// Applies the kernel in place: reads the `kernel.grid_components()` spectra of `grid` and
     /// writes the `kernel.output_dim()` output spectra into its first components.
     pub fn apply<T: Real>(&self, grid: &mut [T], par: Par) {

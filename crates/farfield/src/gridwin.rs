@@ -81,6 +81,17 @@ impl<T: Real> GridWindow<T> {
         w
     }
 
+    /// Polynomial degree per bin of the window's approximation.
+    pub fn degree(&self) -> usize {
+        self.degree
+    }
+
+    /// Coefficients in `T`: `coeffs()[k * p + l]` multiplies `z^k` in bin `l`
+    /// (see [`weights`](Self::weights)).
+    pub fn coeffs(&self) -> &[T] {
+        &self.coeffs
+    }
+
     #[inline(always)]
     fn local_anchor(&self, d: usize, a: i64) -> usize {
         if self.wrap[d] {

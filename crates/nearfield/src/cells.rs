@@ -152,6 +152,21 @@ impl CellGrid {
         self.width
     }
 
+    /// Box lengths.
+    pub fn lengths(&self) -> [f64; 3] {
+        self.lengths
+    }
+
+    /// Whether each axis holds every cell and wraps (false: a window along that axis).
+    pub fn wrap_axes(&self) -> [bool; 3] {
+        self.wrap
+    }
+
+    /// Unwrapped global cell of local cell 0 along windowed axes (0 along wrapped ones).
+    pub fn window_origin(&self) -> [i64; 3] {
+        self.origin
+    }
+
     /// Smallest cell width: every pair closer than this is in colleague cells.
     pub fn min_width(&self) -> f64 {
         self.width.iter().cloned().fold(f64::INFINITY, f64::min)

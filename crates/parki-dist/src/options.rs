@@ -44,6 +44,8 @@ pub struct EwaldOptions {
     pub p2g: P2gVariant,
     /// G2P algorithm.
     pub g2p: G2pVariant,
+    /// Variants of the device backends (ignored on the CPU).
+    pub device: DeviceVariants,
     /// Threads per process (0: all available).
     pub threads: usize,
     /// FFTW planning effort.
@@ -80,6 +82,7 @@ impl EwaldOptions {
             oversampling: None,
             p2g: P2gVariant::default(),
             g2p: G2pVariant::default(),
+            device: DeviceVariants::default(),
             threads: 0,
             fft_rigor: PlanRigor::Estimate,
             max_grid_bytes: None,
@@ -129,6 +132,12 @@ impl EwaldOptions {
     /// Chooses the G2P algorithm.
     pub fn g2p(mut self, variant: G2pVariant) -> Self {
         self.g2p = variant;
+        self
+    }
+
+    /// Chooses the device backends' variants.
+    pub fn device(mut self, variants: DeviceVariants) -> Self {
+        self.device = variants;
         self
     }
 
@@ -213,4 +222,57 @@ pub enum Targets<'a, T> {
     Sources,
     /// At separate points.
     Points(&'a [[T; 3]]),
+}
+
+/// P2P on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceP2p {
+    /// GM-1D: a thread per target, sources read from global memory (default).
+    #[default]
+    GlobalMemory,
+    /// A block per target cell, colleague sources staged in shared memory.
+    SharedMemory,
+}
+
+impl DeviceP2p {
+    /// Name in run.toml and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceP2p::GlobalMemory => "gm1d",
+            DeviceP2p::SharedMemory => "shared",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`DeviceP2p::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [DeviceP2p::GlobalMemory, DeviceP2p::SharedMemory].into_iter().find(|v| v.name() == s)
+    }
+}
+
+/// P2G on a device: [`P2gVariant`] picks atomic (`Scatter`) or hybrid (`Blocked`, the
+/// default); this one can replace both with the precomputed spreading operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceP2g {
+    /// As `EwaldOptions::p2g`: atomic for `Scatter`, hybrid for `Blocked` (default).
+    #[default]
+    FromP2g,
+    /// The precomputed sparse spreading operator (seed 004), rebuilt when positions change.
+    Operator,
+}
+
+/// Variants of a device backend (see `parki_gpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DeviceVariants {
+    /// P2P variant.
+    pub p2p: DeviceP2p,
+    /// P2G variant.
+    pub p2g: DeviceP2g,
+}
+
+impl DeviceVariants {
+    /// The given P2P and P2G variants.
+    pub fn new(p2p: DeviceP2p, p2g: DeviceP2g) -> Self {
+        Self { p2p, p2g }
+    }
 }

@@ -345,6 +345,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             g2p: opts.g2p,
             isa,
             threads,
+            device: opts.device,
+            local_rank: plan::node_rank(comm),
             sources: sources.div_ceil(ranks) + 1,
             targets: if ranks == 1 { targets } else { 0 },
         };
@@ -482,6 +484,9 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             s.run(EwaldStage::GridGhost, || self.halo_gather());
             s.run(EwaldStage::G2P, || self.far_field(&mut local, background, out));
             s.run(EwaldStage::Return, || self.return_results(&local, out));
+            // a device backend's failure (recorded by its stages, which keep taking part in the
+            // exchanges) ends the evaluation on every rank with its error
+            self.comm.agree(self.backend.take_error().map_or(Ok(()), Err))?;
             Ok(Evaluation { times: s.times, warnings, padding_efficiency: near.padding_efficiency, pairs: near.pairs })
         })
     }

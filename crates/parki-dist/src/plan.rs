@@ -26,6 +26,13 @@ pub(crate) fn node_share(comm: &Comm) -> (usize, usize) {
     (on_node, available_memory())
 }
 
+/// This rank's index among the ranks on its node (same host name). Collective.
+pub(crate) fn node_rank(comm: &Comm) -> usize {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let id = host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    comm.all_gather(&[id]).iter().take(comm.rank()).filter(|&&h| h == id).count()
+}
+
 /// Bytes the whole far-field grid may take: the smallest rank's budget times the ranks (the
 /// grid is split evenly). A rank's budget is `opts.max_grid_bytes`, else half the available
 /// memory shared by the ranks on its node. Collective.

@@ -58,6 +58,11 @@ pub struct BackendSetup<'a, T> {
     pub isa: Isa,
     /// Threads.
     pub threads: usize,
+    /// Device variants (device backends).
+    pub device: crate::options::DeviceVariants,
+    /// This rank's index among the ranks on its node (device backends pick device
+    /// `local_rank mod devices`).
+    pub local_rank: usize,
     /// Sources this rank is expected to own (scratch sized at plan time).
     pub sources: usize,
     /// Targets this rank is expected to own.
@@ -116,6 +121,13 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
 
     /// G2P at `targets` (the same targets as `near_field`); the result stays on the backend.
     fn interpolate(&mut self, targets: &[[T; 3]]);
+
+    /// The first error of a stage since the last call (a device failure: stages cannot fail
+    /// on the CPU). A failed stage leaves its results invalid but keeps taking part in the
+    /// collective exchanges, so that every rank reaches the check after the evaluation.
+    fn take_error(&mut self) -> Option<parki_core::Error> {
+        None
+    }
 
     /// Writes near + far + `background` into `out` (`output_dim` values per target, in the
     /// order of the targets given to `near_field`).

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# The CUDA backend on a lent GPU machine (H100/H200: 16 cores, a driver, no internet, no CUDA
+# toolkit guaranteed), in two steps:
+#
+#   bash bench/gpu.sh prepare   # HERE: builds, fills target/gpu-carry/ (ignored, < 64 MiB)
+#   bash bench/gpu.sh run       # THERE (run tool, carry ["target/gpu-carry"]): device tests,
+#                               # then the benchmarks; everything written under $OUT
+#
+# prepare builds without MPI (one GPU, one process; no Open MPI to carry) into its own target
+# directory target/gpu-build/, so the workspace's target/release/ binaries keep their features.
+# It carries: the parki-dist binary (when parki-app has a feature "cuda"), the parki-gpu test
+# binaries (feature "cuda"), and every shared library they link beyond the C/C++ runtime
+# (FFTW; Open MPI only with GPU_MPI=1), debug info stripped.
+#
+# CUDA's libraries: the binaries link none (cudarc opens libcuda, NVRTC and cuFFT at run time).
+# The driver is on the machine. NVRTC (libnvrtc.so.13: 141 MB) and cuFFT (libcufft.so.12:
+# 237 MB) do not fit the 64 MiB carry: prepare carries them only when they fit the budget
+# (never, with CUDA 13's wheels), and run relies on the machine's own: the toolkit's
+# /usr/local/cuda*/lib64, else the pip wheels of the machine's python3 (nvidia/cu13/lib; the
+# image has nvidia-cuda-nvrtc and nvidia-cufft), named in PARKI_CUDA_LIBS for the preload of
+# crates/gpu/src/cuda.rs. run prints which it found.
+#
+# Environment. prepare: GPU_MPI=1 (build with MPI and carry its libraries), CARRY_BUDGET_MB
+# (default 60). run: OUT (default bench/results/gpu-<date>); SIZES (default "1000000 4000000");
+# KERNELS (default "stokes stokeslet"); PRECISIONS (default "f64 f32"); TOLS (f64, default
+# "1e-6 1e-9"); F32_TOLS (default "1e-5 1e-3": the app refuses f32 below its round-off, about
+# 5e-6 for the Stokeslet and 4e-4 for stokes here); REPEAT (default 3); CHECK (default 50);
+# CASE_TIMEOUT (seconds, default 240); CPU_BASELINE (default 1: the same cases on the CPU at
+# the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
+# test binaries); TEST_TIMEOUT (seconds per test binary, default 300). The kernels are compiled
+# by NVRTC once and kept in PARKI_KERNEL_CACHE (default /tmp/parki-kernel-cache) for the
+# processes after the first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+carry=target/gpu-carry
+mode=${1:-}
+
+usage() {
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+}
+
+# The shared libraries `ldd` resolves for $1, less the C and C++ runtime every machine has.
+extra_libs() {
+  ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -Ev \
+    '/(libc|libm|libpthread|libdl|librt|libutil|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' || true
+}
+
+prepare() {
+  local build=target/gpu-build features nompi="--no-default-features"
+  [ "${GPU_MPI:-0}" = 1 ] && nompi=""
+  local budget=$(( ${CARRY_BUDGET_MB:-60} * 1024 * 1024 ))
+  rm -rf "$carry"
+  mkdir -p "$carry/bin" "$carry/tests" "$carry/lib"
+  local stage
+  stage=$(mktemp -d)
+
+  # the application, where it has the CUDA backend
+  if grep -Eq '^cuda *=' crates/app/Cargo.toml; then
+    features="cuda"
+    echo "+ cargo build --release -p parki-app $nompi --features $features (target $build)"
+    # shellcheck disable=SC2086
+    CARGO_TARGET_DIR=$build cargo build --release -p parki-app $nompi --features "$features" \
+      --message-format=json-render-diagnostics > "$stage/app.json"
+    python3 - "$stage/app.json" > "$stage/app.list" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "bin" in m["target"]["kind"]:
+        print(m["executable"])
+PY
+    while read -r exe; do
+      cp "$exe" "$carry/bin/"
+    done < "$stage/app.list"
+  else
+    echo "parki-app has no feature \"cuda\" yet: carrying the parki-gpu tests only"
+  fi
+
+  # the parki-gpu test binaries (the device tests among them)
+  echo "+ cargo test --release -p parki-gpu $nompi --features cuda --no-run (target $build)"
+  # shellcheck disable=SC2086
+  CARGO_TARGET_DIR=$build cargo test --release -p parki-gpu $nompi --features cuda --no-run \
+    --message-format=json-render-diagnostics > "$stage/tests.json"
+  python3 - "$stage/tests.json" > "$stage/tests.list" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"].get("test"):
+        kind = m["target"]["kind"][0]
+        name = "lib" if kind == "lib" else m["target"]["name"]
+        print(name, m["executable"])
+PY
+  while read -r name exe; do
+    cp "$exe" "$carry/tests/parki-gpu-$name"
+    echo "$exe" >> "$carry/tests/SOURCES"
+  done < "$stage/tests.list"
+
+  # smaller: no debug info (symbols stay, for profiles)
+  for f in "$carry"/bin/* "$carry"/tests/parki-gpu-*; do
+    [ -f "$f" ] && strip --strip-debug "$f"
+  done
+  # what they link beyond the C/C++ runtime (FFTW; Open MPI where built with it)
+  for f in "$carry"/bin/* "$carry"/tests/parki-gpu-*; do
+    [ -f "$f" ] || continue
+    extra_libs "$f"
+  done | sort -u > "$stage/libs"
+  while read -r lib; do
+    cp -L "$lib" "$carry/lib/"
+    echo "linked: $lib"
+  done < "$stage/libs"
+
+  # NVRTC (with its builtins, which must match it) and cuFFT, each only where it fits the
+  # budget (CUDA 13's do not: see the header)
+  local used dir group files size f
+  used=$(du -sb "$carry" | cut -f1)
+  for group in nvrtc cufft; do
+    local extra=${PARKI_CUDA_LIBS:-}
+    for dir in ${extra//:/ } "$HOME"/.cache/parki/cuda/nvidia/*/lib; do
+      case $group in
+        nvrtc) [ -f "$dir/libnvrtc.so.13" ] || continue; files=$(ls "$dir"/libnvrtc.so.13 "$dir"/libnvrtc-builtins.so.13*) ;;
+        cufft) [ -f "$dir/libcufft.so.12" ] || continue; files="$dir/libcufft.so.12" ;;
+      esac
+      # shellcheck disable=SC2086
+      size=$(stat -Lc %s $files | awk '{ s += $1 } END { print s }')
+      if [ $(( used + size )) -le "$budget" ]; then
+        for f in $files; do cp -L "$f" "$carry/lib/"; done
+        used=$(( used + size ))
+        echo "carried: $files ($size bytes)"
+      else
+        echo "not carried (over the ${CARRY_BUDGET_MB:-60} MiB budget): $group from $dir ($(( size / 1048576 )) MiB); run uses the machine's"
+      fi
+      break
+    done
+  done
+
+  {
+    echo "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ working tree changes)')"
+    echo "build: --release $nompi, features: ${features:-none} (app), cuda (parki-gpu tests)"
+    (cd "$carry" && find . -type f ! -name MANIFEST -printf '%s\t%p\n' | sort -k2)
+  } > "$carry/MANIFEST"
+  rm -rf "$stage"
+  local total tree
+  total=$(du -sb "$carry" | cut -f1)
+  # what travels besides: tracked and untracked-not-ignored files
+  tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 stat -c %s 2>/dev/null \
+    | awk '{ s += $1 } END { print s + 0 }')
+  cat "$carry/MANIFEST"
+  echo "carry: $(( total / 1024 )) KiB in $carry; working tree: $(( tree / 1024 )) KiB; together $(( (total + tree) / 1048576 )) MiB of 64"
+  if [ $(( total + tree )) -gt $(( 64 * 1024 * 1024 )) ]; then
+    echo "over the 64 MiB the run tool carries"
+    exit 1
+  fi
+}
+
+# Folders of the machine's NVRTC and cuFFT, for PARKI_CUDA_LIBS (carried ones first).
+cuda_lib_dirs() {
+  local dirs="" d py
+  for d in "$PWD/$carry/lib" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64; do
+    [ -e "$d/libnvrtc.so.13" ] || [ -e "$d/libcufft.so.12" ] || continue
+    dirs="$dirs:$d"
+  done
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    for site in $("$py" -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+      d="$site/nvidia/cu13/lib"
+      [ -d "$d" ] && case ":$dirs:" in *":$d:"*) ;; *) dirs="$dirs:$d" ;; esac
+    done
+  done
+  echo "${dirs#:}"
+}
+
+run() {
+  [ -d "$carry" ] || { echo "no $carry: run 'bash bench/gpu.sh prepare' here first, then carry it"; exit 1; }
+  local out=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
+  mkdir -p "$out"
+  local log="$out/gpu.log"
+  export LD_LIBRARY_PATH="$PWD/$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  PARKI_CUDA_LIBS=$(cuda_lib_dirs)
+  export PARKI_CUDA_LIBS
+  export PARKI_KERNEL_CACHE=${PARKI_KERNEL_CACHE:-/tmp/parki-kernel-cache}
+  {
+    echo "== machine"
+    date -u
+    head -2 "$carry/MANIFEST" 2>/dev/null || true
+    nvidia-smi || echo "nvidia-smi failed"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
+    nproc
+    echo "PARKI_CUDA_LIBS=$PARKI_CUDA_LIBS"
+    ls -la /usr/local/cuda*/lib64 2>/dev/null | grep -E 'nvrtc|cufft' || echo "no /usr/local/cuda*/lib64 with NVRTC or cuFFT"
+    if command -v nvcc >/dev/null; then nvcc --version | tail -2; fi
+  } 2>&1 | tee "$out/machine.txt"
+
+  # the device tests: every parki-gpu test binary, the device required
+  local failed=0 t
+  {
+    echo "== tests"
+    for t in "$carry"/tests/parki-gpu-*; do
+      echo "+ $t"
+      # shellcheck disable=SC2086
+      PARKI_REQUIRE_CUDA=1 PARKI_REQUIRE_NVRTC=1 timeout "${TEST_TIMEOUT:-300}" "$t" --test-threads 1 --nocapture \
+        ${TEST_FILTER:-} || failed=$((failed + 1))
+    done
+    echo "test binaries failed: $failed"
+  } 2>&1 | tee "$out/tests.log"
+
+  # ===================================================================================
+  # BENCHMARKS: parki-dist with [run] backend = "cuda" (and a CPU baseline at N = 1e6)
+  # ===================================================================================
+  local app="$carry/bin/parki-dist"
+  if [ ! -x "$app" ]; then
+    echo "no $app (parki-app had no feature \"cuda\" when prepared): benchmarks skipped" | tee -a "$log"
+    return 0
+  fi
+  local cases="${TMPDIR:-/tmp}/parki-gpu-cases"
+  rm -rf "$cases"
+  mkdir -p "$cases"
+  local n k tol tols p backend name toml rc
+  : > "$out/reports.jsonl"
+  for n in ${SIZES:-1000000 4000000}; do
+    for k in ${KERNELS:-stokes stokeslet}; do
+      for p in ${PRECISIONS:-f64 f32}; do
+        tols=${TOLS:-1e-6 1e-9}
+        # f32: the app refuses tolerances below its round-off for the sources (uniform in the
+        # unit box, found here: stokeslet >= 5e-6 at 1e6 and 6.9e-6 at 4e6, stokes >= 3.6e-4
+        # and 5e-4), so f32 runs at its own tolerances; a refused one logs the limit
+        [ "$p" = f32 ] && tols=${F32_TOLS:-1e-5 1e-3}
+        for tol in $tols; do
+          for backend in cuda cpu; do
+            if [ "$backend" = cpu ]; then
+              [ "${CPU_BASELINE:-1}" = 1 ] || continue
+              case " ${BASELINE_SIZES:-1000000} " in *" $n "*) ;; *) continue ;; esac
+            fi
+            name="$k-n$n-tol$tol-$p-$backend"
+            toml="$cases/$name.toml"
+            {
+              echo "[problem]"
+              echo "kernel = \"$k\""
+              echo "box = [1.0, 1.0, 1.0]"
+              echo "tolerance = $tol"
+              echo "precision = \"$p\""
+              echo "[sources]"
+              echo "generate = { distribution = \"uniform\", count = $n, seed = 1 }"
+              echo "[output]"
+              echo "report = \"$cases/$name.json\""
+              echo "[run]"
+              echo "repeat = ${REPEAT:-3}"
+              echo "check = ${CHECK:-50}"
+              [ "$backend" = cuda ] && echo "backend = \"cuda\""
+            } > "$toml"
+            {
+              echo "== $name"
+              set +e
+              timeout "${CASE_TIMEOUT:-240}" "$app" run "$toml" --quiet
+              rc=$?
+              set -e
+              echo "exit: $rc"
+            } 2>&1 | tee -a "$log"
+            if [ -f "$cases/$name.json" ]; then
+              python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["case"] = sys.argv[2]; print(json.dumps(r))' \
+                "$cases/$name.json" "$name" >> "$out/reports.jsonl" || true
+            fi
+          done
+        done
+      done
+    done
+  done
+  echo "results: $out (machine.txt, tests.log, gpu.log, reports.jsonl)"
+}
+
+case "$mode" in
+  prepare) prepare ;;
+  run) run ;;
+  *) usage ;;
+esac

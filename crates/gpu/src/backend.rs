@@ -1,0 +1,1002 @@
+//! [`GpuBackend`]: the spectral Ewald stages on a [`Device`] (docs/design.md, "The backend
+//! seam" and "The CUDA backend").
+//!
+//! Per evaluation: `near_field` uploads the sources (positions, packed densities, cells) and
+//! the targets once, builds both cell lists on the device by counting sort and runs P2P;
+//! `spread` runs P2G from the same device arrays (the owned sources are their first part);
+//! on one rank the FFTs (cuFFT, batched over components), CNV and G2P run on the device-resident
+//! grid; `sum_into` adds near, far and background on the device and downloads the result once.
+//!
+//! On several ranks the grid block stays on the device for P2G and G2P, and the distributed
+//! FFT runs on the host (`DistFft`, FFTW over the slab/pencil switches): the halo rows are
+//! packed by a kernel and staged through host memory (see docs/design.md for what remains:
+//! the distributed FFT on the device).
+
+use std::sync::Arc;
+
+use parki_comm::Comm;
+use parki_core::{Error, Kernel, Result, SourceSet};
+use parki_decomp::{GridLayout, HaloPlan, RowLayout};
+use parki_dist::{BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, SolverReal};
+use parki_farfield::{Cnv, G2pVariant, KaiserBessel};
+use parki_fft3d::{DistFft, DistFftOptions};
+
+use crate::buffer::{bytes_of, DeviceBuffer};
+use crate::device::{Args, Device, DevicePtr, Precision};
+use crate::params::{kernel_code, CellParams, WindowParams};
+
+/// Threads per block of the one-thread-per-item kernels.
+const BLOCK: u32 = 256;
+
+/// P2G as the device runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpread {
+    /// A thread per source, atomics (the paper's P2G-base).
+    Atomic,
+    /// Sources by far-field cell, staged in shared memory (the paper's Alg. 5).
+    Hybrid,
+    /// The precomputed spreading operator (seed 004).
+    Operator,
+}
+
+impl DeviceSpread {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceSpread::Atomic => "atomic",
+            DeviceSpread::Hybrid => "hybrid",
+            DeviceSpread::Operator => "operator",
+        }
+    }
+}
+
+/// A counting sort's device arrays: per-bin counts, offsets (bins + 1), cursors, and the order.
+struct Sorted<D: Device> {
+    counts: DeviceBuffer<D>,
+    offsets: DeviceBuffer<D>,
+    cursor: DeviceBuffer<D>,
+    order: DeviceBuffer<D>,
+}
+
+impl<D: Device> Sorted<D> {
+    fn new(dev: &Arc<D>) -> Self {
+        Self {
+            counts: DeviceBuffer::empty(dev, "cell counts"),
+            offsets: DeviceBuffer::empty(dev, "cell offsets"),
+            cursor: DeviceBuffer::empty(dev, "cell cursors"),
+            order: DeviceBuffer::empty(dev, "sort order"),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.counts.bytes() + self.offsets.bytes() + self.cursor.bytes() + self.order.bytes()
+    }
+}
+
+/// Particles in cell order: coordinates relative to their cell, densities by component, and the
+/// cell of every slot (targets).
+struct CellList<D: Device> {
+    x: DeviceBuffer<D>,
+    y: DeviceBuffer<D>,
+    z: DeviceBuffer<D>,
+    dens: DeviceBuffer<D>,
+    cell: DeviceBuffer<D>,
+}
+
+impl<D: Device> CellList<D> {
+    fn new(dev: &Arc<D>) -> Self {
+        Self {
+            x: DeviceBuffer::empty(dev, "sorted x"),
+            y: DeviceBuffer::empty(dev, "sorted y"),
+            z: DeviceBuffer::empty(dev, "sorted z"),
+            dens: DeviceBuffer::empty(dev, "sorted densities"),
+            cell: DeviceBuffer::empty(dev, "cell of slot"),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.x.bytes() + self.y.bytes() + self.z.bytes() + self.dens.bytes() + self.cell.bytes()
+    }
+}
+
+/// The precomputed spreading operator and the positions it was built for.
+struct SpreadOperator<D: Device> {
+    /// Positions (host copy) the operator belongs to.
+    positions: Vec<u8>,
+    /// Entries per grid point: offsets (points + 1).
+    sorted: Sorted<D>,
+    keys: DeviceBuffer<D>,
+    weights: DeviceBuffer<D>,
+    src: DeviceBuffer<D>,
+    wsorted: DeviceBuffer<D>,
+    /// Builds so far (reported: the break-even needs the reuse count).
+    builds: usize,
+}
+
+/// Where the FFT runs.
+enum FarGrid<T: SolverReal, D: Device> {
+    /// One rank: the grid, cuFFT plans and CNV tables on the device.
+    Device { grid: DeviceBuffer<D>, plan: D::FftPlan, tables: DeviceBuffer<D>, cnv: Cnv },
+    /// Several ranks: the distributed FFT and CNV on the host; the P2G/G2P block on the device.
+    Host { fft: Box<DistFft<T>>, cnv: Cnv, block: DeviceBuffer<D>, staging: DeviceBuffer<D>, rows: DeviceBuffer<D> },
+}
+
+/// The spectral Ewald stages on a device `D` (see the module documentation).
+pub struct GpuBackend<T: SolverReal, D: Device> {
+    dev: Arc<D>,
+    precision: Precision,
+    kernel: Kernel,
+    xi: f64,
+    threads: usize,
+    cellp: CellParams,
+    ncells: usize,
+    winp: WindowParams,
+    window_layout: GridLayout,
+    direct: bool,
+    coeffs: DeviceBuffer<D>,
+    p2p: DeviceP2p,
+    spread: DeviceSpread,
+    g2p: G2pVariant,
+    // sources of the current evaluation
+    src_pos: DeviceBuffer<D>,
+    src_packed: DeviceBuffer<D>,
+    src_keys: DeviceBuffer<D>,
+    src_sort: Sorted<D>,
+    src_cells: CellList<D>,
+    n_src: usize,
+    /// Address and count of the host positions uploaded by `near_field`.
+    src_host: (usize, usize),
+    // targets of the current evaluation
+    tgt_pos: DeviceBuffer<D>,
+    tgt_keys: DeviceBuffer<D>,
+    tgt_sort: Sorted<D>,
+    tgt_cells: CellList<D>,
+    n_tgt: usize,
+    // far-field cells (hybrid P2G, sorted G2P)
+    far_keys: DeviceBuffer<D>,
+    far_sort: Sorted<D>,
+    operator: Option<SpreadOperator<D>>,
+    near: DeviceBuffer<D>,
+    far: DeviceBuffer<D>,
+    out: DeviceBuffer<D>,
+    grid: FarGrid<T, D>,
+    host_packed: Vec<T>,
+    host_rows: Vec<u32>,
+    error: Option<Error>,
+}
+
+fn real_bytes<T: SolverReal>() -> usize {
+    T::BYTES
+}
+
+impl<T: SolverReal, D: Device> GpuBackend<T, D> {
+    /// The device the backend runs on.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The P2P, P2G and G2P variants used, for the report.
+    pub fn variants(&self) -> String {
+        format!("p2p {}, p2g {}, g2p {}", self.p2p.name(), self.spread.name(), self.g2p.name())
+    }
+
+    /// Times the spreading operator was built (one per change of positions).
+    pub fn operator_builds(&self) -> usize {
+        self.operator.as_ref().map_or(0, |o| o.builds)
+    }
+
+    /// Device bytes a backend for `setup` needs before the particles' arrays grow: the grid(s),
+    /// the cell lists' bins, and per particle its arrays (positions, densities, keys, sorted
+    /// copies, near and far values); the operator's entries when it is chosen.
+    pub fn estimate_bytes(setup: &BackendSetup<'_, T>) -> usize {
+        let t = real_bytes::<T>();
+        let k = setup.kernel;
+        let (dw, dim) = (k.density_width(), k.output_dim());
+        let layout = &setup.window.layout;
+        let comps = k.grid_components().max(dim);
+        let grid = comps * layout.real_len() * t;
+        let cells = setup.cells.cells() * 4 * 4;
+        let per_source = t * (3 + 2 * dw + 3) + 4 * 3;
+        let per_target = t * (3 + 3 + 3 * dim) + 4 * 4;
+        let p3 = setup.window.p.pow(3);
+        let operator =
+            if setup.device.p2g == DeviceP2g::Operator { setup.sources * p3 * (4 + t + 4 + 4 + t) } else { 0 };
+        grid + cells + setup.sources * per_source + setup.targets.max(setup.sources) * per_target + operator
+    }
+
+    fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
+        let full = crate::kernels::entry(name, self.precision);
+        let name = if crate::kernels::ENTRY_POINTS.contains(&full.as_str()) { full.as_str() } else { name };
+        let p = args.pointers();
+        // SAFETY: every call site passes the kernel's parameters in order and type (checked
+        // against kernels/ by the emulator tests), with device addresses of live buffers.
+        unsafe { self.dev.launch(name, grid, block, shared, &p[..args.len()]) }
+    }
+
+    /// A one-thread-per-item launch over `n` items.
+    fn launch_n(&self, name: &str, n: usize, args: &mut Args) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let blocks = n.div_ceil(BLOCK as usize);
+        self.launch(name, [blocks as u32, 1, 1], [BLOCK, 1, 1], 0, args)
+    }
+
+    /// Threads of a single-block scan (the emulator runs each as an OS thread).
+    fn scan_threads(&self) -> u32 {
+        if self.dev.info().compute.0 == 0 {
+            32
+        } else {
+            1024
+        }
+    }
+
+    /// Counting sort of `n` keys at `keys` into `bins` bins.
+    fn counting_sort(&self, keys: DevicePtr, n: usize, bins: usize, s: &mut Sorted<D>) -> Result<()> {
+        s.counts.ensure(4 * bins.max(1))?;
+        s.offsets.ensure(4 * (bins + 1))?;
+        s.cursor.ensure(4 * bins.max(1))?;
+        s.order.ensure(4 * n.max(1))?;
+        s.counts.zero(4 * bins)?;
+        s.cursor.zero(4 * bins)?;
+        self.launch_n("sort_count", n, Args::new().push(keys).push(n as u32).push(s.counts.ptr()))?;
+        let b = self.scan_threads();
+        self.launch(
+            "scan_exclusive",
+            [1, 1, 1],
+            [b, 1, 1],
+            4 * b,
+            Args::new().push(s.counts.ptr()).push(bins as u32).push(s.offsets.ptr()),
+        )?;
+        self.launch_n(
+            "sort_scatter",
+            n,
+            Args::new().push(keys).push(n as u32).push(s.offsets.ptr()).push(s.cursor.ptr()).push(s.order.ptr()),
+        )
+    }
+
+    /// Gathers `n` particles in the order of `sort` into `list`.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_cells(
+        &self,
+        pos: DevicePtr,
+        packed: DevicePtr,
+        dw: usize,
+        keys: DevicePtr,
+        sort: &Sorted<D>,
+        n: usize,
+        list: &mut CellList<D>,
+        with_cells: bool,
+    ) -> Result<()> {
+        let t = real_bytes::<T>();
+        list.x.ensure(t * n.max(1))?;
+        list.y.ensure(t * n.max(1))?;
+        list.z.ensure(t * n.max(1))?;
+        list.dens.ensure(t * (dw * n).max(1))?;
+        if with_cells {
+            list.cell.ensure(4 * n.max(1))?;
+        }
+        let cell = if with_cells { list.cell.ptr() } else { 0 };
+        self.launch_n(
+            "cell_gather",
+            n,
+            Args::new()
+                .push(self.cellp)
+                .push(pos)
+                .push(packed)
+                .push(dw as i32)
+                .push(keys)
+                .push(sort.order.ptr())
+                .push(n as u32)
+                .push(list.x.ptr())
+                .push(list.y.ptr())
+                .push(list.z.ptr())
+                .push(list.dens.ptr())
+                .push(cell),
+        )
+    }
+
+    fn try_near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> Result<NearStats> {
+        let kernel = self.kernel;
+        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+        let (ns, nt) = (sources.count(), targets.len());
+        let t = real_bytes::<T>();
+        // sources: positions as they are, densities packed once
+        self.src_pos.upload(sources.positions())?;
+        self.host_packed.resize(dw * ns, T::ZERO);
+        for j in 0..ns {
+            sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
+        }
+        self.src_packed.upload(&self.host_packed)?;
+        self.src_keys.upload(keys)?;
+        self.n_src = ns;
+        self.src_host = (sources.positions().as_ptr() as usize, ns);
+        let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
+        let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
+        let r = self.counting_sort(self.src_keys.ptr(), ns, self.ncells, &mut sort).and_then(|_| {
+            self.gather_cells(
+                self.src_pos.ptr(),
+                self.src_packed.ptr(),
+                dw,
+                self.src_keys.ptr(),
+                &sort,
+                ns,
+                &mut list,
+                false,
+            )
+        });
+        self.src_sort = sort;
+        self.src_cells = list;
+        r?;
+        // targets: cells on the device
+        self.tgt_pos.upload(targets)?;
+        self.tgt_keys.ensure(4 * nt.max(1))?;
+        self.n_tgt = nt;
+        self.launch_n(
+            "cell_keys",
+            nt,
+            Args::new().push(self.cellp).push(self.tgt_pos.ptr()).push(nt as u32).push(self.tgt_keys.ptr()),
+        )?;
+        let mut sort = std::mem::replace(&mut self.tgt_sort, Sorted::new(&self.dev));
+        let mut list = std::mem::replace(&mut self.tgt_cells, CellList::new(&self.dev));
+        let r = self
+            .counting_sort(self.tgt_keys.ptr(), nt, self.ncells, &mut sort)
+            .and_then(|_| self.gather_cells(self.tgt_pos.ptr(), 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true));
+        self.tgt_sort = sort;
+        self.tgt_cells = list;
+        r?;
+        // P2P
+        self.near.ensure(t * (dim * nt).max(1))?;
+        let mut a = Args::new();
+        a.push(self.cellp).push(kernel_code(kernel));
+        match self.precision {
+            Precision::F32 => a.push(self.xi as f32),
+            Precision::F64 => a.push(self.xi),
+        };
+        let (s, tl) = (&self.src_cells, &self.tgt_cells);
+        match self.p2p {
+            DeviceP2p::GlobalMemory => {
+                a.push(nt as u32).push(tl.cell.ptr());
+                a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
+                a.push(s.x.ptr())
+                    .push(s.y.ptr())
+                    .push(s.z.ptr())
+                    .push(s.dens.ptr())
+                    .push(ns as u32)
+                    .push(self.near.ptr());
+                self.launch_n("p2p_gm1d", nt, &mut a)?;
+            }
+            DeviceP2p::SharedMemory => {
+                a.push(self.tgt_sort.offsets.ptr());
+                a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
+                a.push(s.x.ptr())
+                    .push(s.y.ptr())
+                    .push(s.z.ptr())
+                    .push(s.dens.ptr())
+                    .push(ns as u32)
+                    .push(self.near.ptr());
+                let b: u32 = if self.dev.info().compute.0 == 0 { 32 } else { 128 };
+                let shared = b as usize * (3 + dw) * t;
+                self.launch("p2p_shared", [self.ncells as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
+            }
+        }
+        // pairs from the bins' offsets
+        let mut so = vec![0u32; self.ncells + 1];
+        let mut to = vec![0u32; self.ncells + 1];
+        self.src_sort.offsets.download(&mut so)?;
+        self.tgt_sort.offsets.download(&mut to)?;
+        let pairs = self.pairs(&so, &to);
+        Ok(NearStats { padding_efficiency: 1.0, pairs })
+    }
+
+    /// Target-source pairs P2P evaluates: per cell its targets times its colleagues' sources.
+    fn pairs(&self, so: &[u32], to: &[u32]) -> u64 {
+        let n = [self.cellp.n[0] as usize, self.cellp.n[1] as usize, self.cellp.n[2] as usize];
+        let wrap = self.cellp.wrap;
+        let mut total = 0u64;
+        for c in 0..self.ncells {
+            let nt = (to[c + 1] - to[c]) as u64;
+            if nt == 0 {
+                continue;
+            }
+            let ix = [c % n[0], (c / n[0]) % n[1], c / (n[0] * n[1])];
+            let mut s = 0u64;
+            for k in 0..27 {
+                let d = [k % 3, (k / 3) % 3, k / 9];
+                let j: [usize; 3] = std::array::from_fn(|a| {
+                    let v = ix[a] as i64 + d[a] as i64 - 1;
+                    let m = n[a] as i64;
+                    if wrap[a] != 0 {
+                        v.rem_euclid(m) as usize
+                    } else {
+                        v.clamp(0, m - 1) as usize
+                    }
+                });
+                let cc = (j[2] * n[1] + j[1]) * n[0] + j[0];
+                s += (so[cc + 1] - so[cc]) as u64;
+            }
+            total += nt * s;
+        }
+        total
+    }
+
+    /// The grid P2G writes and G2P reads, with its parameter block.
+    fn work_grid(&self) -> DevicePtr {
+        match &self.grid {
+            FarGrid::Device { grid, .. } => grid.ptr(),
+            FarGrid::Host { block, .. } => block.ptr(),
+        }
+    }
+
+    fn try_spread<S: SourceSet<T>>(&mut self, sources: &S) -> Result<()> {
+        let kernel = self.kernel;
+        let dw = kernel.density_width();
+        let n = sources.count();
+        // the owned sources are the first of those near_field uploaded
+        let same = sources.positions().as_ptr() as usize == self.src_host.0 && n <= self.src_host.1;
+        if !same {
+            self.src_pos.upload(sources.positions())?;
+            self.host_packed.resize(dw * n, T::ZERO);
+            for j in 0..n {
+                sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
+            }
+            self.src_packed.upload(&self.host_packed)?;
+            self.src_host = (sources.positions().as_ptr() as usize, n);
+        }
+        let grid = self.work_grid();
+        let ncomp = kernel.grid_components();
+        let t = real_bytes::<T>();
+        let comps = ncomp.max(kernel.output_dim());
+        // SAFETY: the work grid holds `comps` components of real_len reals (allocated at plan).
+        unsafe { self.dev.zero(grid, comps * self.window_layout.real_len() * t)? };
+        let code = kernel_code(kernel);
+        match self.spread {
+            DeviceSpread::Atomic => {
+                let mut a = Args::new();
+                a.push(self.winp).push(self.coeffs.ptr()).push(code).push(n as u32);
+                a.push(self.src_pos.ptr()).push(self.src_packed.ptr()).push(grid);
+                self.launch_n("p2g_atomic", n, &mut a)
+            }
+            DeviceSpread::Hybrid => {
+                let cw = (self.winp.p as u32 / 2).max(2);
+                let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
+                self.far_keys.ensure(4 * n.max(1))?;
+                let mut a = Args::new();
+                a.push(self.winp).push(cw).push(n as u32).push(self.src_pos.ptr()).push(self.far_keys.ptr());
+                self.launch_n("farcell_keys", n, &mut a)?;
+                let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
+                let r = self.counting_sort(self.far_keys.ptr(), n, nf, &mut sort);
+                let p = self.winp.p as usize;
+                let per = (3 * p + ncomp) * t + 12;
+                let batch = (40 * 1024 / per).clamp(1, 64) as u32;
+                let shared = batch as usize * per;
+                let b: u32 = if self.dev.info().compute.0 == 0 { 32 } else { 256 };
+                let r = r.and_then(|_| {
+                    let mut a = Args::new();
+                    a.push(self.winp).push(self.coeffs.ptr()).push(code).push(cw).push(sort.offsets.ptr());
+                    a.push(sort.order.ptr())
+                        .push(self.src_pos.ptr())
+                        .push(self.src_packed.ptr())
+                        .push(batch)
+                        .push(grid);
+                    self.launch("p2g_hybrid", [nf as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)
+                });
+                self.far_sort = sort;
+                r
+            }
+            DeviceSpread::Operator => {
+                self.build_operator(sources.positions(), n)?;
+                let op = self.operator.as_ref().expect("built above");
+                let points = self.window_layout.points();
+                let mut a = Args::new();
+                a.push(self.winp).push(code).push(op.sorted.offsets.ptr()).push(op.src.ptr());
+                a.push(op.wsorted.ptr()).push(self.src_packed.ptr()).push(grid);
+                self.launch_n("p2g_operator_apply", points, &mut a)
+            }
+        }
+    }
+
+    /// Builds the spreading operator unless it was built for these positions.
+    fn build_operator(&mut self, positions: &[[T; 3]], n: usize) -> Result<()> {
+        let bytes = bytes_of(&positions[..n]);
+        if self.operator.as_ref().is_some_and(|o| o.positions == bytes) {
+            return Ok(());
+        }
+        let p3 = (self.winp.p as usize).pow(3);
+        let entries = n * p3;
+        if entries > u32::MAX as usize {
+            return Err(Error::Unsupported {
+                what: format!("the spreading operator for {n} sources of {p3} entries each (more than 2^32 entries)"),
+            });
+        }
+        let t = real_bytes::<T>();
+        let mut op = match self.operator.take() {
+            Some(o) => o,
+            None => SpreadOperator {
+                positions: Vec::new(),
+                sorted: Sorted::new(&self.dev),
+                keys: DeviceBuffer::empty(&self.dev, "operator keys"),
+                weights: DeviceBuffer::empty(&self.dev, "operator weights"),
+                src: DeviceBuffer::empty(&self.dev, "operator sources"),
+                wsorted: DeviceBuffer::empty(&self.dev, "operator sorted weights"),
+                builds: 0,
+            },
+        };
+        op.keys.ensure(4 * entries.max(1))?;
+        op.weights.ensure(t * entries.max(1))?;
+        op.src.ensure(4 * entries.max(1))?;
+        op.wsorted.ensure(t * entries.max(1))?;
+        let mut a = Args::new();
+        a.push(self.winp).push(self.coeffs.ptr()).push(n as u32).push(self.src_pos.ptr());
+        a.push(op.keys.ptr()).push(op.weights.ptr());
+        self.launch_n("p2g_operator_entries", n, &mut a)?;
+        self.counting_sort(op.keys.ptr(), entries, self.window_layout.points(), &mut op.sorted)?;
+        let mut a = Args::new();
+        a.push(entries as u64).push(p3 as u32).push(op.sorted.order.ptr()).push(op.weights.ptr());
+        a.push(op.src.ptr()).push(op.wsorted.ptr());
+        self.launch_n("p2g_operator_pack", entries, &mut a)?;
+        op.positions.clear();
+        op.positions.extend_from_slice(bytes);
+        op.builds += 1;
+        self.operator = Some(op);
+        Ok(())
+    }
+
+    fn try_interpolate(&mut self, targets: &[[T; 3]]) -> Result<()> {
+        let nt = targets.len();
+        debug_assert_eq!(nt, self.n_tgt, "G2P at the targets of the near field");
+        let dim = self.kernel.output_dim();
+        self.far.ensure(real_bytes::<T>() * (dim * nt).max(1))?;
+        let grid = self.work_grid();
+        let order = match self.g2p {
+            G2pVariant::Base => 0,
+            G2pVariant::TargetSorted => {
+                let cw = (self.winp.p as u32 / 2).max(1);
+                let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
+                self.far_keys.ensure(4 * nt.max(1))?;
+                let mut a = Args::new();
+                a.push(self.winp).push(cw).push(nt as u32).push(self.tgt_pos.ptr()).push(self.far_keys.ptr());
+                self.launch_n("farcell_keys", nt, &mut a)?;
+                let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
+                let r = self.counting_sort(self.far_keys.ptr(), nt, nf, &mut sort);
+                let order = sort.order.ptr();
+                self.far_sort = sort;
+                r?;
+                order
+            }
+        };
+        let mut a = Args::new();
+        a.push(self.winp).push(self.coeffs.ptr()).push(dim as i32).push(nt as u32).push(self.tgt_pos.ptr());
+        a.push(order).push(grid).push(self.far.ptr());
+        self.launch_n("g2p", nt, &mut a)
+    }
+
+    fn try_sum_into(&mut self, background: f64, out: &mut [T]) -> Result<()> {
+        let dim = self.kernel.output_dim();
+        let nt = self.n_tgt;
+        assert_eq!(out.len(), nt * dim, "one result per target");
+        self.out.ensure(real_bytes::<T>() * out.len().max(1))?;
+        let mut a = Args::new();
+        a.push(nt as u32).push(dim as i32).push(self.tgt_sort.order.ptr()).push(self.near.ptr()).push(self.far.ptr());
+        match self.precision {
+            Precision::F32 => a.push(background as f32),
+            Precision::F64 => a.push(background),
+        };
+        a.push(self.out.ptr());
+        self.launch_n("sum_into", nt, &mut a)?;
+        self.out.download(out)
+    }
+
+    fn try_fft(&mut self, forward: bool) -> Result<()> {
+        let ncomp = self.kernel.grid_components();
+        let dim = self.kernel.output_dim();
+        let rl = self.window_layout.real_len();
+        let direct = self.direct;
+        match &mut self.grid {
+            FarGrid::Device { grid, plan, .. } => {
+                // SAFETY: the grid holds the planned components of the planned layout.
+                unsafe { self.dev.fft(plan, grid.ptr(), forward) }
+            }
+            FarGrid::Host { fft, block, .. } => {
+                if forward {
+                    if direct {
+                        block.download(&mut fft.data_mut()[..ncomp * rl])?;
+                    }
+                    fft.forward();
+                } else {
+                    fft.backward();
+                    if direct {
+                        let mut b = std::mem::replace(block, DeviceBuffer::empty(&self.dev, "grid block"));
+                        let r = b.upload(&fft.data()[..dim * rl]);
+                        *block = b;
+                        r?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn try_convolve(&mut self) -> Result<()> {
+        let threads = self.threads;
+        match &mut self.grid {
+            FarGrid::Device { grid, tables, cnv, .. } => {
+                let l = self.window_layout;
+                let (mxc, my, mz) = (l.complex_row(), l.global[1], l.global[2]);
+                let offs = table_offsets(&l);
+                let base = tables.ptr();
+                let mut a = Args::new();
+                a.push(kernel_code(self.kernel)).push(mxc as i32).push(my as i32).push(mz as i32);
+                a.push(l.row_stride() as i32).push(l.real_len() as i64).push(cnv.volume()).push(cnv.inv4xi2());
+                for o in offs {
+                    a.push(base + 8 * o as u64);
+                }
+                a.push(grid.ptr());
+                let n = mxc * my * mz;
+                let name = crate::kernels::entry("cnv", self.precision);
+                let blocks = n.div_ceil(BLOCK as usize) as u32;
+                let p = a.pointers();
+                // SAFETY: the cnv parameters in order; tables and grid are live device buffers of
+                // the planned sizes.
+                unsafe { self.dev.launch(&name, [blocks, 1, 1], [BLOCK, 1, 1], 0, &p[..a.len()]) }
+            }
+            FarGrid::Host { fft, cnv, .. } => {
+                let block = fft.spectral_layout();
+                cnv.apply_block(fft.data_mut(), &block, parki_core::Par::with_threads(threads));
+                Ok(())
+            }
+        }
+    }
+
+    /// Packs `rows` of `comps` components of the device `grid` (row layout `layout`) into
+    /// `output` through the staging buffer (mode 0), or writes `input` into them (1: add,
+    /// 2: copy).
+    #[allow(clippy::too_many_arguments)]
+    fn rows(
+        dev: &Arc<D>,
+        precision: Precision,
+        mode: i32,
+        rows: &[usize],
+        comps: usize,
+        layout: RowLayout,
+        grid: DevicePtr,
+        staging: &mut DeviceBuffer<D>,
+        row_buf: &mut DeviceBuffer<D>,
+        host_rows: &mut Vec<u32>,
+        input: &[T],
+        output: &mut [T],
+    ) -> Result<()> {
+        let n = rows.len() * comps * layout.mx;
+        if n == 0 {
+            return Ok(());
+        }
+        host_rows.clear();
+        host_rows.extend(rows.iter().map(|&r| r as u32));
+        row_buf.upload(host_rows)?;
+        staging.ensure(n * T::BYTES)?;
+        if mode != 0 {
+            staging.upload(&input[..n])?;
+        }
+        let mut a = Args::new();
+        a.push(mode).push(rows.len() as u32).push(row_buf.ptr()).push(comps as i32).push(layout.mx as i32);
+        a.push(layout.row_stride as i32).push(layout.component_stride as i64).push(grid).push(staging.ptr());
+        let name = crate::kernels::entry("rows", precision);
+        let p = a.pointers();
+        let blocks = n.div_ceil(BLOCK as usize) as u32;
+        // SAFETY: the rows kernel's parameters; the rows lie inside the grid block (HaloPlan's).
+        unsafe { dev.launch(&name, [blocks, 1, 1], [BLOCK, 1, 1], 0, &p[..a.len()])? };
+        if mode == 0 {
+            staging.download(&mut output[..n])?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, r: Result<()>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+/// Offsets (in f64) of the six CNV tables `k_x, k_y, k_z, f_x, f_y, f_z` in one buffer.
+fn table_offsets(l: &GridLayout) -> [usize; 6] {
+    let n = [l.complex_row(), l.global[1], l.global[2]];
+    [0, n[0], n[0] + n[1], n[0] + n[1] + n[2], 2 * n[0] + n[1] + n[2], 2 * n[0] + 2 * n[1] + n[2]]
+}
+
+impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
+    fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
+        let dev = Arc::new(D::open(s.local_rank)?);
+        let precision = if T::BYTES == 4 { Precision::F32 } else { Precision::F64 };
+        let p = s.params;
+        let kernel = s.kernel;
+        let (ncomp, dim) = (kernel.grid_components(), kernel.output_dim());
+        // device memory, estimated before anything is allocated
+        let need = Self::estimate_bytes(s);
+        let free = dev.free_memory()?;
+        if need as u64 > free {
+            return Err(Error::Resource {
+                message: format!(
+                    "the CUDA backend needs about {} of device memory for this rank ({} sources, {} targets, grid {:?}) \
+                     but {} is free on {}: use more ranks or GPUs, or backend = \"cpu\"",
+                    parki_core::memory::format_bytes(need as f64),
+                    s.sources,
+                    s.targets,
+                    p.grid,
+                    parki_core::memory::format_bytes(free as f64),
+                    dev.info().name
+                ),
+            });
+        }
+        let layout = parki_decomp::GridLayout::new(p.grid)?;
+        let cnv = Cnv::new(kernel, layout, s.lengths, &KaiserBessel::new(p.p), p.xi);
+        let comps = ncomp.max(dim);
+        let one_rank = s.comm.size() == 1;
+        let grid = if one_rank {
+            let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the FFT grid")?;
+            let plan = dev.fft_plan(&layout, ncomp, dim, precision)?;
+            let (k, f) = cnv.tables();
+            let mut t = Vec::new();
+            for v in k.iter().chain(f.iter()) {
+                t.extend_from_slice(v);
+            }
+            let mut tables = DeviceBuffer::empty(&dev, "the CNV tables");
+            tables.upload(&t)?;
+            FarGrid::Device { grid, plan, tables, cnv }
+        } else {
+            let fopts = DistFftOptions {
+                forward_components: ncomp,
+                backward_components: dim,
+                complex: false,
+                backend: s.switches,
+                threads: s.threads.max(1),
+                rigor: s.fft_rigor,
+            };
+            let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
+            let block = DeviceBuffer::new(&dev, comps * s.window.layout.real_len() * T::BYTES, "the P2G grid block")?;
+            FarGrid::Host {
+                fft: Box::new(fft),
+                cnv,
+                block,
+                staging: DeviceBuffer::empty(&dev, "halo staging"),
+                rows: DeviceBuffer::empty(&dev, "halo rows"),
+            }
+        };
+        let mut coeffs = DeviceBuffer::empty(&dev, "window coefficients");
+        coeffs.upload(s.window.coeffs())?;
+        let spread = match (s.device.p2g, s.p2g) {
+            (DeviceP2g::Operator, _) => DeviceSpread::Operator,
+            (_, P2gVariant::Scatter) => DeviceSpread::Atomic,
+            _ => DeviceSpread::Hybrid,
+        };
+        if spread == DeviceSpread::Operator && s.sources * s.window.p.pow(3) > u32::MAX as usize {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "p2g = \"operator\" for {} sources with window support {} (more than 2^32 operator entries)",
+                    s.sources, s.window.p
+                ),
+            });
+        }
+        let winp = WindowParams::new(s.window);
+        let b = |what| DeviceBuffer::empty(&dev, what);
+        Ok(Self {
+            precision,
+            kernel,
+            xi: p.xi,
+            threads: s.threads.max(1),
+            cellp: CellParams::new(s.cells),
+            ncells: s.cells.cells(),
+            winp,
+            window_layout: s.window.layout,
+            direct: s.direct,
+            coeffs,
+            p2p: s.device.p2p,
+            spread,
+            g2p: s.g2p,
+            src_pos: b("source positions"),
+            src_packed: b("source densities"),
+            src_keys: b("source cells"),
+            src_sort: Sorted::new(&dev),
+            src_cells: CellList::new(&dev),
+            n_src: 0,
+            src_host: (0, 0),
+            tgt_pos: b("target positions"),
+            tgt_keys: b("target cells"),
+            tgt_sort: Sorted::new(&dev),
+            tgt_cells: CellList::new(&dev),
+            n_tgt: 0,
+            far_keys: b("far-field cells"),
+            far_sort: Sorted::new(&dev),
+            operator: None,
+            near: b("the near field"),
+            far: b("the far field"),
+            out: b("the result"),
+            grid,
+            host_packed: Vec::new(),
+            host_rows: Vec::new(),
+            error: None,
+            dev,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn bytes(&self) -> usize {
+        let grid = match &self.grid {
+            FarGrid::Device { grid, tables, .. } => grid.bytes() + tables.bytes(),
+            FarGrid::Host { block, staging, rows, .. } => block.bytes() + staging.bytes() + rows.bytes(),
+        };
+        let op = self
+            .operator
+            .as_ref()
+            .map_or(0, |o| o.sorted.bytes() + o.keys.bytes() + o.weights.bytes() + o.src.bytes() + o.wsorted.bytes());
+        grid + op
+            + self.coeffs.bytes()
+            + self.src_pos.bytes()
+            + self.src_packed.bytes()
+            + self.src_keys.bytes()
+            + self.src_sort.bytes()
+            + self.src_cells.bytes()
+            + self.tgt_pos.bytes()
+            + self.tgt_keys.bytes()
+            + self.tgt_sort.bytes()
+            + self.tgt_cells.bytes()
+            + self.far_keys.bytes()
+            + self.far_sort.bytes()
+            + self.near.bytes()
+            + self.far.bytes()
+            + self.out.bytes()
+    }
+
+    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
+        if self.error.is_some() {
+            return NearStats::default();
+        }
+        match self.try_near_field(sources, keys, targets) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error = Some(e);
+                NearStats::default()
+            }
+        }
+    }
+
+    fn spread<S: SourceSet<T>>(&mut self, sources: &S) {
+        if self.error.is_none() {
+            let r = self.try_spread(sources);
+            self.record(r);
+        }
+    }
+
+    fn halo_spread(&mut self, halo: &mut HaloPlan, comm: &Comm) {
+        let ncomp = self.kernel.grid_components();
+        let wl = self.window_layout;
+        let block_rows = RowLayout { mx: wl.global[0], row_stride: wl.row_stride(), component_stride: wl.real_len() };
+        let failed = self.error.is_some();
+        let (dev, precision) = (self.dev.clone(), self.precision);
+        let host_rows = &mut self.host_rows;
+        let mut err = None;
+        if let FarGrid::Host { fft, block, staging, rows, .. } = &mut self.grid {
+            let fft_rows =
+                RowLayout { mx: wl.global[0], row_stride: fft.row_stride(), component_stride: fft.component_stride() };
+            let loc = fft.real_topology().local();
+            let owned_rows = loc[1] * loc[2];
+            let data = fft.data_mut();
+            for c in 0..ncomp {
+                let at = c * fft_rows.component_stride;
+                data[at..at + owned_rows * fft_rows.row_stride].fill(T::ZERO);
+            }
+            let grid = block.ptr();
+            halo.spread(
+                comm,
+                |r, buf: &mut [T]| {
+                    if failed || err.is_some() {
+                        return;
+                    }
+                    let res =
+                        Self::rows(&dev, precision, 0, r, ncomp, block_rows, grid, staging, rows, host_rows, &[], buf);
+                    if let Err(e) = res {
+                        err = Some(e);
+                    }
+                },
+                |r, buf| fft_rows.add(data, r, ncomp, buf),
+            );
+        }
+        if let Some(e) = err {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    fn fft_forward(&mut self) {
+        if self.error.is_none() {
+            let r = self.try_fft(true);
+            self.record(r);
+        } else if let FarGrid::Host { fft, .. } = &mut self.grid {
+            fft.forward(); // collective: every rank takes part
+        }
+    }
+
+    fn convolve(&mut self) {
+        if self.error.is_none() {
+            let r = self.try_convolve();
+            self.record(r);
+        }
+    }
+
+    fn fft_backward(&mut self) {
+        if self.error.is_none() {
+            let r = self.try_fft(false);
+            self.record(r);
+        } else if let FarGrid::Host { fft, .. } = &mut self.grid {
+            fft.backward();
+        }
+    }
+
+    fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm) {
+        let dim = self.kernel.output_dim();
+        let wl = self.window_layout;
+        let block_rows = RowLayout { mx: wl.global[0], row_stride: wl.row_stride(), component_stride: wl.real_len() };
+        let failed = self.error.is_some();
+        let (dev, precision) = (self.dev.clone(), self.precision);
+        let host_rows = &mut self.host_rows;
+        let mut err = None;
+        if let FarGrid::Host { fft, block, staging, rows, .. } = &mut self.grid {
+            let fft_rows =
+                RowLayout { mx: wl.global[0], row_stride: fft.row_stride(), component_stride: fft.component_stride() };
+            let data = fft.data();
+            let grid = block.ptr();
+            halo.gather(
+                comm,
+                |r, buf| fft_rows.pack(data, r, dim, buf),
+                |r, buf: &[T]| {
+                    if failed || err.is_some() {
+                        return;
+                    }
+                    let res = Self::rows(
+                        &dev,
+                        precision,
+                        2,
+                        r,
+                        dim,
+                        block_rows,
+                        grid,
+                        staging,
+                        rows,
+                        host_rows,
+                        buf,
+                        &mut [],
+                    );
+                    if let Err(e) = res {
+                        err = Some(e);
+                    }
+                },
+            );
+        }
+        if let Some(e) = err {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    fn interpolate(&mut self, targets: &[[T; 3]]) {
+        if self.error.is_none() {
+            let r = self.try_interpolate(targets);
+            self.record(r);
+        }
+    }
+
+    fn sum_into(&mut self, background: f64, out: &mut [T]) {
+        if self.error.is_none() {
+            let r = self.try_sum_into(background, out);
+            self.record(r);
+        }
+        if self.error.is_some() {
+            out.fill(T::from_f64(f64::NAN));
+        }
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+}

@@ -1,0 +1,103 @@
+//! [`DeviceBuffer`]: an owned device allocation that grows on demand and frees itself.
+
+use std::sync::Arc;
+
+use parki_core::Result;
+
+use crate::device::{Device, DevicePtr};
+
+/// Bytes of a slice of plain numbers.
+pub fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: T is a plain number type (f32, f64, u32, [T; 3]); any initialised value is valid
+    // as bytes, and the length covers exactly the slice.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// Mutable bytes of a slice of plain numbers.
+pub fn bytes_of_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `bytes_of`; every bit pattern is a valid f32, f64 or u32.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// A device allocation of at least `bytes` bytes.
+pub struct DeviceBuffer<D: Device> {
+    dev: Arc<D>,
+    ptr: DevicePtr,
+    bytes: usize,
+    what: &'static str,
+}
+
+impl<D: Device> DeviceBuffer<D> {
+    /// An empty buffer named `what` (in allocation errors).
+    pub fn empty(dev: &Arc<D>, what: &'static str) -> Self {
+        Self { dev: dev.clone(), ptr: 0, bytes: 0, what }
+    }
+
+    /// A buffer of `bytes` bytes.
+    pub fn new(dev: &Arc<D>, bytes: usize, what: &'static str) -> Result<Self> {
+        let mut b = Self::empty(dev, what);
+        b.ensure(bytes)?;
+        Ok(b)
+    }
+
+    /// Grows the buffer to at least `bytes` (contents are not kept).
+    pub fn ensure(&mut self, bytes: usize) -> Result<()> {
+        if bytes <= self.bytes && self.ptr != 0 {
+            return Ok(());
+        }
+        self.release();
+        // round up by an eighth so that small growth does not reallocate every time
+        let want = bytes.max(256) + bytes / 8;
+        self.ptr = self.dev.alloc(want, self.what)?;
+        self.bytes = want;
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if self.ptr != 0 {
+            // SAFETY: the pointer came from this device's alloc and is dropped here.
+            unsafe { self.dev.free(self.ptr) };
+            self.ptr = 0;
+            self.bytes = 0;
+        }
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// Bytes allocated.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Grows to `v` and copies it in.
+    pub fn upload<T: Copy>(&mut self, v: &[T]) -> Result<()> {
+        let b = bytes_of(v);
+        self.ensure(b.len())?;
+        // SAFETY: the allocation holds at least b.len() bytes.
+        unsafe { self.dev.upload(self.ptr, b) }
+    }
+
+    /// Copies the first `v.len()` values out.
+    pub fn download<T: Copy>(&self, v: &mut [T]) -> Result<()> {
+        let b = bytes_of_mut(v);
+        assert!(b.len() <= self.bytes, "download of {} bytes from a {}-byte {}", b.len(), self.bytes, self.what);
+        // SAFETY: checked above: the allocation holds the bytes read.
+        unsafe { self.dev.download(b, self.ptr) }
+    }
+
+    /// Zeroes the first `bytes` bytes.
+    pub fn zero(&self, bytes: usize) -> Result<()> {
+        assert!(bytes <= self.bytes, "zeroing past the end of {}", self.what);
+        // SAFETY: checked above.
+        unsafe { self.dev.zero(self.ptr, bytes) }
+    }
+}
+
+impl<D: Device> Drop for DeviceBuffer<D> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

@@ -1,0 +1,189 @@
+//! [`Emulator`]: a [`Device`] on the host that runs kernels/ compiled as C++ (crates/gpu/emu),
+//! FFTs by FFTW. It exists to test the kernels and [`crate::GpuBackend`]'s data flow against the
+//! CPU backend where no GPU is present (CI, most development machines); it is not a backend for
+//! production runs (one thread, blocks one after another).
+
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::Mutex;
+
+use parki_core::{Error, Result};
+use parki_decomp::GridLayout;
+use parki_fft3d::{Fft3d, GridBuffer, PlanRigor};
+
+use crate::device::{Device, DeviceInfo, DevicePtr, Precision};
+
+extern "C" {
+    fn parki_emu_launch(
+        name: *const c_char,
+        grid: *const u32,
+        block: *const u32,
+        shared: u32,
+        args: *const *mut c_void,
+    ) -> c_int;
+    fn parki_emu_has(name: *const c_char) -> c_int;
+}
+
+/// Whether the emulator has entry point `name`.
+pub fn has_entry_point(name: &str) -> bool {
+    let c = CString::new(name).expect("no NUL in kernel names");
+    // SAFETY: a NUL-terminated string that outlives the call.
+    unsafe { parki_emu_has(c.as_ptr()) != 0 }
+}
+
+/// The host emulator of a device.
+pub struct Emulator {
+    info: DeviceInfo,
+    allocations: Mutex<HashMap<DevicePtr, Layout>>,
+}
+
+/// An FFT plan of the emulator: FFTW plans on a host buffer the data are copied through.
+pub enum EmuFft {
+    /// Single precision.
+    F32(Fft3d<f32>, GridBuffer<f32>),
+    /// Double precision.
+    F64(Fft3d<f64>, GridBuffer<f64>),
+}
+
+// SAFETY: the plans and buffers are only used through `&mut EmuFft`, by one thread at a time.
+unsafe impl Send for EmuFft {}
+
+const ALIGN: usize = 256;
+
+impl Device for Emulator {
+    type FftPlan = EmuFft;
+
+    fn open(_local_rank: usize) -> Result<Self> {
+        Ok(Self {
+            info: DeviceInfo {
+                name: "host emulator".into(),
+                ordinal: 0,
+                count: 1,
+                compute: (0, 0),
+                driver: String::new(),
+                cuda: String::new(),
+                memory: 0,
+            },
+            allocations: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn free_memory(&self) -> Result<u64> {
+        Ok(u64::MAX / 2)
+    }
+
+    fn alloc(&self, bytes: usize, what: &str) -> Result<DevicePtr> {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN)
+            .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(Error::Resource { message: format!("cannot allocate {bytes} bytes for {what}") });
+        }
+        let ptr = p as DevicePtr;
+        self.allocations.lock().expect("allocation table").insert(ptr, layout);
+        Ok(ptr)
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) {
+        if let Some(layout) = self.allocations.lock().expect("allocation table").remove(&ptr) {
+            // SAFETY: `ptr` was allocated with `layout` by `alloc` and is freed once.
+            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        }
+    }
+
+    unsafe fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller guarantees that dst .. dst + len lies in a live allocation.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    unsafe fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        // SAFETY: the caller guarantees that src .. src + len lies in a live allocation.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    unsafe fn zero(&self, dst: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: the caller guarantees that dst .. dst + bytes lies in a live allocation.
+        unsafe { std::ptr::write_bytes(dst as *mut u8, 0, bytes) };
+        Ok(())
+    }
+
+    unsafe fn launch(
+        &self,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        args: &[*mut c_void],
+    ) -> Result<()> {
+        if grid.contains(&0) {
+            return Ok(());
+        }
+        let c = CString::new(name).expect("no NUL in kernel names");
+        // SAFETY: the caller guarantees that `args` match the kernel; grid and block are arrays
+        // of three, `c` is NUL-terminated; all outlive the (synchronous) call.
+        let rc = unsafe { parki_emu_launch(c.as_ptr(), grid.as_ptr(), block.as_ptr(), shared, args.as_ptr()) };
+        if rc != 0 {
+            return Err(Error::Resource { message: format!("emulator: no kernel named {name}") });
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn fft_plan(&self, layout: &GridLayout, forward: usize, backward: usize, precision: Precision) -> Result<EmuFft> {
+        let comps = forward.max(backward);
+        Ok(match precision {
+            Precision::F32 => {
+                let mut b = GridBuffer::<f32>::new(*layout, comps, 1);
+                let p = Fft3d::plan(&mut b, forward, backward, 1, PlanRigor::Estimate)?;
+                EmuFft::F32(p, b)
+            }
+            Precision::F64 => {
+                let mut b = GridBuffer::<f64>::new(*layout, comps, 1);
+                let p = Fft3d::plan(&mut b, forward, backward, 1, PlanRigor::Estimate)?;
+                EmuFft::F64(p, b)
+            }
+        })
+    }
+
+    unsafe fn fft(&self, plan: &mut EmuFft, data: DevicePtr, forward: bool) -> Result<()> {
+        fn run<T: parki_fft3d::FftReal>(p: &Fft3d<T>, b: &mut GridBuffer<T>, data: DevicePtr, forward: bool) {
+            let n = b.as_slice().len();
+            // SAFETY: the caller guarantees that `data` holds the planned components, which is
+            // what the buffer holds (`n` reals).
+            let dev = unsafe { std::slice::from_raw_parts_mut(data as *mut T, n) };
+            b.as_mut_slice().copy_from_slice(dev);
+            if forward {
+                p.forward(b);
+            } else {
+                p.backward(b);
+            }
+            dev.copy_from_slice(b.as_slice());
+        }
+        match plan {
+            EmuFft::F32(p, b) => run(p, b, data, forward),
+            EmuFft::F64(p, b) => run(p, b, data, forward),
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let mut table = self.allocations.lock().expect("allocation table");
+        for (ptr, layout) in table.drain() {
+            // SAFETY: every entry is a live allocation made by `alloc` with this layout.
+            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        }
+    }
+}

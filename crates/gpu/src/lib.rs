@@ -1,0 +1,28 @@
+//! The CUDA backend of parki-dist.
+//!
+//! [`GpuBackend`] implements the pipeline's [`parki_dist::EwaldBackend`] on a [`Device`]: the
+//! cell lists, P2P, P2G, CNV, the FFTs and G2P run on the device and the particles cross the
+//! bus once each way per evaluation. The kernels are CUDA C in `kernels/` at the repository
+//! root ([`kernels`]), compiled at first use by NVRTC for the device's architecture.
+//!
+//! Two devices: [`cuda::CudaDevice`] (feature `cuda`; cudarc with dynamic loading, so the
+//! binary builds without the CUDA toolkit and runs on the CPU where no driver is present), and
+//! [`Emulator`], the same kernels compiled as C++ and run on the host, which tests the kernels
+//! and the backend's data flow against the CPU backend on machines without a GPU.
+
+pub mod device;
+pub mod kernels;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+pub use device::{Args, Device, DeviceInfo, DevicePtr, Precision};
+
+mod backend;
+mod buffer;
+mod emulator;
+pub mod params;
+
+pub use backend::{DeviceSpread, GpuBackend};
+pub use buffer::DeviceBuffer;
+pub use emulator::{has_entry_point, EmuFft, Emulator};

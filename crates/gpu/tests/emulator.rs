@@ -1,0 +1,170 @@
+//! The CUDA backend's kernels and data flow on the host emulator, against the CPU backend:
+//! every kernel, f64 and f32, every P2P / P2G / G2P variant, uniform and clustered particles,
+//! separate targets, repeated evaluations (the spreading operator's reuse). These run on every
+//! machine; the same comparisons on a device are in tests/cuda_device.rs.
+
+use parki_core::{Domain, Kernel, Real, Sources};
+use parki_dist::{
+    Comm, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant, P2gVariant,
+    ParallelOptions, SolverReal, SortMode, Targets,
+};
+use parki_gpu::params::{CellParams, WindowParams};
+use parki_gpu::{Args, Device, Emulator, GpuBackend};
+use parki_reference::generate::{self, Distribution, Rng};
+
+struct Data<T> {
+    pos: Vec<[T; 3]>,
+    q: Vec<T>,
+    f: Vec<[T; 3]>,
+    d: Vec<[T; 3]>,
+    n: Vec<[T; 3]>,
+}
+
+impl<T: Real> Data<T> {
+    fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
+        let pos = c3(generate::positions(domain, dist, count, &mut rng));
+        let q = generate::neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
+        let f = c3(generate::neutral_vectors(count, &mut rng));
+        let d = c3(generate::normal_vectors(count, &mut rng));
+        let n = c3((0..count).map(|_| generate::unit_vector(&mut rng)).collect());
+        Self { pos, q, f, d, n }
+    }
+
+    fn sources(&self) -> Sources<'_, T> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.n),
+        }
+    }
+}
+
+fn rel_rms<T: Real>(a: &[T], b: &[T]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x.to_f64() - y.to_f64()).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| y.to_f64().powi(2)).sum();
+    (num / den).sqrt()
+}
+
+fn domain() -> Domain {
+    Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap()
+}
+
+fn solve<T: SolverReal, B: EwaldBackend<T>>(
+    opts: &EwaldOptions,
+    data: &Data<T>,
+    targets: Option<&[[T; 3]]>,
+    repeat: usize,
+) -> Vec<T> {
+    let n_t = targets.map_or(data.pos.len(), |t| t.len());
+    let comm = Comm::single();
+    let mut s =
+        DistEwaldSolver::<T, B>::with_backend(&comm, opts, ParallelOptions::default(), data.pos.len(), n_t).unwrap();
+    let mut u = vec![T::ZERO; n_t * opts.kernel.output_dim()];
+    for _ in 0..repeat {
+        let t = targets.map_or(Targets::Sources, Targets::Points);
+        s.evaluate(&data.sources(), t, &mut u, SortMode::default()).unwrap();
+    }
+    u
+}
+
+fn opts(kernel: Kernel, tol: f64) -> EwaldOptions {
+    EwaldOptions::new(kernel, domain(), tol).threads(1)
+}
+
+#[test]
+fn parameter_blocks_match_the_kernels() {
+    let dev = Emulator::open(0).unwrap();
+    let cell = CellParams { n: [3, 4, 5], global_n: [6, 7, 8], wrap: [1, 0, 1], ..Default::default() };
+    let win = WindowParams { m: [8, 10, 12], p: 6, degree: 9, ..Default::default() };
+    let out = dev.alloc(64, "probe").unwrap();
+    let mut a = Args::new();
+    a.push(cell).push(win).push(out);
+    let p = a.pointers();
+    // SAFETY: abi_probe(CellParams, WindowParams, u64*), out holds 8 u64.
+    unsafe { dev.launch("abi_probe", [1, 1, 1], [1, 1, 1], 0, &p[..a.len()]).unwrap() };
+    let mut r = [0u64; 8];
+    // SAFETY: 64 bytes at out.
+    unsafe { dev.download(parki_gpu_bytes(&mut r), out).unwrap() };
+    let cell_n = std::mem::offset_of!(CellParams, n) as u64;
+    let cell_wrap2 = std::mem::offset_of!(CellParams, wrap) as u64 + 8;
+    let win_p = std::mem::offset_of!(WindowParams, p) as u64;
+    let win_rs = std::mem::offset_of!(WindowParams, row_stride) as u64;
+    assert_eq!(
+        r,
+        [
+            std::mem::size_of::<CellParams>() as u64,
+            std::mem::size_of::<WindowParams>() as u64,
+            cell_n,
+            cell_wrap2,
+            win_p,
+            win_rs,
+            3 + 1000 * 8,
+            6 + 1000 * 9 + 1_000_000 * 12
+        ]
+    );
+}
+
+fn parki_gpu_bytes(v: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u64 has no invalid bit patterns; the length covers the slice.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+#[test]
+fn every_entry_point_is_emulated() {
+    for name in parki_gpu::kernels::ENTRY_POINTS {
+        assert!(parki_gpu::has_entry_point(name), "{name} missing from the emulator");
+    }
+}
+
+/// GPU backend (default variants) against the CPU backend, every kernel, f64 and f32.
+#[test]
+fn backend_matches_cpu_every_kernel() {
+    for (dist, seed) in [(Distribution::Uniform, 1), (Distribution::Normal, 2)] {
+        let data = Data::<f64>::new(&domain(), dist, 400, seed);
+        for kernel in Kernel::ALL {
+            let o = opts(kernel, 1e-8);
+            let cpu = solve::<f64, parki_dist::CpuBackend<f64>>(&o, &data, None, 1);
+            let gpu = solve::<f64, GpuBackend<f64, Emulator>>(&o, &data, None, 1);
+            let d = rel_rms(&gpu, &cpu);
+            println!("f64 {} {dist:?}: emulated GPU vs CPU {d:.1e}", kernel.name());
+            assert!(d < 1e-12, "f64 {} {dist:?}: {d:e}", kernel.name());
+        }
+        let data = Data::<f32>::new(&domain(), dist, 400, seed);
+        for kernel in Kernel::ALL {
+            let o = opts(kernel, 1e-4);
+            let cpu = solve::<f32, parki_dist::CpuBackend<f32>>(&o, &data, None, 1);
+            let gpu = solve::<f32, GpuBackend<f32, Emulator>>(&o, &data, None, 1);
+            let d = rel_rms(&gpu, &cpu);
+            println!("f32 {} {dist:?}: emulated GPU vs CPU {d:.1e}", kernel.name());
+            assert!(d < 2e-6, "f32 {} {dist:?}: {d:e}", kernel.name());
+        }
+    }
+}
+
+/// Every device variant against the defaults, separate targets, and a repeated evaluation (the
+/// spreading operator built once and reused).
+#[test]
+fn variants_agree() {
+    let data = Data::<f64>::new(&domain(), Distribution::Normal, 300, 3);
+    let mut rng = Rng::new(9);
+    let targets: Vec<[f64; 3]> = generate::positions(&domain(), Distribution::Uniform, 77, &mut rng);
+    for kernel in [Kernel::Laplace, Kernel::Stokes] {
+        let base_opts = opts(kernel, 1e-9);
+        let cpu = solve::<f64, parki_dist::CpuBackend<f64>>(&base_opts, &data, Some(&targets), 1);
+        for (p2p, p2g, dp2g, g2p) in [
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::TargetSorted),
+            (DeviceP2p::SharedMemory, P2gVariant::Scatter, DeviceP2g::FromP2g, G2pVariant::Base),
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::Operator, G2pVariant::Base),
+        ] {
+            let o = base_opts.clone().p2g(p2g).g2p(g2p).device(DeviceVariants::new(p2p, dp2g));
+            let gpu = solve::<f64, GpuBackend<f64, Emulator>>(&o, &data, Some(&targets), 2);
+            let d = rel_rms(&gpu, &cpu);
+            println!("{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:.1e}", kernel.name());
+            assert!(d < 1e-13, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:e}", kernel.name());
+        }
+    }
+}

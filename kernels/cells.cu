@@ -1,0 +1,80 @@
+// Cell lists on the device: keys, counting sort (count, scan, scatter) and the gather of the
+// sorted particles into structure-of-arrays with coordinates relative to their cell's origin
+// (parki_nearfield::cells, whose doc explains why relative coordinates).
+//
+// The scatter takes slots by atomicAdd, so the order of the particles inside a cell, and with
+// it the order of the near-field sums, follows the arrival of the atomics: the results agree
+// with the CPU's to rounding, not bitwise.
+
+// keys[i] = local cell of point i (CellGrid::cell_of).
+template <typename T>
+__device__ void cell_keys_impl(CellParams g, const T* pos, u32 n, u32* keys) {
+  u64 i = global_thread();
+  if (i < n) keys[i] = cell_of<T>(g, pos + 3 * i);
+}
+PARKI_EXPORT_BOTH(cell_keys, (CellParams g, const real* pos, u32 n, u32* keys), cell_keys_impl<real>(g, pos, n, keys))
+
+// counts[keys[i]] += 1 (counts zeroed by the caller).
+PARKI_EXPORT(sort_count, (const u32* keys, u32 n, u32* counts), {
+  u64 i = global_thread();
+  if (i < n) atomicAdd(&counts[keys[i]], 1u);
+})
+
+// out[0..=n]: exclusive prefix sum of in[0..n], out[n] the total. One block of blockDim.x
+// threads (a power of two), dynamic shared memory of blockDim.x u32; chunks of blockDim.x in
+// turn, each by a Hillis-Steele scan in shared memory.
+PARKI_EXPORT_SYNC(scan_exclusive, (const u32* in, u32 n, u32* out), {
+  PARKI_DYNAMIC_SHARED(u32, s);
+  const u32 b = blockDim.x;
+  const u32 t = threadIdx.x;
+  u32 carry = 0;
+  for (u32 base = 0; base < n; base += b) {
+    u32 v = base + t < n ? in[base + t] : 0u;
+    s[t] = v;
+    __syncthreads();
+    for (u32 off = 1; off < b; off *= 2) {
+      u32 add = t >= off ? s[t - off] : 0u;
+      __syncthreads();
+      s[t] += add;
+      __syncthreads();
+    }
+    if (base + t < n) out[base + t] = carry + s[t] - v;
+    u32 total = s[b - 1];
+    __syncthreads();
+    carry += total;
+  }
+  if (t == 0) out[n] = carry;
+})
+
+// order[offsets[k] + c] = i for the c-th arrival i of key k (cursor zeroed by the caller).
+PARKI_EXPORT(sort_scatter, (const u32* keys, u32 n, const u32* offsets, u32* cursor, u32* order), {
+  u64 i = global_thread();
+  if (i < n) {
+    u32 k = keys[i];
+    u32 slot = offsets[k] + atomicAdd(&cursor[k], 1u);
+    order[slot] = (u32)i;
+  }
+})
+
+// Sorted slot s holds particle i = order[s] of cell keys[i]: its coordinates relative to the
+// cell's origin (rounded once to T, CellGrid::relative), its cell in `cell_of_slot`, and, when
+// `dw > 0`, its packed densities in component arrays dens[c * n + s] from packed[i * dw + c].
+template <typename T>
+__device__ void cell_gather_impl(CellParams g, const T* pos, const T* packed, int dw, const u32* keys,
+                                 const u32* order, u32 n, T* x, T* y, T* z, T* dens, u32* cell_of_slot) {
+  u64 s = global_thread();
+  if (s >= n) return;
+  u32 i = order[s];
+  u32 c = keys[i];
+  double o[3];
+  cell_origin<T>(g, (int)c, o);
+  x[s] = (T)((double)pos[3 * i] - o[0]);
+  y[s] = (T)((double)pos[3 * i + 1] - o[1]);
+  z[s] = (T)((double)pos[3 * i + 2] - o[2]);
+  if (cell_of_slot) cell_of_slot[s] = c;
+  for (int q = 0; q < dw; ++q) dens[(u64)q * n + s] = packed[(u64)i * dw + q];
+}
+PARKI_EXPORT_BOTH(cell_gather,
+                  (CellParams g, const real* pos, const real* packed, int dw, const u32* keys, const u32* order,
+                   u32 n, real* x, real* y, real* z, real* dens, u32* cell_of_slot),
+                  cell_gather_impl<real>(g, pos, packed, dw, keys, order, n, x, y, z, dens, cell_of_slot))

@@ -1,0 +1,193 @@
+// P2P: the Ewald-screened near field over the cell lists (parki_nearfield::p2p, whose doc has
+// the formulas; Hasimoto splitting, eq. (4) of the Ewald paper, ParkiPy digest §1.2, §9.4).
+//
+// With A = erfc(xi r)/r, B = 2 xi e^{-xi^2 r^2}/sqrt(pi), D = 2 xi^2 B:
+//   Laplace   u += A q
+//   Stokeslet u += (A - B) f + (A + B) (r.f) r / r^2
+//   stresslet u += D [(q.n) r + (r.n) q + (r.q) n] - (r.q)(r.n) r [6 (A + B)/r^4 + 2 D/r^2]
+//   Stokes    the sum of the two.
+// At r = 0 exactly the self term -G^F(0) s: -2 xi/sqrt(pi) q (Laplace), -4 xi/sqrt(pi) f
+// (Stokeslet), 0 (stresslet).
+//
+// Two variants: GM-1D (the paper's: one thread per sorted target, sources read from global
+// memory, a warp's targets share a cell so its loads broadcast) and shared memory (a block per
+// target cell stages each colleague's sources in tiles).
+
+template <typename T>
+struct PairConsts {
+  T xi, neg_xi2, c, two_xi2;
+};
+
+template <typename T>
+__device__ __forceinline__ PairConsts<T> pair_consts(T xi) {
+  PairConsts<T> k;
+  k.xi = xi;
+  k.neg_xi2 = -xi * xi;
+  k.c = (T)(2.0 / sqrt(PARKI_PI)) * xi;
+  k.two_xi2 = (T)2 * xi * xi;
+  return k;
+}
+
+// One pair: displacement d, source densities s (packed: [q], [f], [q n], [f q n]).
+template <typename T>
+__device__ __forceinline__ void pair(int kernel, const PairConsts<T>& k, const T* d, const T* s, T* acc) {
+  T r2 = p_fma(d[0], d[0], p_fma(d[1], d[1], d[2] * d[2]));
+  bool pos = r2 > (T)0;
+  T rinv = pos ? (T)1 / p_sqrt(r2) : (T)0;
+  T r = r2 * rinv;
+  T g = p_exp(k.neg_xi2 * r2);
+  T b = k.c * g;
+  T a = pos ? p_erfc(k.xi * r) * rinv : (T)0;
+  if (kernel == PARKI_LAPLACE) {
+    acc[0] = p_fma(pos ? a : -k.c, s[0], acc[0]);
+    return;
+  }
+  int off = 0;
+  if (kernel == PARKI_STOKESLET || kernel == PARKI_STOKES) {
+    T aa = (pos ? a : -k.c) - b;
+    T cr = (a + b) * rinv * rinv;
+    T rf = p_fma(d[0], s[0], p_fma(d[1], s[1], d[2] * s[2]));
+    T kk = cr * rf;
+    for (int i = 0; i < 3; ++i) acc[i] = p_fma(aa, s[i], p_fma(kk, d[i], acc[i]));
+    off = 3;
+  }
+  if (kernel == PARKI_STRESSLET || kernel == PARKI_STOKES) {
+    const T* q = s + off;
+    const T* n = s + off + 3;
+    T dd = k.two_xi2 * b;
+    T rq = p_fma(d[0], q[0], p_fma(d[1], q[1], d[2] * q[2]));
+    T rn = p_fma(d[0], n[0], p_fma(d[1], n[1], d[2] * n[2]));
+    T qn = p_fma(q[0], n[0], p_fma(q[1], n[1], q[2] * n[2]));
+    T ri2 = rinv * rinv;
+    T e = ri2 * p_fma((T)6 * (a + b), ri2, (T)2 * dd);
+    T sc = rq * rn * e;
+    for (int i = 0; i < 3; ++i) {
+      T t = p_fma(qn, d[i], p_fma(rn, q[i], rq * n[i]));
+      acc[i] = p_fma(dd, t, p_fma(-sc, d[i], acc[i]));
+    }
+  }
+}
+
+// The target's position relative to colleague k's origin: (x_rel + o) rounded once to T, with
+// o = origin(c) - origin(cell) - s (CellGrid::colleague_offsets). Returns the colleague cell.
+template <typename T>
+__device__ __forceinline__ int colleague_position(const CellParams& g, int c, const double* oc_self, int k,
+                                                  const double* xrel, T* p) {
+  double s[3];
+  int cc = cell_colleague(g, c, k, s);
+  double oc[3];
+  cell_origin<T>(g, cc, oc);
+  for (int d = 0; d < 3; ++d) p[d] = (T)(xrel[d] + ((oc_self[d] - oc[d]) - s[d]));
+  return cc;
+}
+
+// GM-1D: thread t handles sorted target t of cell tcell[t]; out[t * dim + c] in sorted order.
+// Sources: soff[c]..soff[c+1] of cell c, coordinates sx, sy, sz, densities sd[q * ns + j].
+template <typename T>
+__device__ void p2p_gm1d_impl(CellParams g, int kernel, T xi, u32 nt, const u32* tcell, const T* tx,
+                              const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
+                              const T* sd, u32 ns, T* out) {
+  u64 t = global_thread();
+  if (t >= nt) return;
+  const int dim = parki_output_dim(kernel);
+  const int dw = parki_density_width(kernel);
+  const PairConsts<T> kc = pair_consts<T>(xi);
+  int c = (int)tcell[t];
+  double o[3];
+  cell_origin<T>(g, c, o);
+  double xrel[3] = {(double)tx[t], (double)ty[t], (double)tz[t]};
+  T acc[3] = {(T)0, (T)0, (T)0};
+  for (int k = 0; k < 27; ++k) {
+    T p[3];
+    int cc = colleague_position<T>(g, c, o, k, xrel, p);
+    u32 j1 = soff[cc + 1];
+    for (u32 j = soff[cc]; j < j1; ++j) {
+      T d[3] = {p[0] - sx[j], p[1] - sy[j], p[2] - sz[j]};
+      T s[9];
+      for (int q = 0; q < dw; ++q) s[q] = sd[(u64)q * ns + j];
+      pair<T>(kernel, kc, d, s, acc);
+    }
+  }
+  for (int q = 0; q < dim; ++q) out[t * dim + q] = acc[q];
+}
+PARKI_EXPORT_BOTH(p2p_gm1d,
+                  (CellParams g, int kernel, real xi, u32 nt, const u32* tcell, const real* tx, const real* ty,
+                   const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
+                   const real* sd, u32 ns, real* out),
+                  p2p_gm1d_impl<real>(g, kernel, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+
+// Shared memory: block b handles target cell b (targets toff[b]..toff[b+1]); each colleague's
+// sources are staged in tiles of blockDim.x (dynamic shared memory: blockDim.x * (3 + dw) T).
+template <typename T>
+__device__ void p2p_shared_impl(CellParams g, int kernel, T xi, const u32* toff, const T* tx, const T* ty,
+                                const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd,
+                                u32 ns, T* out) {
+  PARKI_DYNAMIC_SHARED(T, tile);
+  const int c = (int)blockIdx.x;
+  const u32 t0 = toff[c], t1 = toff[c + 1];
+  if (t0 == t1) return;  // uniform over the block
+  const u32 bs = blockDim.x;
+  const int dim = parki_output_dim(kernel);
+  const int dw = parki_density_width(kernel);
+  const PairConsts<T> kc = pair_consts<T>(xi);
+  double o[3];
+  cell_origin<T>(g, c, o);
+  for (u32 tb = t0; tb < t1; tb += bs) {
+    const u32 t = tb + threadIdx.x;
+    const bool active = t < t1;
+    double xrel[3] = {0.0, 0.0, 0.0};
+    if (active) {
+      xrel[0] = (double)tx[t];
+      xrel[1] = (double)ty[t];
+      xrel[2] = (double)tz[t];
+    }
+    T acc[3] = {(T)0, (T)0, (T)0};
+    for (int k = 0; k < 27; ++k) {
+      T p[3];
+      int cc = colleague_position<T>(g, c, o, k, xrel, p);
+      const u32 j0 = soff[cc], j1 = soff[cc + 1];
+      for (u32 jb = j0; jb < j1; jb += bs) {
+        const u32 j = jb + threadIdx.x;
+        __syncthreads();
+        if (j < j1) {
+          tile[threadIdx.x] = sx[j];
+          tile[bs + threadIdx.x] = sy[j];
+          tile[2 * bs + threadIdx.x] = sz[j];
+          for (int q = 0; q < dw; ++q) tile[(3 + q) * bs + threadIdx.x] = sd[(u64)q * ns + j];
+        }
+        __syncthreads();
+        const u32 m = j1 - jb < bs ? j1 - jb : bs;
+        if (active) {
+          for (u32 l = 0; l < m; ++l) {
+            T d[3] = {p[0] - tile[l], p[1] - tile[bs + l], p[2] - tile[2 * bs + l]};
+            T s[9];
+            for (int q = 0; q < dw; ++q) s[q] = tile[(3 + q) * bs + l];
+            pair<T>(kernel, kc, d, s, acc);
+          }
+        }
+      }
+    }
+    if (active)
+      for (int q = 0; q < dim; ++q) out[(u64)t * dim + q] = acc[q];
+  }
+}
+PARKI_EXPORT_BOTH_SYNC(p2p_shared,
+                       (CellParams g, int kernel, real xi, const u32* toff, const real* tx, const real* ty,
+                        const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
+                        const real* sd, u32 ns, real* out),
+                       p2p_shared_impl<real>(g, kernel, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+
+// The FP64/FP32 peak of the device: `chains` independent FMA chains per thread, `iters` steps
+// each (P2P's achieved rate is reported against it). out[thread] keeps the chains alive.
+template <typename T>
+__device__ void fma_peak_impl(u32 iters, T* out) {
+  T a[8];
+  for (int k = 0; k < 8; ++k) a[k] = (T)(threadIdx.x + k) * (T)1e-3;
+  const T m = (T)0.999999, c = (T)1e-7;
+  for (u32 i = 0; i < iters; ++i)
+    for (int k = 0; k < 8; ++k) a[k] = p_fma(a[k], m, c);
+  T s = (T)0;
+  for (int k = 0; k < 8; ++k) s += a[k];
+  out[global_thread()] = s;
+}
+PARKI_EXPORT_BOTH(fma_peak, (u32 iters, real* out), fma_peak_impl<real>(iters, out))
