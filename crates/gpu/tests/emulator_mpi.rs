@@ -1,0 +1,116 @@
+//! The CUDA backend's distributed path on the host emulator: 2, 3 and 4 ranks under `mpirun`
+//! (oversubscribed) equal one process of the CPU backend, for every kernel. The device holds
+//! each rank's grid block for P2G and G2P, the halo rows go through the `rows` kernel and host
+//! staging, and the distributed FFT runs on the host.
+//!
+//! The test re-runs this test binary under mpirun with `PARKI_GPU_MPI_CHILD` set; in the
+//! children, `mpi_child` does the distributed evaluation and compares.
+
+use std::process::Command;
+
+use parki_core::{Domain, Kernel, Sources};
+use parki_dist::{Comm, CpuBackend, DistEwaldSolver, EwaldOptions, ParallelOptions, SortMode, Targets, Universe};
+use parki_gpu::{Emulator, GpuBackend};
+use parki_reference::generate::{self, Distribution, Rng};
+
+const N: usize = 1200;
+
+fn domain() -> Domain {
+    Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap()
+}
+
+struct Data {
+    pos: Vec<[f64; 3]>,
+    q: Vec<f64>,
+    f: Vec<[f64; 3]>,
+    d: Vec<[f64; 3]>,
+    n: Vec<[f64; 3]>,
+}
+
+impl Data {
+    fn new() -> Self {
+        let mut rng = Rng::new(5);
+        let pos = generate::positions(&domain(), Distribution::Normal, N, &mut rng);
+        let q = generate::neutral_scalars(N, &mut rng);
+        let f = generate::neutral_vectors(N, &mut rng);
+        let d = generate::normal_vectors(N, &mut rng);
+        let n = (0..N).map(|_| generate::unit_vector(&mut rng)).collect();
+        Self { pos, q, f, d, n }
+    }
+
+    fn slice(&self, r: std::ops::Range<usize>) -> Sources<'_, f64> {
+        Sources {
+            positions: &self.pos[r.clone()],
+            charges: Some(&self.q[r.clone()]),
+            forces: Some(&self.f[r.clone()]),
+            dipoles: Some(&self.d[r.clone()]),
+            normals: Some(&self.n[r]),
+        }
+    }
+}
+
+#[test]
+fn mpi_child() {
+    if std::env::var("PARKI_GPU_MPI_CHILD").is_err() {
+        return;
+    }
+    let universe = Universe::init().unwrap();
+    let comm = universe.world();
+    let (rank, size) = (comm.rank(), comm.size());
+    let data = Data::new();
+    let mine = rank * N / size..(rank + 1) * N / size;
+    for kernel in Kernel::ALL {
+        let opts = EwaldOptions::new(kernel, domain(), 1e-9).threads(1);
+        let dim = kernel.output_dim();
+        let mut reference = vec![0.0; N * dim];
+        let single = Comm::single();
+        let mut one =
+            DistEwaldSolver::<f64, CpuBackend<f64>>::with_backend(&single, &opts, ParallelOptions::default(), N, N)
+                .unwrap();
+        one.evaluate(&data.slice(0..N), Targets::Sources, &mut reference, SortMode::default()).unwrap();
+        let mut dist = DistEwaldSolver::<f64, GpuBackend<f64, Emulator>>::with_backend(
+            &comm,
+            &opts,
+            ParallelOptions::default(),
+            N,
+            N,
+        )
+        .unwrap();
+        let mut u = vec![0.0; mine.len() * dim];
+        dist.evaluate(&data.slice(mine.clone()), Targets::Sources, &mut u, SortMode::default()).unwrap();
+        let expect = &reference[mine.start * dim..mine.end * dim];
+        let num: f64 = u.iter().zip(expect).map(|(a, b)| (a - b).powi(2)).sum();
+        let den: f64 = expect.iter().map(|b| b * b).sum();
+        let d = comm.max((num / den).sqrt());
+        if rank == 0 {
+            println!("{size} ranks, emulated GPU, {}: {d:.1e} against one CPU process", kernel.name());
+        }
+        assert!(d < 1e-12, "{size} ranks {}: {d:e}", kernel.name());
+    }
+}
+
+#[test]
+fn distributed_equals_one_process() {
+    if std::env::var("PARKI_GPU_MPI_CHILD").is_ok() || !Universe::has_mpi() {
+        println!("skipped: built without MPI");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for ranks in [2, 3, 4] {
+        let out = Command::new("mpirun")
+            .args(["-n", &ranks.to_string(), "--oversubscribe"])
+            .arg(&exe)
+            .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
+            .env("PARKI_GPU_MPI_CHILD", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("mpirun must be installed (openmpi-bin)");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        for l in text.lines().filter(|l| l.contains("emulated GPU")) {
+            println!("{l}");
+        }
+        assert!(out.status.success(), "mpirun -n {ranks}: {text}");
+        assert_eq!(text.matches("emulated GPU").count(), 4, "{text}");
+    }
+}
