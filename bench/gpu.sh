@@ -27,7 +27,9 @@
 # 5e-6 for the Stokeslet and 4e-4 for stokes here); REPEAT (default 3); CHECK (default 50);
 # CASE_TIMEOUT (seconds, default 240); CPU_BASELINE (default 1: the same cases on the CPU at
 # the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
-# test binaries); TEST_TIMEOUT (seconds per test binary, default 300). The kernels are compiled
+# test binaries); TEST_TIMEOUT (seconds per test binary, default 300); GPU_BENCH (default 1:
+# run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
+# APP_BENCH (default 1: the parki-dist cases below). The kernels are compiled
 # by NVRTC once and kept in PARKI_KERNEL_CACHE (default /tmp/parki-kernel-cache) for the
 # processes after the first.
 set -euo pipefail
@@ -95,6 +97,12 @@ PY
     cp "$exe" "$carry/tests/parki-gpu-$name"
     echo "$exe" >> "$carry/tests/SOURCES"
   done < "$stage/tests.list"
+
+  # the benchmark binary (peak, whole evaluations with the CPU ratio, P2G variants)
+  echo "+ cargo build --release -p parki-gpu $nompi --features cuda --bin parki-gpu-bench (target $build)"
+  # shellcheck disable=SC2086
+  CARGO_TARGET_DIR=$build cargo build --release -p parki-gpu $nompi --features cuda --bin parki-gpu-bench
+  cp "$build/release/parki-gpu-bench" "$carry/bin/"
 
   # smaller: no debug info (symbols stay, for profiles)
   for f in "$carry"/bin/* "$carry"/tests/parki-gpu-*; do
@@ -203,6 +211,16 @@ run() {
     done
     echo "test binaries failed: $failed"
   } 2>&1 | tee "$out/tests.log"
+
+  # parki-gpu-bench: FMA peak, whole evaluations (stage split, P2P rate against the peak,
+  # bytes per particle, the CPU backend in the same process for the ratio), P2G variants and the
+  # operator's break-even; BENCH_ARGS passes options (e.g. "--sizes 1e6 --modes peak,eval")
+  if [ "${GPU_BENCH:-1}" = 1 ] && [ -x "$carry/bin/parki-gpu-bench" ]; then
+    # shellcheck disable=SC2086
+    timeout "${BENCH_TIMEOUT:-540}" "$carry/bin/parki-gpu-bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/gpu-bench.log" || true
+    grep '^{' "$out/gpu-bench.log" > "$out/gpu-bench.jsonl" || true
+  fi
+  [ "${APP_BENCH:-1}" = 1 ] || return 0
 
   # ===================================================================================
   # BENCHMARKS: parki-dist with [run] backend = "cuda" (and a CPU baseline at N = 1e6)

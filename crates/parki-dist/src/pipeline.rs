@@ -414,6 +414,11 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         self.backend.name()
     }
 
+    /// The backend (its device, variants and memory, for reports).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
     /// The memory estimate the plan was checked against (per rank).
     pub fn memory(&self) -> &MemoryEstimate {
         &self.memory

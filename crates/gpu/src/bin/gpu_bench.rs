@@ -1,0 +1,339 @@
+//! parki-gpu-bench: the CUDA backend's benchmarks (issue 9), for bench/gpu.sh on a lent GPU.
+//!
+//! - `peak`: the device's FMA rate (f64 and f32) by the `fma_peak` kernel, the P2P rate's
+//!   reference;
+//! - `eval`: whole evaluations, per case (kernel, tolerance, precision, N): throughput
+//!   (particles/s, best of the repetitions after a warm-up), the stage split, P2P's FP rate
+//!   against the peak (nominal flops per pair of `P2pFlops` without Newton steps, the same count
+//!   as the CPU's), device bytes per particle; and the CPU backend on the same case in the same
+//!   process for the ratio (`--cpu N`: only for N up to that);
+//! - `p2g`: the P2G variants side by side (atomic, hybrid, operator: its build and apply times
+//!   and the break-even number of evaluations with fixed positions), uniform and normal.
+//!
+//! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
+//! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
+
+use std::time::Instant;
+
+use parki_core::{Domain, Kernel, Real, Sources};
+use parki_dist::{
+    Comm, CpuBackend, DeviceP2g, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage, Isa,
+    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+};
+use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
+use parki_nearfield::{KernelReal, P2pFlops};
+use parki_reference::generate::{self, Distribution, Rng};
+
+struct Opts {
+    emulator: bool,
+    sizes: Vec<usize>,
+    kernels: Vec<Kernel>,
+    tols: Vec<f64>,
+    f32_tols: Vec<f64>,
+    precisions: Vec<String>,
+    reps: usize,
+    cpu: usize,
+    p2g_size: usize,
+    modes: Vec<String>,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        emulator: false,
+        sizes: vec![1_000_000, 4_000_000],
+        kernels: vec![Kernel::Stokes, Kernel::Stokeslet],
+        tols: vec![1e-6, 1e-9],
+        f32_tols: vec![1e-3, 1e-5],
+        precisions: vec!["f64".into(), "f32".into()],
+        reps: 3,
+        cpu: 1_000_000,
+        p2g_size: 1_000_000,
+        modes: vec!["peak".into(), "eval".into(), "p2g".into()],
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    let num = |s: &str| s.parse::<f64>().map_err(|e| format!("{s}: {e}"));
+    let list = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "--emulator" {
+            o.emulator = true;
+            i += 1;
+            continue;
+        }
+        let v = args.get(i + 1).ok_or(format!("{a} needs a value"))?;
+        match a {
+            "--sizes" => o.sizes = list(v).iter().map(|s| num(s).map(|x| x as usize)).collect::<Result<_, _>>()?,
+            "--kernels" => {
+                o.kernels = list(v)
+                    .iter()
+                    .map(|s| Kernel::ALL.into_iter().find(|k| k.name() == s).ok_or(format!("--kernels {s}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--tols" => o.tols = list(v).iter().map(|s| num(s)).collect::<Result<_, _>>()?,
+            "--f32-tols" => o.f32_tols = list(v).iter().map(|s| num(s)).collect::<Result<_, _>>()?,
+            "--precisions" => o.precisions = list(v),
+            "--reps" => o.reps = num(v)? as usize,
+            "--cpu" => o.cpu = num(v)? as usize,
+            "--p2g-size" => o.p2g_size = num(v)? as usize,
+            "--modes" => o.modes = list(v),
+            _ => return Err(format!("unknown option {a}")),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+struct Data<T> {
+    pos: Vec<[T; 3]>,
+    q: Vec<T>,
+    f: Vec<[T; 3]>,
+    d: Vec<[T; 3]>,
+    n: Vec<[T; 3]>,
+}
+
+impl<T: Real> Data<T> {
+    fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
+        let pos = c3(generate::positions(domain, dist, count, &mut rng));
+        let q = generate::neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
+        let f = c3(generate::neutral_vectors(count, &mut rng));
+        let d = c3(generate::normal_vectors(count, &mut rng));
+        let n = c3((0..count).map(|_| generate::unit_vector(&mut rng)).collect());
+        Self { pos, q, f, d, n }
+    }
+
+    fn sources(&self) -> Sources<'_, T> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.n),
+        }
+    }
+}
+
+/// The FMA rate of the device in precision `p`: GFLOP/s.
+fn peak<D: Device>(dev: &D, p: Precision, emulator: bool) -> Result<f64, String> {
+    let (blocks, threads, iters) = if emulator { (2u32, 32u32, 64u32) } else { (8192, 256, 8192) };
+    let out = dev.alloc(blocks as usize * threads as usize * 8, "fma output").map_err(|e| e.to_string())?;
+    let name = parki_gpu::kernels::entry("fma_peak", p);
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let mut a = Args::new();
+        a.push(iters).push(out);
+        let ptrs = a.pointers();
+        let t = Instant::now();
+        // SAFETY: fma_peak(u32 iters, real* out) with one output per thread.
+        unsafe { dev.launch(&name, [blocks, 1, 1], [threads, 1, 1], 0, &ptrs[..a.len()]) }
+            .map_err(|e| e.to_string())?;
+        dev.synchronize().map_err(|e| e.to_string())?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    // SAFETY: allocated above, not used afterwards.
+    unsafe { dev.free(out) };
+    Ok(blocks as f64 * threads as f64 * iters as f64 * 8.0 * 2.0 / best / 1e9)
+}
+
+struct Timing {
+    best: f64,
+    stages: Vec<(EwaldStage, f64)>,
+    pairs: u64,
+    bytes: usize,
+    first_p2g: f64,
+    variants: String,
+}
+
+fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
+    opts: &EwaldOptions,
+    data: &Data<T>,
+    reps: usize,
+    info: impl Fn(&B) -> (usize, String),
+) -> Result<Timing, String> {
+    let n = data.pos.len();
+    let comm = Comm::single();
+    let mut s = DistEwaldSolver::<T, B>::with_backend(&comm, opts, ParallelOptions::default(), n, n)
+        .map_err(|e| e.to_string())?;
+    let mut u = vec![T::ZERO; n * opts.kernel.output_dim()];
+    let mut best: Option<parki_dist::Evaluation> = None;
+    let mut first_p2g = 0.0;
+    for r in 0..=reps {
+        let e =
+            s.evaluate(&data.sources(), Targets::Sources, &mut u, SortMode::default()).map_err(|e| e.to_string())?;
+        if r == 0 {
+            first_p2g = e.times.get(EwaldStage::P2G);
+            if reps > 0 {
+                continue;
+            }
+        }
+        if best.as_ref().is_none_or(|b| e.times.total() < b.times.total()) {
+            best = Some(e);
+        }
+    }
+    let e = best.expect("at least one evaluation");
+    let (bytes, variants) = info(s.backend());
+    Ok(Timing { best: e.times.total(), stages: e.times.iter().collect(), pairs: e.pairs, bytes, first_p2g, variants })
+}
+
+fn stage_json(stages: &[(EwaldStage, f64)]) -> String {
+    let parts: Vec<String> =
+        stages.iter().map(|(s, t)| format!("\"{}\":{:.6}", parki_core::StageKind::name(*s), t)).collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) -> Result<(), String> {
+    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
+    let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
+    for &n in &o.sizes {
+        let data = Data::<T>::new(&domain, Distribution::Uniform, n, 7);
+        for &kernel in &o.kernels {
+            for &tol in tols {
+                let opts = EwaldOptions::new(kernel, domain, tol);
+                let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        println!("{} {prec} tol {tol:.0e} N {n}: {e}", kernel.name());
+                        continue;
+                    }
+                };
+                let p2p = g.stages.iter().find(|(s, _)| *s == EwaldStage::P2P).map_or(0.0, |x| x.1);
+                let flops = g.pairs as f64 * P2pFlops::per_pair::<T>(kernel, Isa::Avx2);
+                let rate = flops / p2p.max(1e-12) / 1e9;
+                let cpu = if n <= o.cpu {
+                    let mut copts = opts.clone();
+                    copts.threads = 0;
+                    run_case::<T, CpuBackend<T>>(&copts, &data, 1, |_| (0, String::new())).ok().map(|c| c.best)
+                } else {
+                    None
+                };
+                println!(
+                    "{:<9} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle{}",
+                    kernel.name(),
+                    g.best,
+                    n as f64 / g.best / 1e6,
+                    rate,
+                    100.0 * rate / peak,
+                    g.bytes as f64 / n as f64,
+                    cpu.map_or(String::new(), |c| format!(", CPU {c:.3} s (GPU speed-up {:.1}x)", c / g.best))
+                );
+                println!(
+                    "{{\"mode\":\"eval\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
+                    kernel.name(),
+                    g.best,
+                    n as f64 / g.best,
+                    g.bytes as f64 / n as f64,
+                    cpu.map_or("null".to_string(), |c| format!("{c:.6}")),
+                    g.variants,
+                    stage_json(&g.stages)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn p2g<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<(), String> {
+    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
+    let n = o.p2g_size;
+    for dist in [Distribution::Uniform, Distribution::Normal] {
+        let data = Data::<T>::new(&domain, dist, n, 11);
+        for &kernel in &o.kernels {
+            let tol = if prec == "f32" { o.f32_tols[0] } else { *o.tols.last().unwrap_or(&1e-9) };
+            let base = EwaldOptions::new(kernel, domain, tol);
+            let mut rows = Vec::new();
+            for (name, opts) in [
+                ("atomic", base.clone().p2g(P2gVariant::Scatter)),
+                ("hybrid", base.clone().p2g(P2gVariant::Blocked)),
+                ("operator", base.clone().device(DeviceVariants::new(Default::default(), DeviceP2g::Operator))),
+            ] {
+                match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
+                    Ok(g) => {
+                        let t = g.stages.iter().find(|(s, _)| *s == EwaldStage::P2G).map_or(0.0, |x| x.1);
+                        rows.push((name, t, g.first_p2g, g.bytes));
+                    }
+                    Err(e) => println!("p2g {name} {} {dist:?}: {e}", kernel.name()),
+                }
+            }
+            let best_other = rows.iter().filter(|r| r.0 != "operator").map(|r| r.1).fold(f64::INFINITY, f64::min);
+            for (name, t, first, bytes) in &rows {
+                let (build, breakeven) = if *name == "operator" {
+                    let build = first - t;
+                    let gain = best_other - t;
+                    (Some(build), if gain > 0.0 { Some(build / gain) } else { None })
+                } else {
+                    (None, None)
+                };
+                println!(
+                    "p2g {:<8} {:<9} {prec} {dist:?} N {n}: {:.4} s ({:.1} M sources/s){}{}",
+                    name,
+                    kernel.name(),
+                    t,
+                    n as f64 / t / 1e6,
+                    build.map_or(String::new(), |b| format!(", build {b:.4} s")),
+                    breakeven.map_or(String::new(), |b| format!(", break-even after {b:.1} evaluations"))
+                );
+                println!(
+                    "{{\"mode\":\"p2g\",\"variant\":\"{name}\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"dist\":\"{dist:?}\",\"n\":{n},\"seconds\":{t:.6},\"build_seconds\":{},\"breakeven\":{},\"bytes\":{bytes}}}",
+                    kernel.name(),
+                    build.map_or("null".into(), |b| format!("{b:.6}")),
+                    breakeven.map_or("null".into(), |b| format!("{b:.2}"))
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
+    let dev = D::open(0).map_err(|e| e.to_string())?;
+    println!("device: {:?}", dev.info());
+    let peak64 = peak(&dev, Precision::F64, o.emulator)?;
+    let peak32 = peak(&dev, Precision::F32, o.emulator)?;
+    println!("FMA peak: f64 {peak64:.0} GFLOP/s, f32 {peak32:.0} GFLOP/s");
+    println!("{{\"mode\":\"peak\",\"f64_gflops\":{peak64:.1},\"f32_gflops\":{peak32:.1}}}");
+    drop(dev);
+    for prec in &o.precisions {
+        if o.modes.iter().any(|m| m == "eval") {
+            match prec.as_str() {
+                "f32" => eval::<f32, D>(o, peak32, "f32")?,
+                _ => eval::<f64, D>(o, peak64, "f64")?,
+            }
+        }
+        if o.modes.iter().any(|m| m == "p2g") {
+            match prec.as_str() {
+                "f32" => p2g::<f32, D>(o, "f32")?,
+                _ => p2g::<f64, D>(o, "f64")?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("parki-gpu-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let r = if o.emulator {
+        main_on::<Emulator>(&o)
+    } else {
+        #[cfg(feature = "cuda")]
+        {
+            main_on::<parki_gpu::cuda::CudaDevice>(&o)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err("built without the cuda feature: only --emulator runs".to_string())
+        }
+    };
+    if let Err(e) = r {
+        eprintln!("parki-gpu-bench: {e}");
+        std::process::exit(1);
+    }
+}
