@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -87,6 +88,10 @@ extern "C" int parki_emu_launch(const char* name, const unsigned* g, const unsig
                                 void** args) {
   auto it = table().find(name);
   if (it == table().end()) return 1;
+  // one launch at a time in the process: the grid and block sizes, the dynamic shared memory
+  // and the fibers are process-wide, as the device's state is
+  static std::mutex launch_lock;
+  std::lock_guard<std::mutex> guard(launch_lock);
   const Entry& e = it->second;
   using parki_emu::bdim;
   using parki_emu::gdim;
