@@ -5,7 +5,8 @@
 //! global input order by every rank into its own rows of one file (a temporary file renamed
 //! into place when complete, [`crate::outputs`]), and every step that can fail on one rank is
 //! agreed on, so that all ranks stop with the same error (printed once, by rank 0, naming the
-//! rank it arose on).
+//! rank it arose on). The compute backend (`[run] backend`, [`crate::backend`]) is chosen once,
+//! agreed on by every rank, and [`Run::typed`] is instantiated for each backend and precision.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -15,14 +16,15 @@ use parki_core::validate::narrow_positions;
 use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
-    DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage, ParallelOptions, SolverReal, SortMode, SourceStatistics,
-    Targets,
+    CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage,
+    ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::Isa;
 use serde_json::Value;
 
+use crate::backend::{self, Choice, Compute, Request, RunBackend};
 use crate::config::{repeat_error, RunConfig};
 use crate::input::{load_problem, neutralise, prepare, Problem};
 use crate::npy;
@@ -84,8 +86,9 @@ fn warn(comm: &Comm, msg: &str) {
 ///
 /// Order: the configuration, then the outputs ([`outputs::check`], [`Staged::begin`]: nothing
 /// is read or computed for a run that could not write its results, and an earlier run's outputs
-/// are removed), then the inputs (read, wrapped and checked in f64), the plan, the evaluations,
-/// the check, and the outputs written into temporary files and renamed into place.
+/// are removed), then the compute backend ([`choose_backend`]: a device that cannot be opened
+/// stops the run here), the inputs (read, wrapped and checked in f64), the plan, the
+/// evaluations, the check, and the outputs written into temporary files and renamed into place.
 pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -105,6 +108,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     }
     let staged = Staged::begin(comm, &paths)?;
     check_memory(&cfg, args, comm, popts)?;
+    let choice = choose_backend(&cfg, comm, log)?;
     log.line(&format!("reading {} on {} rank{}", args.config.display(), comm.size(), plural(comm.size())));
     let mut prob = comm.agree(load_problem(&cfg, &args.config, comm.rank(), comm.size()))?;
     prob.warnings.iter().for_each(|w| warn(comm, w));
@@ -120,10 +124,21 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         prob.tolerance
     ));
     let provenance = Provenance::new(&args.config, &args.command_line, started, comm.size());
-    let run = Run { cfg: &cfg, prob: &prob, popts, args, comm, log, provenance: &provenance, staged: &staged };
-    let summary = match prob.precision.as_str() {
-        "f32" => run.typed::<f32>(),
-        _ => run.typed::<f64>(),
+    let run = Run {
+        cfg: &cfg,
+        prob: &prob,
+        popts,
+        args,
+        comm,
+        log,
+        provenance: &provenance,
+        staged: &staged,
+        backend: &choice,
+    };
+    let summary = match (prob.precision.as_str(), choice.compute) {
+        ("f32", Compute::Cpu) => run.typed::<f32, CpuBackend<f32>>(),
+        (_, Compute::Cpu) => run.typed::<f64, CpuBackend<f64>>(),
+        (precision, Compute::Cuda) => run.cuda(precision),
     }?;
     staged.commit(comm)?;
     let (potential, report) = (paths.potential.as_deref(), paths.report.as_deref());
@@ -132,6 +147,23 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     }
     log.line(&format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
     Ok(summary)
+}
+
+/// The compute backend of `[run] backend`, the same on every rank ([`backend::resolve`]);
+/// `"auto"` says on rank 0 which it chose and why. Collective.
+fn choose_backend(cfg: &RunConfig, comm: &Comm, log: Log) -> Result<Choice> {
+    let requested = comm.agree(backend_request(cfg))?;
+    let choice = backend::resolve(requested, cfg.run.backend.is_some(), comm)?;
+    if requested == Request::Auto {
+        log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));
+    }
+    Ok(choice)
+}
+
+/// `[run] backend` (default `"cpu"`).
+pub fn backend_request(cfg: &RunConfig) -> Result<Request> {
+    Ok(word("run.backend", cfg.run.backend.as_deref(), Request::parse, "\"cpu\", \"cuda\" or \"auto\"")?
+        .unwrap_or_default())
 }
 
 /// Refuses, before any input is read or generated, a run whose memory per rank (the solver's
@@ -254,6 +286,9 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
         .unwrap_or_default();
     o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
+    let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;
+    let spread = word("run.spread", cfg.run.spread.as_deref(), parse_spread, "\"auto\" or \"operator\"")?;
+    o = o.device(DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default()));
     if let Some(gb) = cfg.run.max_grid_gb {
         if !(gb.is_finite() && gb > 0.0) {
             return Err(Error::OutOfRange {
@@ -265,6 +300,15 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
         o.max_grid_bytes = Some((gb * 1e9) as usize);
     }
     Ok(o)
+}
+
+/// `[run] spread`: `"auto"` (P2G as `ewald.p2g` asks) or `"operator"`.
+fn parse_spread(s: &str) -> Option<DeviceP2g> {
+    match s {
+        "auto" => Some(DeviceP2g::FromP2g),
+        "operator" => Some(DeviceP2g::Operator),
+        _ => None,
+    }
 }
 
 fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
@@ -281,11 +325,29 @@ struct Run<'a> {
     log: Log,
     provenance: &'a Provenance,
     staged: &'a Staged,
+    backend: &'a Choice,
 }
 
 impl Run<'_> {
-    /// Plans, evaluates, checks and writes in precision `T`.
-    fn typed<T: SolverReal>(&self) -> Result<RunSummary> {
+    /// [`Run::typed`] on the CUDA device.
+    #[cfg(feature = "cuda")]
+    fn cuda(&self, precision: &str) -> Result<RunSummary> {
+        use parki_gpu::cuda::CudaDevice;
+        use parki_gpu::GpuBackend;
+        match precision {
+            "f32" => self.typed::<f32, GpuBackend<f32, CudaDevice>>(),
+            _ => self.typed::<f64, GpuBackend<f64, CudaDevice>>(),
+        }
+    }
+
+    /// Without the CUDA backend ([`backend::resolve`] never chooses it here).
+    #[cfg(not(feature = "cuda"))]
+    fn cuda(&self, _precision: &str) -> Result<RunSummary> {
+        Err(backend::feature_error())
+    }
+
+    /// Plans, evaluates, checks and writes in precision `T` on the backend `B`.
+    fn typed<T: SolverReal, B: RunBackend<T>>(&self) -> Result<RunSummary> {
         let (prob, comm, log, args) = (self.prob, self.comm, self.log, self.args);
         let domain = prob.domain;
         let kernel = prob.kernel;
@@ -324,8 +386,12 @@ impl Run<'_> {
         ));
         let opts = comm.agree(options(self.cfg, args))?.statistics(Some(stats));
         let t_plan = Instant::now();
-        let mut engine = DistEwaldSolver::<T>::new(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;
+        let mut engine =
+            DistEwaldSolver::<T, B>::with_backend(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;
         let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
+        let device = engine.backend().device_report();
+        // P2P runs on the device with the CUDA backend
+        let isa = if device.is_some() { engine.backend_name() } else { engine.isa().name() };
         let p = engine.params().clone();
         let pg = engine.proc_grid();
         log.line(&format!(
@@ -344,8 +410,11 @@ impl Run<'_> {
             p.p,
             p.estimate.total,
             engine.threads(),
-            engine.isa().name()
+            isa
         ));
+        if let Some(d) = &device {
+            log.line(&format!("backend {}: {}", engine.backend_name(), d.line()));
+        }
         if comm.size() > 1 {
             log.line(&format!(
                 "{} ranks as a {} process grid [P_y, P_z] = {:?}, switch backend {}",
@@ -405,7 +474,9 @@ impl Run<'_> {
             prob,
             precision: T::NAME,
             threads: engine.threads(),
-            isa: engine.isa().name(),
+            isa,
+            compute: self.backend,
+            device: device.as_ref(),
             opts: &opts,
             params: &p,
             ranks: comm.size(),

@@ -22,7 +22,7 @@ pub struct RunConfig {
     /// `[ewald]`: optional overrides of the automatic parameters.
     #[serde(default)]
     pub ewald: EwaldSection,
-    /// `[run]`: threads, checks, repetitions.
+    /// `[run]`: threads, checks, repetitions, the compute backend.
     #[serde(default)]
     pub run: RunSection,
     /// `[parallel]`: the process grid and the switch backend of a run on several ranks.
@@ -152,6 +152,14 @@ pub struct RunSection {
     /// Grid memory limit in GB, per rank (default: half the available memory, shared by the
     /// ranks of a node).
     pub max_grid_gb: Option<f64>,
+    /// Compute backend: `"cpu"` (default), `"cuda"` or `"auto"` (see [`crate::backend`]).
+    pub backend: Option<String>,
+    /// P2P on a device: `"gm1d"` (default: a thread per target) or `"shared"` (a block per
+    /// target cell, sources staged in shared memory).
+    pub p2p: Option<String>,
+    /// P2G on a device: `"auto"` (default: as `ewald.p2g`, atomic for `"scatter"`, hybrid for
+    /// `"blocked"`) or `"operator"` (the precomputed spreading operator).
+    pub spread: Option<String>,
 }
 
 /// `[parallel]`: read by every rank; ignored by a run on one rank.

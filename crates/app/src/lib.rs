@@ -1,13 +1,15 @@
 //! The `parki-dist` application: a run.toml ([`config`]) names the problem, the `.npy` inputs
 //! ([`npy`], [`input`]) and the outputs; [`app::run`] plans and evaluates the solvers of the
-//! `parki-dist` library on one process or over MPI ranks, checks the result against the classical
-//! Ewald sum ([`verify`]) and writes the potential and the JSON report ([`report`]) through
-//! temporary files checked before the run ([`outputs`]).
+//! `parki-dist` library on one process or over MPI ranks, on the CPU or a CUDA device
+//! ([`backend`]), checks the result against the classical Ewald sum ([`verify`]) and writes the
+//! potential and the JSON report ([`report`]) through temporary files checked before the run
+//! ([`outputs`]).
 //!
 //! The library's public surface is the `parki-dist` crate (the solvers and their options); this
 //! package holds the application's plumbing and the `parki-dist` and `parki-check` binaries.
 
 pub mod app;
+pub mod backend;
 pub mod config;
 pub mod input;
 pub mod npy;

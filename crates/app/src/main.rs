@@ -59,6 +59,11 @@ run.toml (relative paths are relative to the file):
   repeat = 1                  # evaluate R >= 1 times (timings of the last)
   max_grid_gb = 8.0           # grid memory limit per rank (default: half the available memory
                               # over the ranks of the node)
+  backend = \"cpu\"             # or \"cuda\" (a binary built with --features cuda, a driver and a
+                              # device on every rank; else an error), or \"auto\": CUDA where a
+                              # device opens on every rank, else the CPU (rank 0 says why)
+  p2p = \"gm1d\"                # device P2P: or \"shared\" (a block per cell, shared memory)
+  spread = \"auto\"             # device P2G: as [ewald] p2g, or \"operator\" (precomputed)
 
   [parallel]                  # runs on several MPI ranks: mpirun -n R parki-dist run run.toml
   grid = \"auto\"               # or [P_y, P_z] with P_y P_z = R (the y and z axes are split)

@@ -10,6 +10,7 @@ use parki_decomp::ProcGrid;
 use parki_farfield::Params;
 use serde_json::{json, Map, Value};
 
+use crate::backend::{Choice, DeviceReport, Request};
 use crate::input::Problem;
 use crate::verify::Check;
 use parki_dist::{EwaldOptions, EwaldStage};
@@ -22,8 +23,12 @@ pub struct ReportInputs<'a> {
     pub precision: &'static str,
     /// Threads per rank.
     pub threads: usize,
-    /// P2P instruction set.
+    /// P2P instruction set (`"cuda"` on the CUDA backend).
     pub isa: &'static str,
+    /// The compute backend and why it was chosen.
+    pub compute: &'a Choice,
+    /// Rank 0's device (device backends).
+    pub device: Option<&'a DeviceReport>,
     /// Solver options.
     pub opts: &'a EwaldOptions,
     /// Chosen parameters.
@@ -176,6 +181,10 @@ pub fn build(r: &ReportInputs) -> Value {
             "topology": if r.ranks == 1 { "single" } else { r.proc_grid.kind() },
             "backend": r.backend.name(),
         },
+        "backend": r.compute.compute.name(),
+        "backend_requested": r.compute.requested.name(),
+        "backend_reason": r.compute.reason,
+        "device": r.device.map(device_json),
         "p2p_isa": r.isa,
         "variants": { "p2g": r.opts.p2g.name(), "g2p": r.opts.g2p.name() },
         "parameters": {
@@ -217,8 +226,24 @@ pub fn build(r: &ReportInputs) -> Value {
     })
 }
 
+/// The report's `device` object.
+fn device_json(d: &DeviceReport) -> Value {
+    let i = &d.info;
+    json!({
+        "name": i.name,
+        "ordinal": i.ordinal,
+        "count": i.count,
+        "compute_capability": format!("{}.{}", i.compute.0, i.compute.1),
+        "driver": i.driver,
+        "cuda": i.cuda,
+        "memory_bytes": i.memory,
+        "variants": d.variants,
+    })
+}
+
 /// The tables printed at the end of a run: per-stage seconds (min/avg/max over ranks), on
-/// several ranks the bytes per communication stage and the process grid, and the throughput.
+/// several ranks the bytes per communication stage and the process grid, the compute backend
+/// (and rank 0's device), and the throughput.
 pub fn table(r: &ReportInputs) -> String {
     let mut s = r.stats.table();
     if r.ranks > 1 {
@@ -230,6 +255,14 @@ pub fn table(r: &ReportInputs) -> String {
             r.backend.name()
         );
     }
+    s += &format!("backend {}", r.compute.compute.name());
+    if let Some(d) = r.device {
+        s += &format!(": {}", d.line());
+    }
+    if r.compute.requested == Request::Auto {
+        s += &format!(" (auto: {})", r.compute.reason);
+    }
+    s += "\n";
     let nt = r.prob.targets_total();
     s += &format!("throughput {:.4e} particles/s ({} targets)\n", nt as f64 / r.stats.total.2, nt);
     s
