@@ -117,7 +117,7 @@ pub fn resolve(requested: Request, explicit: bool, comm: &Comm) -> Result<Choice
 #[cfg(feature = "cuda")]
 fn probe(comm: &Comm, auto: bool) -> Result<String> {
     use parki_gpu::Device;
-    let local = node_rank(comm);
+    let local = parki_dist::node_rank(comm);
     if auto && !parki_gpu::cuda::driver_available() {
         return Err(Error::Resource { message: "no CUDA driver on this machine".into() });
     }
@@ -129,15 +129,6 @@ fn probe(comm: &Comm, auto: bool) -> Result<String> {
 #[cfg(not(feature = "cuda"))]
 fn probe(_comm: &Comm, _auto: bool) -> Result<String> {
     Err(feature_error())
-}
-
-/// This rank's index among the ranks on its node (same host name), as the solver computes it
-/// to pick the device. Collective.
-#[cfg(feature = "cuda")]
-fn node_rank(comm: &Comm) -> usize {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let id = host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    comm.all_gather(&[id]).iter().take(comm.rank()).filter(|&&h| h == id).count()
 }
 
 /// Why `"auto"` fell back to the CPU: the device's message, without the error kind, and the

@@ -70,6 +70,40 @@ void fiber_main(int t) {
   parki_emu::finished[t] = 1;
 }
 
+// One block of a kernel with barriers, its threads as fibers (see parki_emu::barrier). Kept
+// out of the launch loop: swapcontext returns twice, which may clobber the caller's locals.
+__attribute__((noinline)) void run_fibers(const Entry& e, void** args, const unsigned* b, dim3 block) {
+  using namespace parki_emu;
+  const unsigned nthreads = b[0] * b[1] * b[2];
+  constexpr std::size_t stack_bytes = 256 * 1024;
+  fibers.assign(nthreads, ucontext_t{});
+  if (stacks.size() < nthreads) stacks.resize(nthreads);
+  finished.assign(nthreads, 0);
+  fiber_entry = &e;
+  fiber_args = args;
+  bid = block;
+  for (unsigned t = 0; t < nthreads; ++t) {
+    if (stacks[t].size() < stack_bytes) stacks[t].resize(stack_bytes);
+    getcontext(&fibers[t]);
+    fibers[t].uc_stack.ss_sp = stacks[t].data();
+    fibers[t].uc_stack.ss_size = stack_bytes;
+    fibers[t].uc_link = &scheduler;
+    makecontext(&fibers[t], reinterpret_cast<void (*)()>(&fiber_main), 1, (int)t);
+  }
+  for (;;) {
+    bool live = false;
+    for (unsigned t = 0; t < nthreads; ++t) {
+      if (finished[t]) continue;
+      live = true;
+      current = (int)t;
+      tid = dim3{t % b[0], (t / b[0]) % b[1], t / (b[0] * b[1])};
+      swapcontext(&scheduler, &fibers[t]);
+    }
+    if (!live) break;
+  }
+  current = -1;
+}
+
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = {
 #define PARKI_REGISTER(name, label, uses_barrier) {label, Entry{&launcher<&name>, uses_barrier}},
@@ -113,33 +147,7 @@ extern "C" int parki_emu_launch(const char* name, const unsigned* g, const unsig
                 e.run(args);
               }
         } else {
-          using namespace parki_emu;
-          constexpr std::size_t stack_bytes = 256 * 1024;
-          fibers.assign(nthreads, ucontext_t{});
-          if (stacks.size() < nthreads) stacks.resize(nthreads);
-          finished.assign(nthreads, 0);
-          fiber_entry = &e;
-          fiber_args = args;
-          bid = block;
-          for (unsigned t = 0; t < nthreads; ++t) {
-            if (stacks[t].size() < stack_bytes) stacks[t].resize(stack_bytes);
-            getcontext(&fibers[t]);
-            fibers[t].uc_stack.ss_sp = stacks[t].data();
-            fibers[t].uc_stack.ss_size = stack_bytes;
-            fibers[t].uc_link = &scheduler;
-            makecontext(&fibers[t], reinterpret_cast<void (*)()>(&fiber_main), 1, (int)t);
-          }
-          for (bool live = true; live;) {
-            live = false;
-            for (unsigned t = 0; t < nthreads; ++t) {
-              if (finished[t]) continue;
-              live = true;
-              current = (int)t;
-              tid = dim3{t % b[0], (t / b[0]) % b[1], t / (b[0] * b[1])};
-              swapcontext(&scheduler, &fibers[t]);
-            }
-          }
-          current = -1;
+          run_fibers(e, args, b, block);
         }
       }
   parki_emu::current_shared = nullptr;

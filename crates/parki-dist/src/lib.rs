@@ -31,7 +31,7 @@ pub use parki_farfield::{CostModel, ErrorEstimate, G2pVariant, P2gVariant, PairS
 pub use parki_fft3d::PlanRigor;
 pub use parki_nearfield::Isa;
 pub use pipeline::{DistEwaldSolver, Evaluation};
-pub use plan::MemoryEstimate;
+pub use plan::{node_rank, MemoryEstimate};
 pub use solver::EwaldSolver;
 pub use stage::EwaldStage;
 pub use statistics::SourceStatistics;

@@ -20,16 +20,21 @@ pub(crate) struct Choice {
 /// Ranks of `comm` on this rank's node (counted by host name) and the node's available memory.
 /// Collective.
 pub(crate) fn node_share(comm: &Comm) -> (usize, usize) {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let id = host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let id = host_id();
     let on_node = comm.all_gather(&[id]).iter().filter(|&&h| h == id).count().max(1);
     (on_node, available_memory())
 }
 
-/// This rank's index among the ranks on its node (same host name). Collective.
-pub(crate) fn node_rank(comm: &Comm) -> usize {
+/// FNV-1a hash of this machine's host name: ranks with the same one share a node.
+fn host_id() -> u64 {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let id = host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    host.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// This rank's index among the ranks on its node (same host name): device backends open device
+/// `node_rank mod devices`. Collective.
+pub fn node_rank(comm: &Comm) -> usize {
+    let id = host_id();
     comm.all_gather(&[id]).iter().take(comm.rank()).filter(|&&h| h == id).count()
 }
 
