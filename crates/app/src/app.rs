@@ -287,7 +287,7 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
     let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;
-    let spread = word("run.spread", cfg.run.spread.as_deref(), parse_spread, "\"auto\" or \"operator\"")?;
+    let spread = word("run.spread", cfg.run.spread.as_deref(), DeviceP2g::parse, "\"auto\" or \"operator\"")?;
     o = o.device(DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default()));
     if let Some(gb) = cfg.run.max_grid_gb {
         if !(gb.is_finite() && gb > 0.0) {
@@ -300,15 +300,6 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
         o.max_grid_bytes = Some((gb * 1e9) as usize);
     }
     Ok(o)
-}
-
-/// `[run] spread`: `"auto"` (P2G as `ewald.p2g` asks) or `"operator"`.
-fn parse_spread(s: &str) -> Option<DeviceP2g> {
-    match s {
-        "auto" => Some(DeviceP2g::FromP2g),
-        "operator" => Some(DeviceP2g::Operator),
-        _ => None,
-    }
 }
 
 fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {

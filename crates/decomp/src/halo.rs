@@ -57,6 +57,11 @@ pub struct RowLayout {
 }
 
 impl RowLayout {
+    /// The rows of `layout`'s padded real grid, components `real_len()` apart.
+    pub fn padded(layout: &crate::GridLayout) -> Self {
+        Self { mx: layout.global[0], row_stride: layout.row_stride(), component_stride: layout.real_len() }
+    }
+
     /// Copies rows `rows` of components `0..comps` of `grid` into `buf` (`[c][row][x]`).
     pub fn pack<T: Copy>(&self, grid: &[T], rows: &[usize], comps: usize, buf: &mut [T]) {
         let mut k = 0;

@@ -27,7 +27,7 @@ use std::time::Instant;
 use parki_comm::{Backend, Comm, Dir, ExchangePlan};
 use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Par, Result};
-use parki_decomp::{split_range, GridTopology, ProcGrid, SpectralBlock};
+use parki_decomp::{split_range, GridTopology, ProcGrid, RowLayout, SpectralBlock};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d};
@@ -395,6 +395,11 @@ impl<T: FftReal> DistFft<T> {
     /// Reals between components.
     pub fn component_stride(&self) -> usize {
         self.cs
+    }
+
+    /// The x rows of the local real-space block (whole x lines, for halo exchanges).
+    pub fn row_layout(&self) -> RowLayout {
+        RowLayout { mx: self.global[0], row_stride: self.row_stride(), component_stride: self.cs }
     }
 
     /// Offset of real-space point `(x, y_loc, z_loc)` of component 0 (add `c *

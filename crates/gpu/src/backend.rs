@@ -20,6 +20,7 @@ use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, SolverReal};
 use parki_farfield::{Cnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions};
+use parki_nearfield::CellGrid;
 
 use crate::buffer::{bytes_of, DeviceBuffer};
 use crate::device::{Args, Device, DevicePtr, Precision};
@@ -128,8 +129,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     kernel: Kernel,
     xi: f64,
     threads: usize,
+    cells: CellGrid,
     cellp: CellParams,
-    ncells: usize,
     winp: WindowParams,
     window_layout: GridLayout,
     direct: bool,
@@ -143,7 +144,6 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     src_keys: DeviceBuffer<D>,
     src_sort: Sorted<D>,
     src_cells: CellList<D>,
-    n_src: usize,
     /// Address and count of the host positions uploaded by `near_field`.
     src_host: (usize, usize),
     // targets of the current evaluation
@@ -162,11 +162,37 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     grid: FarGrid<T, D>,
     host_packed: Vec<T>,
     host_rows: Vec<u32>,
+    /// Host copies of the sources' and targets' bin offsets (the pair count).
+    host_offsets: [Vec<u32>; 2],
     error: Option<Error>,
 }
 
-fn real_bytes<T: SolverReal>() -> usize {
-    T::BYTES
+/// Launches entry point `base` (its `precision` instantiation where it has one) on `grid`
+/// blocks of `block` threads.
+fn launch_on<D: Device>(
+    dev: &D,
+    precision: Precision,
+    base: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: &mut Args,
+) -> Result<()> {
+    let full = crate::kernels::entry(base, precision);
+    let name = if crate::kernels::ENTRY_POINTS.contains(&full.as_str()) { full.as_str() } else { base };
+    let p = args.pointers();
+    // SAFETY: every call site passes the kernel's parameters in order and type (checked
+    // against kernels/ by the emulator tests), with device addresses of live buffers.
+    unsafe { dev.launch(name, grid, block, shared, &p[..args.len()]) }
+}
+
+/// A one-thread-per-item launch of `base` over `n` items.
+fn launch_items<D: Device>(dev: &D, precision: Precision, base: &str, n: usize, args: &mut Args) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let blocks = n.div_ceil(BLOCK as usize) as u32;
+    launch_on(dev, precision, base, [blocks, 1, 1], [BLOCK, 1, 1], 0, args)
 }
 
 impl<T: SolverReal, D: Device> GpuBackend<T, D> {
@@ -189,7 +215,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// the cell lists' bins, and per particle its arrays (positions, densities, keys, sorted
     /// copies, near and far values); the operator's entries when it is chosen.
     pub fn estimate_bytes(setup: &BackendSetup<'_, T>) -> usize {
-        let t = real_bytes::<T>();
+        let t = T::BYTES;
         let k = setup.kernel;
         let (dw, dim) = (k.density_width(), k.output_dim());
         let layout = &setup.window.layout;
@@ -205,30 +231,35 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
-        let full = crate::kernels::entry(name, self.precision);
-        let name = if crate::kernels::ENTRY_POINTS.contains(&full.as_str()) { full.as_str() } else { name };
-        let p = args.pointers();
-        // SAFETY: every call site passes the kernel's parameters in order and type (checked
-        // against kernels/ by the emulator tests), with device addresses of live buffers.
-        unsafe { self.dev.launch(name, grid, block, shared, &p[..args.len()]) }
+        launch_on(&*self.dev, self.precision, name, grid, block, shared, args)
     }
 
-    /// A one-thread-per-item launch over `n` items.
     fn launch_n(&self, name: &str, n: usize, args: &mut Args) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        let blocks = n.div_ceil(BLOCK as usize);
-        self.launch(name, [blocks as u32, 1, 1], [BLOCK, 1, 1], 0, args)
+        launch_items(&*self.dev, self.precision, name, n, args)
     }
 
-    /// Threads of a single-block scan (the emulator runs each as an OS thread).
-    fn scan_threads(&self) -> u32 {
+    /// Threads per block of a block-wide kernel: `on_device` on a GPU, 32 on the emulator
+    /// (which runs a block's threads as fibers, one after another).
+    fn block_threads(&self, on_device: u32) -> u32 {
         if self.dev.info().compute.0 == 0 {
             32
         } else {
-            1024
+            on_device
         }
+    }
+
+    /// Uploads the positions and packed densities of `sources` (the densities packed once).
+    fn upload_sources<S: SourceSet<T>>(&mut self, sources: &S) -> Result<()> {
+        let (kernel, n) = (self.kernel, sources.count());
+        let dw = kernel.density_width();
+        self.src_pos.upload(sources.positions())?;
+        self.host_packed.resize(dw * n, T::ZERO);
+        for j in 0..n {
+            sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
+        }
+        self.src_packed.upload(&self.host_packed)?;
+        self.src_host = (sources.positions().as_ptr() as usize, n);
+        Ok(())
     }
 
     /// Counting sort of `n` keys at `keys` into `bins` bins.
@@ -240,7 +271,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         s.counts.zero(4 * bins)?;
         s.cursor.zero(4 * bins)?;
         self.launch_n("sort_count", n, Args::new().push(keys).push(n as u32).push(s.counts.ptr()))?;
-        let b = self.scan_threads();
+        let b = self.block_threads(1024);
         self.launch(
             "scan_exclusive",
             [1, 1, 1],
@@ -268,7 +299,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         list: &mut CellList<D>,
         with_cells: bool,
     ) -> Result<()> {
-        let t = real_bytes::<T>();
+        let t = T::BYTES;
         list.x.ensure(t * n.max(1))?;
         list.y.ensure(t * n.max(1))?;
         list.z.ensure(t * n.max(1))?;
@@ -300,20 +331,12 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let kernel = self.kernel;
         let (dw, dim) = (kernel.density_width(), kernel.output_dim());
         let (ns, nt) = (sources.count(), targets.len());
-        let t = real_bytes::<T>();
-        // sources: positions as they are, densities packed once
-        self.src_pos.upload(sources.positions())?;
-        self.host_packed.resize(dw * ns, T::ZERO);
-        for j in 0..ns {
-            sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
-        }
-        self.src_packed.upload(&self.host_packed)?;
+        let t = T::BYTES;
+        self.upload_sources(sources)?;
         self.src_keys.upload(keys)?;
-        self.n_src = ns;
-        self.src_host = (sources.positions().as_ptr() as usize, ns);
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
-        let r = self.counting_sort(self.src_keys.ptr(), ns, self.ncells, &mut sort).and_then(|_| {
+        let r = self.counting_sort(self.src_keys.ptr(), ns, self.cells.cells(), &mut sort).and_then(|_| {
             self.gather_cells(
                 self.src_pos.ptr(),
                 self.src_packed.ptr(),
@@ -340,7 +363,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let mut sort = std::mem::replace(&mut self.tgt_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.tgt_cells, CellList::new(&self.dev));
         let r = self
-            .counting_sort(self.tgt_keys.ptr(), nt, self.ncells, &mut sort)
+            .counting_sort(self.tgt_keys.ptr(), nt, self.cells.cells(), &mut sort)
             .and_then(|_| self.gather_cells(self.tgt_pos.ptr(), 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true));
         self.tgt_sort = sort;
         self.tgt_cells = list;
@@ -375,49 +398,24 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                     .push(s.dens.ptr())
                     .push(ns as u32)
                     .push(self.near.ptr());
-                let b: u32 = if self.dev.info().compute.0 == 0 { 32 } else { 128 };
+                let b = self.block_threads(128);
                 let shared = b as usize * (3 + dw) * t;
-                self.launch("p2p_shared", [self.ncells as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
+                self.launch("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
             }
         }
-        // pairs from the bins' offsets
-        let mut so = vec![0u32; self.ncells + 1];
-        let mut to = vec![0u32; self.ncells + 1];
-        self.src_sort.offsets.download(&mut so)?;
-        self.tgt_sort.offsets.download(&mut to)?;
-        let pairs = self.pairs(&so, &to);
+        // pairs from the bins' offsets: per cell its targets times its colleagues' sources
+        let [so, to] = &mut self.host_offsets;
+        so.resize(self.cells.cells() + 1, 0);
+        to.resize(self.cells.cells() + 1, 0);
+        self.src_sort.offsets.download(so)?;
+        self.tgt_sort.offsets.download(to)?;
+        let pairs = (0..self.cells.cells())
+            .map(|c| {
+                let ns: u64 = self.cells.colleagues(c).iter().map(|&(s, _)| (so[s + 1] - so[s]) as u64).sum();
+                (to[c + 1] - to[c]) as u64 * ns
+            })
+            .sum();
         Ok(NearStats { padding_efficiency: 1.0, pairs })
-    }
-
-    /// Target-source pairs P2P evaluates: per cell its targets times its colleagues' sources.
-    fn pairs(&self, so: &[u32], to: &[u32]) -> u64 {
-        let n = [self.cellp.n[0] as usize, self.cellp.n[1] as usize, self.cellp.n[2] as usize];
-        let wrap = self.cellp.wrap;
-        let mut total = 0u64;
-        for c in 0..self.ncells {
-            let nt = (to[c + 1] - to[c]) as u64;
-            if nt == 0 {
-                continue;
-            }
-            let ix = [c % n[0], (c / n[0]) % n[1], c / (n[0] * n[1])];
-            let mut s = 0u64;
-            for k in 0..27 {
-                let d = [k % 3, (k / 3) % 3, k / 9];
-                let j: [usize; 3] = std::array::from_fn(|a| {
-                    let v = ix[a] as i64 + d[a] as i64 - 1;
-                    let m = n[a] as i64;
-                    if wrap[a] != 0 {
-                        v.rem_euclid(m) as usize
-                    } else {
-                        v.clamp(0, m - 1) as usize
-                    }
-                });
-                let cc = (j[2] * n[1] + j[1]) * n[0] + j[0];
-                s += (so[cc + 1] - so[cc]) as u64;
-            }
-            total += nt * s;
-        }
-        total
     }
 
     /// The grid P2G writes and G2P reads, with its parameter block.
@@ -430,22 +428,15 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     fn try_spread<S: SourceSet<T>>(&mut self, sources: &S) -> Result<()> {
         let kernel = self.kernel;
-        let dw = kernel.density_width();
         let n = sources.count();
         // the owned sources are the first of those near_field uploaded
         let same = sources.positions().as_ptr() as usize == self.src_host.0 && n <= self.src_host.1;
         if !same {
-            self.src_pos.upload(sources.positions())?;
-            self.host_packed.resize(dw * n, T::ZERO);
-            for j in 0..n {
-                sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
-            }
-            self.src_packed.upload(&self.host_packed)?;
-            self.src_host = (sources.positions().as_ptr() as usize, n);
+            self.upload_sources(sources)?;
         }
         let grid = self.work_grid();
         let ncomp = kernel.grid_components();
-        let t = real_bytes::<T>();
+        let t = T::BYTES;
         let comps = ncomp.max(kernel.output_dim());
         // SAFETY: the work grid holds `comps` components of real_len reals (allocated at plan).
         unsafe { self.dev.zero(grid, comps * self.window_layout.real_len() * t)? };
@@ -470,7 +461,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 let per = (3 * p + ncomp) * t + 12;
                 let batch = (40 * 1024 / per).clamp(1, 64) as u32;
                 let shared = batch as usize * per;
-                let b: u32 = if self.dev.info().compute.0 == 0 { 32 } else { 256 };
+                let b = self.block_threads(256);
                 let r = r.and_then(|_| {
                     let mut a = Args::new();
                     a.push(self.winp).push(self.coeffs.ptr()).push(code).push(cw).push(sort.offsets.ptr());
@@ -509,7 +500,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 what: format!("the spreading operator for {n} sources of {p3} entries each (more than 2^32 entries)"),
             });
         }
-        let t = real_bytes::<T>();
+        let t = T::BYTES;
         let mut op = match self.operator.take() {
             Some(o) => o,
             None => SpreadOperator {
@@ -546,7 +537,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let nt = targets.len();
         debug_assert_eq!(nt, self.n_tgt, "G2P at the targets of the near field");
         let dim = self.kernel.output_dim();
-        self.far.ensure(real_bytes::<T>() * (dim * nt).max(1))?;
+        self.far.ensure(T::BYTES * (dim * nt).max(1))?;
         let grid = self.work_grid();
         let order = match self.g2p {
             G2pVariant::Base => 0,
@@ -575,7 +566,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let dim = self.kernel.output_dim();
         let nt = self.n_tgt;
         assert_eq!(out.len(), nt * dim, "one result per target");
-        self.out.ensure(real_bytes::<T>() * out.len().max(1))?;
+        self.out.ensure(T::BYTES * out.len().max(1))?;
         let mut a = Args::new();
         a.push(nt as u32).push(dim as i32).push(self.tgt_sort.order.ptr()).push(self.near.ptr()).push(self.far.ptr());
         match self.precision {
@@ -621,9 +612,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let threads = self.threads;
         match &mut self.grid {
             FarGrid::Device { grid, tables, cnv, .. } => {
-                let l = self.window_layout;
+                let l = &self.window_layout;
                 let (mxc, my, mz) = (l.complex_row(), l.global[1], l.global[2]);
-                let offs = table_offsets(&l);
+                let offs = table_offsets(l);
                 let base = tables.ptr();
                 let mut a = Args::new();
                 a.push(kernel_code(self.kernel)).push(mxc as i32).push(my as i32).push(mz as i32);
@@ -632,13 +623,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                     a.push(base + 8 * o as u64);
                 }
                 a.push(grid.ptr());
-                let n = mxc * my * mz;
-                let name = crate::kernels::entry("cnv", self.precision);
-                let blocks = n.div_ceil(BLOCK as usize) as u32;
-                let p = a.pointers();
-                // SAFETY: the cnv parameters in order; tables and grid are live device buffers of
-                // the planned sizes.
-                unsafe { self.dev.launch(&name, [blocks, 1, 1], [BLOCK, 1, 1], 0, &p[..a.len()]) }
+                launch_items(&*self.dev, self.precision, "cnv", mxc * my * mz, &mut a)
             }
             FarGrid::Host { fft, cnv, .. } => {
                 let block = fft.spectral_layout();
@@ -680,11 +665,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let mut a = Args::new();
         a.push(mode).push(rows.len() as u32).push(row_buf.ptr()).push(comps as i32).push(layout.mx as i32);
         a.push(layout.row_stride as i32).push(layout.component_stride as i64).push(grid).push(staging.ptr());
-        let name = crate::kernels::entry("rows", precision);
-        let p = a.pointers();
-        let blocks = n.div_ceil(BLOCK as usize) as u32;
-        // SAFETY: the rows kernel's parameters; the rows lie inside the grid block (HaloPlan's).
-        unsafe { dev.launch(&name, [blocks, 1, 1], [BLOCK, 1, 1], 0, &p[..a.len()])? };
+        launch_items(&**dev, precision, "rows", n, &mut a)?;
         if mode == 0 {
             staging.download(&mut output[..n])?;
         }
@@ -787,8 +768,8 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             kernel,
             xi: p.xi,
             threads: s.threads.max(1),
+            cells: s.cells.clone(),
             cellp: CellParams::new(s.cells),
-            ncells: s.cells.cells(),
             winp,
             window_layout: s.window.layout,
             direct: s.direct,
@@ -801,7 +782,6 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             src_keys: b("source cells"),
             src_sort: Sorted::new(&dev),
             src_cells: CellList::new(&dev),
-            n_src: 0,
             src_host: (0, 0),
             tgt_pos: b("target positions"),
             tgt_keys: b("target cells"),
@@ -817,6 +797,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             grid,
             host_packed: Vec::new(),
             host_rows: Vec::new(),
+            host_offsets: [Vec::new(), Vec::new()],
             error: None,
             dev,
         })
@@ -875,15 +856,13 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
 
     fn halo_spread(&mut self, halo: &mut HaloPlan, comm: &Comm) {
         let ncomp = self.kernel.grid_components();
-        let wl = self.window_layout;
-        let block_rows = RowLayout { mx: wl.global[0], row_stride: wl.row_stride(), component_stride: wl.real_len() };
+        let block_rows = RowLayout::padded(&self.window_layout);
         let failed = self.error.is_some();
         let (dev, precision) = (self.dev.clone(), self.precision);
         let host_rows = &mut self.host_rows;
         let mut err = None;
         if let FarGrid::Host { fft, block, staging, rows, .. } = &mut self.grid {
-            let fft_rows =
-                RowLayout { mx: wl.global[0], row_stride: fft.row_stride(), component_stride: fft.component_stride() };
+            let fft_rows = fft.row_layout();
             let loc = fft.real_topology().local();
             let owned_rows = loc[1] * loc[2];
             let data = fft.data_mut();
@@ -939,15 +918,13 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
 
     fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm) {
         let dim = self.kernel.output_dim();
-        let wl = self.window_layout;
-        let block_rows = RowLayout { mx: wl.global[0], row_stride: wl.row_stride(), component_stride: wl.real_len() };
+        let block_rows = RowLayout::padded(&self.window_layout);
         let failed = self.error.is_some();
         let (dev, precision) = (self.dev.clone(), self.precision);
         let host_rows = &mut self.host_rows;
         let mut err = None;
         if let FarGrid::Host { fft, block, staging, rows, .. } = &mut self.grid {
-            let fft_rows =
-                RowLayout { mx: wl.global[0], row_stride: fft.row_stride(), component_stride: fft.component_stride() };
+            let fft_rows = fft.row_layout();
             let data = fft.data();
             let grid = block.ptr();
             halo.gather(

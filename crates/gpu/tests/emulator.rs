@@ -3,45 +3,14 @@
 //! separate targets, repeated evaluations (the spreading operator's reuse). These run on every
 //! machine; the same comparisons on a device are in tests/cuda_device.rs.
 
-use parki_core::{Domain, Kernel, Real, Sources};
+use parki_core::{Domain, Kernel, Real};
 use parki_dist::{
     Comm, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant, P2gVariant,
     ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_gpu::params::{CellParams, WindowParams};
 use parki_gpu::{Args, Device, Emulator, GpuBackend};
-use parki_reference::generate::{self, Distribution, Rng};
-
-struct Data<T> {
-    pos: Vec<[T; 3]>,
-    q: Vec<T>,
-    f: Vec<[T; 3]>,
-    d: Vec<[T; 3]>,
-    n: Vec<[T; 3]>,
-}
-
-impl<T: Real> Data<T> {
-    fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
-        let mut rng = Rng::new(seed);
-        let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
-        let pos = c3(generate::positions(domain, dist, count, &mut rng));
-        let q = generate::neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
-        let f = c3(generate::neutral_vectors(count, &mut rng));
-        let d = c3(generate::normal_vectors(count, &mut rng));
-        let n = c3((0..count).map(|_| generate::unit_vector(&mut rng)).collect());
-        Self { pos, q, f, d, n }
-    }
-
-    fn sources(&self) -> Sources<'_, T> {
-        Sources {
-            positions: &self.pos,
-            charges: Some(&self.q),
-            forces: Some(&self.f),
-            dipoles: Some(&self.d),
-            normals: Some(&self.n),
-        }
-    }
-}
+use parki_reference::generate::{self, Distribution, Particles, Rng};
 
 fn rel_rms<T: Real>(a: &[T], b: &[T]) -> f64 {
     let num: f64 = a.iter().zip(b).map(|(x, y)| (x.to_f64() - y.to_f64()).powi(2)).sum();
@@ -55,7 +24,7 @@ fn domain() -> Domain {
 
 fn solve<T: SolverReal, B: EwaldBackend<T>>(
     opts: &EwaldOptions,
-    data: &Data<T>,
+    data: &Particles<T>,
     targets: Option<&[[T; 3]]>,
     repeat: usize,
 ) -> Vec<T> {
@@ -88,7 +57,7 @@ fn parameter_blocks_match_the_kernels() {
     unsafe { dev.launch("abi_probe", [1, 1, 1], [1, 1, 1], 0, &p[..a.len()]).unwrap() };
     let mut r = [0u64; 8];
     // SAFETY: 64 bytes at out.
-    unsafe { dev.download(parki_gpu_bytes(&mut r), out).unwrap() };
+    unsafe { dev.download(parki_gpu::bytes_of_mut(&mut r), out).unwrap() };
     let cell_n = std::mem::offset_of!(CellParams, n) as u64;
     let cell_wrap2 = std::mem::offset_of!(CellParams, wrap) as u64 + 8;
     let win_p = std::mem::offset_of!(WindowParams, p) as u64;
@@ -108,11 +77,6 @@ fn parameter_blocks_match_the_kernels() {
     );
 }
 
-fn parki_gpu_bytes(v: &mut [u64]) -> &mut [u8] {
-    // SAFETY: u64 has no invalid bit patterns; the length covers the slice.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
-}
-
 #[test]
 fn every_entry_point_is_emulated() {
     for name in parki_gpu::kernels::ENTRY_POINTS {
@@ -124,7 +88,7 @@ fn every_entry_point_is_emulated() {
 #[test]
 fn backend_matches_cpu_every_kernel() {
     for (dist, seed) in [(Distribution::Uniform, 1), (Distribution::Normal, 2)] {
-        let data = Data::<f64>::new(&domain(), dist, 400, seed);
+        let data = Particles::<f64>::new(&domain(), dist, 400, seed);
         for kernel in Kernel::ALL {
             let o = opts(kernel, 1e-8);
             let cpu = solve::<f64, parki_dist::CpuBackend<f64>>(&o, &data, None, 1);
@@ -133,7 +97,7 @@ fn backend_matches_cpu_every_kernel() {
             println!("f64 {} {dist:?}: emulated GPU vs CPU {d:.1e}", kernel.name());
             assert!(d < 1e-12, "f64 {} {dist:?}: {d:e}", kernel.name());
         }
-        let data = Data::<f32>::new(&domain(), dist, 400, seed);
+        let data = Particles::<f32>::new(&domain(), dist, 400, seed);
         for kernel in Kernel::ALL {
             let o = opts(kernel, 1e-4);
             let cpu = solve::<f32, parki_dist::CpuBackend<f32>>(&o, &data, None, 1);
@@ -149,7 +113,7 @@ fn backend_matches_cpu_every_kernel() {
 /// spreading operator built once and reused).
 #[test]
 fn variants_agree() {
-    let data = Data::<f64>::new(&domain(), Distribution::Normal, 300, 3);
+    let data = Particles::<f64>::new(&domain(), Distribution::Normal, 300, 3);
     let mut rng = Rng::new(9);
     let targets: Vec<[f64; 3]> = generate::positions(&domain(), Distribution::Uniform, 77, &mut rng);
     for kernel in [Kernel::Laplace, Kernel::Stokes] {

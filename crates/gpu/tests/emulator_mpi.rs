@@ -8,45 +8,15 @@
 
 use std::process::Command;
 
-use parki_core::{Domain, Kernel, Sources};
+use parki_core::{Domain, Kernel};
 use parki_dist::{Comm, CpuBackend, DistEwaldSolver, EwaldOptions, ParallelOptions, SortMode, Targets, Universe};
 use parki_gpu::{Emulator, GpuBackend};
-use parki_reference::generate::{self, Distribution, Rng};
+use parki_reference::generate::{Distribution, Particles};
 
 const N: usize = 1200;
 
 fn domain() -> Domain {
     Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap()
-}
-
-struct Data {
-    pos: Vec<[f64; 3]>,
-    q: Vec<f64>,
-    f: Vec<[f64; 3]>,
-    d: Vec<[f64; 3]>,
-    n: Vec<[f64; 3]>,
-}
-
-impl Data {
-    fn new() -> Self {
-        let mut rng = Rng::new(5);
-        let pos = generate::positions(&domain(), Distribution::Normal, N, &mut rng);
-        let q = generate::neutral_scalars(N, &mut rng);
-        let f = generate::neutral_vectors(N, &mut rng);
-        let d = generate::normal_vectors(N, &mut rng);
-        let n = (0..N).map(|_| generate::unit_vector(&mut rng)).collect();
-        Self { pos, q, f, d, n }
-    }
-
-    fn slice(&self, r: std::ops::Range<usize>) -> Sources<'_, f64> {
-        Sources {
-            positions: &self.pos[r.clone()],
-            charges: Some(&self.q[r.clone()]),
-            forces: Some(&self.f[r.clone()]),
-            dipoles: Some(&self.d[r.clone()]),
-            normals: Some(&self.n[r]),
-        }
-    }
 }
 
 #[test]
@@ -57,7 +27,7 @@ fn mpi_child() {
     let universe = Universe::init().unwrap();
     let comm = universe.world();
     let (rank, size) = (comm.rank(), comm.size());
-    let data = Data::new();
+    let data = Particles::<f64>::new(&domain(), Distribution::Normal, N, 5);
     let mine = rank * N / size..(rank + 1) * N / size;
     for kernel in Kernel::ALL {
         let opts = EwaldOptions::new(kernel, domain(), 1e-9).threads(1);

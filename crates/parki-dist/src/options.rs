@@ -260,6 +260,21 @@ pub enum DeviceP2g {
     Operator,
 }
 
+impl DeviceP2g {
+    /// Name in run.toml (`[run] spread`) and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceP2g::FromP2g => "auto",
+            DeviceP2g::Operator => "operator",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`DeviceP2g::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [DeviceP2g::FromP2g, DeviceP2g::Operator].into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// Variants of a device backend (see `parki_gpu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -204,3 +204,62 @@ pub fn neutral_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
 pub fn normal_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
     (0..count).map(|_| [rng.normal(), rng.normal(), rng.normal()]).collect()
 }
+
+/// A seeded test set of every density a kernel may need, in precision `T`: positions of
+/// `dist`, neutral charges and forces, standard normal dipoles and unit normals (drawn in that
+/// order from one generator, each value rounded once from f64).
+#[derive(Clone, Debug)]
+pub struct Particles<T> {
+    /// Positions.
+    pub pos: Vec<[T; 3]>,
+    /// Charges (zero sum).
+    pub q: Vec<T>,
+    /// Forces (zero sum).
+    pub f: Vec<[T; 3]>,
+    /// Dipole strengths.
+    pub d: Vec<[T; 3]>,
+    /// Unit normals.
+    pub n: Vec<[T; 3]>,
+}
+
+impl<T: parki_core::Real> Particles<T> {
+    /// `count` particles of `dist` in `domain` from seed `seed`.
+    pub fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
+        let pos = c3(positions(domain, dist, count, &mut rng));
+        let q = neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
+        let f = c3(neutral_vectors(count, &mut rng));
+        let d = c3(normal_vectors(count, &mut rng));
+        let n = c3((0..count).map(|_| unit_vector(&mut rng)).collect());
+        Self { pos, q, f, d, n }
+    }
+
+    /// Particles `rows` as sources of every kernel.
+    pub fn slice(&self, rows: Range<usize>) -> parki_core::Sources<'_, T> {
+        parki_core::Sources {
+            positions: &self.pos[rows.clone()],
+            charges: Some(&self.q[rows.clone()]),
+            forces: Some(&self.f[rows.clone()]),
+            dipoles: Some(&self.d[rows.clone()]),
+            normals: Some(&self.n[rows]),
+        }
+    }
+
+    /// All particles as sources of every kernel.
+    pub fn sources(&self) -> parki_core::Sources<'_, T> {
+        self.slice(0..self.pos.len())
+    }
+
+    /// The same particles in f64 (exactly: every `T` value is an f64).
+    pub fn widen(&self) -> Particles<f64> {
+        let c3 = |v: &[[T; 3]]| v.iter().map(|p| p.map(|x| x.to_f64())).collect::<Vec<_>>();
+        Particles {
+            pos: c3(&self.pos),
+            q: self.q.iter().map(|x| x.to_f64()).collect(),
+            f: c3(&self.f),
+            d: c3(&self.d),
+            n: c3(&self.n),
+        }
+    }
+}

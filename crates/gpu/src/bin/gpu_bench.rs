@@ -15,14 +15,14 @@
 
 use std::time::Instant;
 
-use parki_core::{Domain, Kernel, Real, Sources};
+use parki_core::{Domain, Kernel};
 use parki_dist::{
     Comm, CpuBackend, DeviceP2g, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage, Isa,
     P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
 use parki_nearfield::{KernelReal, P2pFlops};
-use parki_reference::generate::{self, Distribution, Rng};
+use parki_reference::generate::{Distribution, Particles};
 
 struct Opts {
     emulator: bool,
@@ -84,37 +84,6 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
-struct Data<T> {
-    pos: Vec<[T; 3]>,
-    q: Vec<T>,
-    f: Vec<[T; 3]>,
-    d: Vec<[T; 3]>,
-    n: Vec<[T; 3]>,
-}
-
-impl<T: Real> Data<T> {
-    fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
-        let mut rng = Rng::new(seed);
-        let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
-        let pos = c3(generate::positions(domain, dist, count, &mut rng));
-        let q = generate::neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
-        let f = c3(generate::neutral_vectors(count, &mut rng));
-        let d = c3(generate::normal_vectors(count, &mut rng));
-        let n = c3((0..count).map(|_| generate::unit_vector(&mut rng)).collect());
-        Self { pos, q, f, d, n }
-    }
-
-    fn sources(&self) -> Sources<'_, T> {
-        Sources {
-            positions: &self.pos,
-            charges: Some(&self.q),
-            forces: Some(&self.f),
-            dipoles: Some(&self.d),
-            normals: Some(&self.n),
-        }
-    }
-}
-
 /// The FMA rate of the device in precision `p`: GFLOP/s.
 fn peak<D: Device>(dev: &D, p: Precision, emulator: bool) -> Result<f64, String> {
     let (blocks, threads, iters) = if emulator { (2u32, 32u32, 64u32) } else { (8192, 256, 8192) };
@@ -148,7 +117,7 @@ struct Timing {
 
 fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
     opts: &EwaldOptions,
-    data: &Data<T>,
+    data: &Particles<T>,
     reps: usize,
     info: impl Fn(&B) -> (usize, String),
 ) -> Result<Timing, String> {
@@ -188,7 +157,7 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
     let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
     for &n in &o.sizes {
-        let data = Data::<T>::new(&domain, Distribution::Uniform, n, 7);
+        let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
             for &tol in tols {
                 let opts = EwaldOptions::new(kernel, domain, tol);
@@ -239,7 +208,7 @@ fn p2g<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<()
     let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
     let n = o.p2g_size;
     for dist in [Distribution::Uniform, Distribution::Normal] {
-        let data = Data::<T>::new(&domain, dist, n, 11);
+        let data = Particles::<T>::new(&domain, dist, n, 11);
         for &kernel in &o.kernels {
             let tol = if prec == "f32" { o.f32_tols[0] } else { *o.tols.last().unwrap_or(&1e-9) };
             let base = EwaldOptions::new(kernel, domain, tol);

@@ -47,19 +47,11 @@ impl<T: SolverReal> CpuBackend<T> {
 
     /// The grid G2P reads and P2G writes: the block, or the FFT's own data when direct.
     fn block_layout(&self) -> RowLayout {
-        RowLayout {
-            mx: self.window.layout.global[0],
-            row_stride: self.window.layout.row_stride(),
-            component_stride: self.window.layout.real_len(),
-        }
+        RowLayout::padded(&self.window.layout)
     }
 
     fn fft_layout(&self) -> RowLayout {
-        RowLayout {
-            mx: self.window.layout.global[0],
-            row_stride: self.fft.row_stride(),
-            component_stride: self.fft.component_stride(),
-        }
+        self.fft.row_layout()
     }
 }
 
