@@ -49,6 +49,27 @@ fn distributed_fft_matches_serial_fftw() {
 }
 
 #[test]
+fn distributed_axes_fft_matches_the_defining_sums() {
+    // every kind, padding and semi-unbounded placement, each axis position in memory order
+    let cases = [
+        "unb,per,dct2",
+        "even-unb,odd-unb,unb-even",
+        "unb-odd,unb,unb",
+        "per,even-unb,dst4",
+        "dct3,dst4,unb",
+        "dct1,dst1,dst3",
+        "dct4,dst2,id",
+    ];
+    for ranks in 1..=4 {
+        for (i, axes) in cases.iter().enumerate() {
+            let layout = if ranks > 1 && i % 2 == 1 { "pencil" } else { "slab" };
+            let backend = if (i + ranks) % 2 == 0 { "alltoallv" } else { "persistent" };
+            ok(ranks, &["fft-axes", "--axes", axes, "--grid", "8,7,6", "--layout", layout, "--backend", backend]);
+        }
+    }
+}
+
+#[test]
 fn distributed_ewald_matches_one_process() {
     for kernel in ["laplace", "stokeslet", "stresslet", "stokes"] {
         for ranks in 1..=4 {

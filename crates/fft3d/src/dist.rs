@@ -1,26 +1,33 @@
-//! [`DistFft`]: a distributed 3-D FFT of several components at once over a slab or pencil
-//! process grid, with FLUPS-style topology switches (digest seed-002 §4).
+//! [`DistFft`]: a distributed 3-D transform of several components at once over a slab or
+//! pencil process grid, with per-axis transforms ([`AxisSpec`]: DFT, DCT/DST or none, with
+//! zero padding) and FLUPS-style topology switches (digest seed-002 §2 and §4).
 //!
-//! Three topologies of the global `Mx x My x Mz` grid over the process grid `[P_y, P_z]`, all
-//! stored `[component][z][y][x]` with x fastest (complex values in the spectral ones):
+//! The axes are stored in a memory order `[a0, a1, a2]` (a0 fastest) derived from their
+//! transforms ([`memory_order`]: the real-to-complex axis first; for the periodic Ewald grid it
+//! is `[x, y, z]`). Three topologies over the process grid `[P_1, P_2]`, all stored
+//! `[component][a2][a1][a0]`, in elements of one real (every axis real-to-real) or one complex
+//! value, `L_j` the slots of axis `a_j`'s line and `n_j` its data points:
 //!
-//! | topology | x        | y        | z        | 1-D transform             |
-//! |----------|----------|----------|----------|---------------------------|
-//! | T0 real  | whole    | P_y parts| P_z parts| r2c (or c2c) along x, stride 1 |
-//! | T1       | P_y parts| whole    | P_z parts| c2c along y, stride `kx_loc`    |
-//! | T2       | P_y parts| P_z parts| whole    | c2c along z, stride `ky_loc kx_loc` |
+//! | topology | a0          | a1          | a2          | 1-D transform                  |
+//! |----------|-------------|-------------|-------------|--------------------------------|
+//! | T0 real  | whole `L0`  | `n1` / P_1  | `n2` / P_2  | along a0, stride 1             |
+//! | T1       | `L0` / P_1  | whole `L1`  | `n2` / P_2  | along a1, stride `L0_loc`      |
+//! | T2       | `L0` / P_1  | `L1` / P_2  | whole `L2`  | along a2, stride `L1_loc L0_loc` |
 //!
-//! Because x stays fastest everywhere, each block of a switch is a set of contiguous runs on
-//! both sides: packing and unpacking are plain copies, no local transposes. The y and z
-//! transforms are strided FFTW guru plans vectorised over the contiguous x run. The switch
-//! T0 -> T1 runs in the sub-communicator of the `P_y` ranks that share a z part, T1 -> T2 in
-//! that of the `P_z` ranks that share an x part (FLUPS §4.3: only ranks with a common interface
-//! talk). A switch along an axis with one part is skipped: the layouts coincide. The spectrum
-//! stays in T2 (z-pencils), where CNV works on local data, and the inverse runs the steps back.
+//! Because a0 stays fastest everywhere, each block of a switch is a set of contiguous runs on
+//! both sides: packing and unpacking are plain copies, no local transposes. The a1 and a2
+//! transforms are strided FFTW guru plans vectorised over the contiguous a0 run. An axis's zero
+//! padding appears at the switch that makes it whole (the unpacked data land at the axis's data
+//! offset, the rest of the line is zeroed), so the transforms before it skip the padding. The
+//! switch T0 -> T1 runs in the sub-communicator of the `P_1` ranks that share an a2 part, T1 ->
+//! T2 in that of the `P_2` ranks that share an a0 part (FLUPS §4.3: only ranks with a common
+//! interface talk). A switch along an axis with one part is a local re-layout (or nothing when
+//! the axis has no padding). The spectrum stays in T2, where the caller multiplies on local
+//! data (CNV, a Green's function), and the inverse runs the steps back.
 //!
 //! Each switch is an [`ExchangePlan`] built once, executed by `MPI_Alltoallv` or persistent
 //! point-to-point with `MPI_Waitany` unpacking ([`Backend`]), chosen at run time. Transforms are
-//! unnormalised: forward then backward multiplies by `Mx My Mz`.
+//! unnormalised (FFTW's definitions).
 
 use std::time::Instant;
 
@@ -30,6 +37,7 @@ use parki_core::{Error, Par, Result};
 use parki_decomp::{split_range, GridTopology, ProcGrid, RowLayout, SpectralBlock};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
+use crate::axes::{memory_order, AxisSpec, AxisTransform};
 use crate::ffi::{Kind, Plan1d};
 use crate::lines::{BlockedLines, Lines};
 use crate::{FftReal, PlanRigor};
@@ -78,9 +86,9 @@ pub struct FftTimes {
 /// inverse transform's switches are counted under the same stages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FftStage {
-    /// T0 <-> T1: x-pencils to y-pencils, among the `P_y` ranks that share a z part.
+    /// T0 <-> T1: a0-pencils to a1-pencils, among the `P_1` ranks that share an a2 part.
     Switch1,
-    /// T1 <-> T2: y-pencils to z-pencils, among the `P_z` ranks that share an x part.
+    /// T1 <-> T2: a1-pencils to a2-pencils, among the `P_2` ranks that share an a0 part.
     Switch2,
 }
 
@@ -177,32 +185,47 @@ fn run_switch<T: FftReal, OA, OB>(
     );
 }
 
-/// The 1-D transforms of one direction: x (contiguous rows, r2c/c2r or c2c, FFTW-threaded),
-/// y and z (strided lines in cache-sized blocks).
-struct AxisPlans<T: FftReal> {
-    x: Plan1d<T>,
-    y: BlockedLines<T>,
-    z: BlockedLines<T>,
+/// The transform along a0 (contiguous lines, FFTW-threaded) and where in the buffer it starts.
+struct RowPlan<T: FftReal> {
+    plan: Plan1d<T>,
+    /// First real of the planned layout.
+    offset: usize,
 }
 
-/// How the transforms run: FFTW's batched 3-D plans on one rank (no switch, the grid is the
-/// whole `GridLayout`), 1-D transforms between the topology switches otherwise.
+/// The 1-D transforms of one direction, along a0, a1 and a2 (`None`: the identity).
+struct AxisPlans<T: FftReal> {
+    a0: Option<RowPlan<T>>,
+    a1: Option<BlockedLines<T>>,
+    a2: Option<BlockedLines<T>>,
+}
+
+/// How the transforms run: FFTW's batched 3-D plans on one rank (periodic real grid, no
+/// switch, the grid is the whole `GridLayout`), 1-D transforms between the switches otherwise.
 enum Engine<T: FftReal> {
     Whole { forward: crate::ffi::Plan<T>, backward: crate::ffi::Plan<T> },
-    Pencils { forward: AxisPlans<T>, backward: AxisPlans<T> },
+    Pencils { forward: Box<AxisPlans<T>>, backward: Box<AxisPlans<T>> },
 }
 
 struct Switch<T: FftReal> {
     plan: Option<ExchangePlan<T>>,
 }
 
-/// A planned distributed 3-D FFT (see the module documentation).
+/// A planned distributed 3-D transform (see the module documentation).
 pub struct DistFft<T: FftReal> {
     comm: Comm,
     grid: ProcGrid,
+    /// Data points per user axis.
     global: [usize; 3],
     opts: DistFftOptions,
-    kx: usize,
+    /// The axes in memory order (`axes[j]` is user axis `order[j]`).
+    axes: [AxisSpec; 3],
+    order: [usize; 3],
+    /// Real-to-complex along a0.
+    r2c: bool,
+    /// Reals per element (1: every axis real-to-real, 2: complex).
+    nf: usize,
+    /// Line slots in memory order.
+    lines: [usize; 3],
     t0: GridTopology,
     t1: GridTopology,
     t2: GridTopology,
@@ -214,12 +237,98 @@ pub struct DistFft<T: FftReal> {
     times: FftTimes,
 }
 
+/// Zeroes, in each of `comps` components (`cs` reals apart) and `outer` groups, the slots of a
+/// line of `l` slots outside `[d, d + n)`, a slot being `inner` reals.
+fn zero_padding<T: FftReal>(data: &mut [T], cs: usize, comps: usize, outer: usize, inner: usize, nld: [usize; 3]) {
+    let [n, l, d] = nld;
+    if n == l {
+        return;
+    }
+    for c in 0..comps {
+        for o in 0..outer {
+            let g = c * cs + o * l * inner;
+            data[g..g + d * inner].fill(T::ZERO);
+            data[g + (d + n) * inner..g + l * inner].fill(T::ZERO);
+        }
+    }
+}
+
+/// Moves, in place, each group of `n` slots (`inner` reals each) to `d` slots into a line of
+/// `l` slots (`expand`, zeroing the rest), or back (`!expand`), over `comps x outer` groups.
+fn relayout<T: FftReal>(
+    data: &mut [T],
+    cs: usize,
+    comps: usize,
+    outer: usize,
+    inner: usize,
+    nld: [usize; 3],
+    expand: bool,
+) {
+    let [n, l, d] = nld;
+    if n == l {
+        return;
+    }
+    let groups = comps * outer;
+    let at = |g: usize| ((g / outer) * cs, g % outer);
+    if expand {
+        // descending: each destination lies at or above its source and above every lower group
+        for g in (0..groups).rev() {
+            let (base, o) = at(g);
+            let (src, dst) = (base + o * n * inner, base + (o * l + d) * inner);
+            data.copy_within(src..src + n * inner, dst);
+        }
+        zero_padding(data, cs, comps, outer, inner, nld);
+    } else {
+        // ascending: each destination lies at or below its source and below every higher group
+        for g in 0..groups {
+            let (base, o) = at(g);
+            let (src, dst) = (base + (o * l + d) * inner, base + o * n * inner);
+            data.copy_within(src..src + n * inner, dst);
+        }
+    }
+}
+
 impl<T: FftReal> DistFft<T> {
-    /// Plans a transform of a `global` grid over `grid` (its rank count must be `comm.size()`).
-    /// Collective over `comm`.
+    /// Plans a periodic transform of a `global` grid over `grid` (its rank count must be
+    /// `comm.size()`): real-to-complex along x (complex-to-complex with `opts.complex`), then
+    /// complex along y and z. Collective over `comm`.
     pub fn new(comm: &Comm, global: [usize; 3], grid: ProcGrid, opts: DistFftOptions) -> Result<Self> {
-        let [mx, my, mz] = global;
+        if global.contains(&0) || (!opts.complex && !global[0].is_multiple_of(2)) {
+            return Err(Error::OutOfRange {
+                field: "fft.grid".into(),
+                value: format!("{global:?}"),
+                allowed: "positive sizes, Mx even for a real transform".into(),
+            });
+        }
+        Self::with_axes(comm, global.map(AxisSpec::periodic), grid, opts)
+    }
+
+    /// Plans a transform with one [`AxisSpec`] per axis over `grid`. The memory order of the
+    /// axes is [`memory_order`]`(&axes)`. Collective over `comm`.
+    pub fn with_axes(comm: &Comm, user_axes: [AxisSpec; 3], grid: ProcGrid, opts: DistFftOptions) -> Result<Self> {
+        Self::with_axes_in_order(comm, user_axes, memory_order(&user_axes), grid, opts)
+    }
+
+    /// As [`with_axes`](Self::with_axes) with the memory order given (a permutation of `0..3`,
+    /// fastest first): a second transform whose spectrum must share the first's layout (a
+    /// Green's function beside its field) takes the first's [`order`](Self::order).
+    pub fn with_axes_in_order(
+        comm: &Comm,
+        user_axes: [AxisSpec; 3],
+        order: [usize; 3],
+        grid: ProcGrid,
+        opts: DistFftOptions,
+    ) -> Result<Self> {
         let [py, pz] = grid.dims;
+        let mut sorted = order;
+        sorted.sort_unstable();
+        if sorted != [0, 1, 2] {
+            return Err(Error::OutOfRange {
+                field: "fft order".into(),
+                value: format!("{order:?}"),
+                allowed: "a permutation of [0, 1, 2]".into(),
+            });
+        }
         if grid.ranks() != comm.size() {
             return Err(Error::OutOfRange {
                 field: "parallel.grid".into(),
@@ -234,91 +343,61 @@ impl<T: FftReal> DistFft<T> {
                 allowed: "at least one forward component and at most as many backward".into(),
             });
         }
-        let kx = if opts.complex { mx } else { mx / 2 + 1 };
-        if global.contains(&0) || (!opts.complex && !mx.is_multiple_of(2)) {
+        for (i, a) in user_axes.iter().enumerate() {
+            a.validate(i)?;
+        }
+        let axes = order.map(|i| user_axes[i]);
+        let any_dft = axes.iter().any(|a| a.transform == AxisTransform::Dft);
+        let r2c = !opts.complex && axes[0].transform == AxisTransform::Dft;
+        if r2c && axes[0].data_offset != 0 {
             return Err(Error::OutOfRange {
-                field: "fft.grid".into(),
-                value: format!("{global:?}"),
-                allowed: "positive sizes, Mx even for a real transform".into(),
+                field: format!("fft axis {}", order[0]),
+                value: format!("data offset {}", axes[0].data_offset),
+                allowed: "0 on the real-to-complex axis".into(),
             });
         }
-        if py > my.min(kx) || pz > mz.min(my) {
+        let nf = if opts.complex || any_dft { 2 } else { 1 };
+        let lines = [axes[0].line_slots(r2c), axes[1].line, axes[2].line];
+        let n = axes.map(|a| a.n);
+        if py > n[1].min(lines[0]) || pz > n[2].min(lines[1]) {
             return Err(Error::OutOfRange {
                 field: "parallel.grid".into(),
-                value: format!("[{py}, {pz}] on a {mx}x{my}x{mz} grid"),
+                value: format!("[{py}, {pz}] on a {}x{}x{} grid", user_axes[0].n, user_axes[1].n, user_axes[2].n),
                 allowed: format!(
-                    "P_y <= min(My, Mx/2+1) = {} and P_z <= min(Mz, My) = {} so that every rank owns part of \
-                     every topology",
-                    my.min(kx),
-                    mz.min(my)
+                    "P_1 <= {} and P_2 <= {} so that every rank owns part of every topology",
+                    n[1].min(lines[0]),
+                    n[2].min(lines[1])
                 ),
             });
         }
         let [iy, iz] = grid.coords(comm.rank());
-        let t0 = GridTopology { global: [kx, my, mz], parts: [1, py, pz], coords: [0, iy, iz] };
-        let t1 = GridTopology { global: [kx, my, mz], parts: [py, 1, pz], coords: [iy, 0, iz] };
-        let t2 = GridTopology { global: [kx, my, mz], parts: [py, pz, 1], coords: [iy, iz, 0] };
-        let cs = 2 * t0.local_len().max(t1.local_len()).max(t2.local_len());
-        let ncomp = opts.forward_components;
+        let [l0, l1, l2] = lines;
+        let t0 = GridTopology { global: [l0, n[1], n[2]], parts: [1, py, pz], coords: [0, iy, iz] };
+        let t1 = GridTopology { global: [l0, l1, n[2]], parts: [py, 1, pz], coords: [iy, 0, iz] };
+        let t2 = GridTopology { global: [l0, l1, l2], parts: [py, pz, 1], coords: [iy, iz, 0] };
+        let cs = nf * t0.local_len().max(t1.local_len()).max(t2.local_len());
         let threads = opts.threads.max(1);
-        let mut data = HugeBuffer::new(cs * ncomp, T::ZERO, threads);
+        let mut data = HugeBuffer::new(cs * opts.forward_components, T::ZERO, threads);
         let ptr = data.as_mut_slice().as_mut_ptr();
 
-        // 1-D plans for f (forward) and b (backward) components
-        let plans = |comps: usize, forward: bool| -> Result<AxisPlans<T>> {
-            let [_, yl0, zl0] = t0.local();
-            let rows = yl0 * zl0;
-            let x = if opts.complex {
-                let k = if forward { Kind::C2cForward } else { Kind::C2cBackward };
-                Plan1d::new(k, mx, (1, 1), &[(rows, kx, kx), (comps, cs / 2, cs / 2)], ptr, threads, opts.rigor)?
-            } else if forward {
-                Plan1d::new(
-                    Kind::R2c,
-                    mx,
-                    (1, 1),
-                    &[(rows, 2 * kx, kx), (comps, cs, cs / 2)],
-                    ptr,
-                    threads,
-                    opts.rigor,
-                )?
-            } else {
-                Plan1d::new(
-                    Kind::C2r,
-                    mx,
-                    (1, 1),
-                    &[(rows, kx, 2 * kx), (comps, cs / 2, cs)],
-                    ptr,
-                    threads,
-                    opts.rigor,
-                )?
-            };
-            // y: lines a row apart in each (component, z) plane of T1; z: lines a plane apart
-            let [xl1, _, zl1] = t1.local();
-            let (half, row) = (cs / 2, my * xl1);
-            let y_lines = Lines { n: my, stride: xl1, width: xl1, outer: (comps, half), inner: (zl1, row) };
-            let y = BlockedLines::new(forward, y_lines, ptr, opts.rigor)?;
-            let [xl2, yl2, _] = t2.local();
-            let plane = xl2 * yl2;
-            let z_lines = Lines { n: mz, stride: plane, width: plane, outer: (comps, half), inner: (1, 0) };
-            let z = BlockedLines::new(forward, z_lines, ptr, opts.rigor)?;
-            Ok(AxisPlans { x, y, z })
-        };
         crate::ensure_fftw_threads();
-        let engine = if grid.ranks() == 1 && !opts.complex {
+        let periodic = user_axes.iter().all(|a| *a == AxisSpec::periodic(a.n));
+        let engine = if grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) {
             // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
             // where FFTW's 3-D plans beat three passes of 1-D transforms
-            let layout = parki_decomp::GridLayout { global };
+            let layout = parki_decomp::GridLayout { global: n };
             debug_assert_eq!(cs, layout.real_len());
             let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
             let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
             Engine::Whole { forward, backward }
         } else {
-            let forward = plans(opts.forward_components, true)?;
-            let backward = plans(opts.backward_components.max(1), false)?;
+            let planner = Planner { axes: &axes, r2c, nf, cs, t0, t1, t2, ptr, threads, rigor: opts.rigor };
+            let forward = Box::new(planner.plans(opts.forward_components, true)?);
+            let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
             Engine::Pencils { forward, backward }
         };
 
-        // switches: sub-communicators of the ranks sharing a z part (T0 <-> T1) and an x part
+        // switches: sub-communicators of the ranks sharing an a2 part (T0 <-> T1) and an a0 part
         let sub1 = comm.split(iz, iy);
         let sub2 = comm.split(iy, iz);
         let switch1 = |comps: usize| -> Switch<T> {
@@ -327,8 +406,8 @@ impl<T: FftReal> DistFft<T> {
             }
             let [_, yl0, zl0] = t0.local();
             let [xl1, _, _] = t1.local();
-            let a: Vec<usize> = (0..py).map(|j| 2 * comps * zl0 * yl0 * split_range(kx, py, j).len()).collect();
-            let b: Vec<usize> = (0..py).map(|i| 2 * comps * zl0 * split_range(my, py, i).len() * xl1).collect();
+            let a: Vec<usize> = (0..py).map(|j| nf * comps * zl0 * yl0 * split_range(l0, py, j).len()).collect();
+            let b: Vec<usize> = (0..py).map(|i| nf * comps * zl0 * split_range(n[1], py, i).len() * xl1).collect();
             Switch { plan: Some(ExchangePlan::new(&sub1, &a, &b, opts.backend)) }
         };
         let switch2 = |comps: usize| -> Switch<T> {
@@ -337,8 +416,8 @@ impl<T: FftReal> DistFft<T> {
             }
             let [xl1, _, zl1] = t1.local();
             let [_, yl2, _] = t2.local();
-            let a: Vec<usize> = (0..pz).map(|j| 2 * comps * zl1 * split_range(my, pz, j).len() * xl1).collect();
-            let b: Vec<usize> = (0..pz).map(|i| 2 * comps * split_range(mz, pz, i).len() * yl2 * xl1).collect();
+            let a: Vec<usize> = (0..pz).map(|j| nf * comps * zl1 * split_range(l1, pz, j).len() * xl1).collect();
+            let b: Vec<usize> = (0..pz).map(|i| nf * comps * split_range(n[2], pz, i).len() * yl2 * xl1).collect();
             Switch { plan: Some(ExchangePlan::new(&sub2, &a, &b, opts.backend)) }
         };
         let sw1 = [switch1(opts.forward_components), switch1(opts.backward_components.max(1))];
@@ -346,9 +425,13 @@ impl<T: FftReal> DistFft<T> {
         Ok(Self {
             comm: comm.clone(),
             grid,
-            global,
+            global: user_axes.map(|a| a.n),
             opts,
-            kx,
+            axes,
+            order,
+            r2c,
+            nf,
+            lines,
             t0,
             t1,
             t2,
@@ -366,7 +449,7 @@ impl<T: FftReal> DistFft<T> {
         self.grid
     }
 
-    /// Global grid size.
+    /// Data points per axis (user order).
     pub fn global(&self) -> [usize; 3] {
         self.global
     }
@@ -376,20 +459,47 @@ impl<T: FftReal> DistFft<T> {
         &self.opts
     }
 
-    /// The real-space topology T0 (`global[0]` counts complex row entries; the real x-row is
-    /// the whole `Mx`).
+    /// The memory order of the axes: `order()[j]` is the user axis stored as `a_j` (a0
+    /// fastest).
+    pub fn order(&self) -> [usize; 3] {
+        self.order
+    }
+
+    /// The axes in memory order.
+    pub fn axes(&self) -> [AxisSpec; 3] {
+        self.axes
+    }
+
+    /// Reals per element of the topologies: 2 when values are complex, 1 when every axis is
+    /// real-to-real and the input real.
+    pub fn element_reals(&self) -> usize {
+        self.nf
+    }
+
+    /// Whether a0 is transformed real-to-complex (T0 rows then hold `2 L0` reals).
+    pub fn is_r2c(&self) -> bool {
+        self.r2c
+    }
+
+    /// Topology `t` (0: real space, 2: spectrum), sizes in elements, axes in memory order.
+    pub fn topology(&self, t: usize) -> GridTopology {
+        [self.t0, self.t1, self.t2][t]
+    }
+
+    /// The real-space topology T0 (for the periodic transform: `global[0]` counts complex row
+    /// entries; the real x-row is the whole `Mx`).
     pub fn real_topology(&self) -> GridTopology {
         self.t0
     }
 
-    /// Owned real-space y and z ranges (every x is owned).
+    /// Owned real-space a1 and a2 ranges (the whole a0 line is owned).
     pub fn real_ranges(&self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         (self.t0.range(1), self.t0.range(2))
     }
 
-    /// Reals per x-row in real space: `2 (Mx/2 + 1)` (r2c padding) or `2 Mx` (complex).
+    /// Reals per a0 row in real space: `2 (Mx/2 + 1)` (r2c padding), `2 L0` (complex) or `L0`.
     pub fn row_stride(&self) -> usize {
-        2 * self.kx
+        self.nf * self.lines[0]
     }
 
     /// Reals between components.
@@ -397,28 +507,37 @@ impl<T: FftReal> DistFft<T> {
         self.cs
     }
 
-    /// The x rows of the local real-space block (whole x lines, for halo exchanges).
+    /// The a0 rows of the local real-space block (whole rows, for halo exchanges).
     pub fn row_layout(&self) -> RowLayout {
-        RowLayout { mx: self.global[0], row_stride: self.row_stride(), component_stride: self.cs }
+        RowLayout { mx: self.axes[0].n, row_stride: self.row_stride(), component_stride: self.cs }
     }
 
-    /// Offset of real-space point `(x, y_loc, z_loc)` of component 0 (add `c *
-    /// component_stride()`); for complex input, of its real part.
+    /// Offset of real-space point `(i0, i1_loc, i2_loc)` of component 0 (memory-order axes,
+    /// `i0` a slot of the a0 line; add `c * component_stride()`); for complex values, of the
+    /// real part.
     #[inline]
     pub fn real_index(&self, x: usize, y_loc: usize, z_loc: usize) -> usize {
         let yl = self.t0.local()[1];
-        (z_loc * yl + y_loc) * 2 * self.kx + if self.opts.complex { 2 * x } else { x }
+        (z_loc * yl + y_loc) * self.row_stride() + if self.r2c { x } else { self.nf * x }
     }
 
-    /// The local spectrum after [`forward`](Self::forward).
+    /// Offset of local spectral element `(i0_loc, i1_loc, i2)` of component 0 in T2
+    /// (memory-order axes; add `c * component_stride()`).
+    #[inline]
+    pub fn spectral_index(&self, i0: usize, i1: usize, i2: usize) -> usize {
+        let [xl, yl, _] = self.t2.local();
+        self.nf * ((i2 * yl + i1) * xl + i0)
+    }
+
+    /// The local spectrum after [`forward`](Self::forward) (axes in memory order).
     pub fn spectral_layout(&self) -> SpectralBlock {
         let r0 = self.t2.range(0);
         let r1 = self.t2.range(1);
         SpectralBlock {
             x: (r0.start, r0.len()),
             y: (r1.start, r1.len()),
-            z: self.global[2],
-            row_stride: 2 * r0.len(),
+            z: self.lines[2],
+            row_stride: self.nf * r0.len(),
             component_stride: self.cs,
         }
     }
@@ -431,6 +550,11 @@ impl<T: FftReal> DistFft<T> {
     /// The whole local buffer, mutable.
     pub fn data_mut(&mut self) -> &mut [T] {
         self.data.as_mut_slice()
+    }
+
+    /// Bytes of the local buffer (the switches' exchange buffers come on top).
+    pub fn bytes(&self) -> usize {
+        self.cs * self.opts.forward_components * T::BYTES
     }
 
     /// Seconds spent so far (see [`FftTimes`]).
@@ -469,46 +593,78 @@ impl<T: FftReal> DistFft<T> {
                 y.len() * z.len() * self.t1.local()[0]
             }
         };
-        [2 * c * (self.t0.local_len() - stay1), 2 * c * (self.t1.local_len() - stay2)]
+        [self.nf * c * (self.t0.local_len() - stay1), self.nf * c * (self.t1.local_len() - stay2)]
     }
 
     fn par(&self) -> Par {
         Par::with_threads(self.opts.threads)
     }
 
+    /// Zeroes the part of each T0 row that the a0 transform reads but the data do not cover.
+    fn clear_row_padding(&mut self, comps: usize) {
+        let a = self.axes[0];
+        if a.transform == AxisTransform::Identity {
+            return;
+        }
+        let (row, [_, yl, zl]) = (self.row_stride(), self.t0.local());
+        // reals of the data and of the transform within a row
+        let (data, fft) = if self.r2c {
+            (0..a.n, 0..a.fft_len)
+        } else {
+            let nf = self.nf;
+            (nf * a.data_offset..nf * (a.data_offset + a.n), nf * a.fft_offset..nf * (a.fft_offset + a.fft_len))
+        };
+        if data.start <= fft.start && data.end >= fft.end {
+            return;
+        }
+        let cs = self.cs;
+        let buf = self.data.as_mut_slice();
+        for c in 0..comps {
+            for r in 0..yl * zl {
+                let base = c * cs + r * row;
+                buf[base + fft.start.min(data.start)..base + data.start].fill(T::ZERO);
+                buf[base + data.end..base + fft.end.max(data.end)].fill(T::ZERO);
+            }
+        }
+    }
+
     /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
     pub fn forward(&mut self) {
         let p = self.data.as_mut_slice().as_mut_ptr();
         let par = self.par();
-        let t = Instant::now();
-        let pencils = match &self.engine {
-            Engine::Whole { forward, .. } => {
-                // SAFETY: the plan was made for this buffer's layout and component count.
-                unsafe { forward.execute(p) };
-                None
-            }
-            Engine::Pencils { forward, .. } => {
-                // SAFETY: the 1-D plans were made for this buffer's T0 layout.
-                unsafe { forward.x.execute(p) };
-                Some(())
-            }
-        };
-        self.times.fft += t.elapsed().as_secs_f64();
-        if pencils.is_none() {
+        let comps = self.opts.forward_components;
+        if let Engine::Whole { forward, .. } = &self.engine {
+            let t = Instant::now();
+            // SAFETY: the plan was made for this buffer's layout and component count.
+            unsafe { forward.execute(p) };
+            self.times.fft += t.elapsed().as_secs_f64();
             return;
         }
-        self.switch1(Dir::Forward, self.opts.forward_components);
+        self.clear_row_padding(comps);
         let t = Instant::now();
         if let Engine::Pencils { forward, .. } = &self.engine {
-            // SAFETY: the y lines were planned for the T1 layout the switch left in the buffer.
-            unsafe { forward.y.execute(p, par) };
+            if let Some(x) = &forward.a0 {
+                // SAFETY: the plan was made for this buffer's T0 layout at this offset.
+                unsafe { x.plan.execute(p.add(x.offset)) };
+            }
         }
         self.times.fft += t.elapsed().as_secs_f64();
-        self.switch2(Dir::Forward, self.opts.forward_components);
+        self.switch1(Dir::Forward, comps);
         let t = Instant::now();
         if let Engine::Pencils { forward, .. } = &self.engine {
-            // SAFETY: the z lines were planned for the T2 layout the switch left in the buffer.
-            unsafe { forward.z.execute(p, par) };
+            if let Some(y) = &forward.a1 {
+                // SAFETY: the a1 lines were planned for the T1 layout the switch left in the buffer.
+                unsafe { y.execute(p, par) };
+            }
+        }
+        self.times.fft += t.elapsed().as_secs_f64();
+        self.switch2(Dir::Forward, comps);
+        let t = Instant::now();
+        if let Engine::Pencils { forward, .. } = &self.engine {
+            if let Some(z) = &forward.a2 {
+                // SAFETY: the a2 lines were planned for the T2 layout the switch left in the buffer.
+                unsafe { z.execute(p, par) };
+            }
         }
         self.times.fft += t.elapsed().as_secs_f64();
     }
@@ -530,85 +686,216 @@ impl<T: FftReal> DistFft<T> {
                 return;
             }
             Engine::Pencils { backward, .. } => {
-                // SAFETY: the z lines were planned for the T2 layout of the spectrum.
-                unsafe { backward.z.execute(p, par) };
+                if let Some(z) = &backward.a2 {
+                    // SAFETY: the a2 lines were planned for the T2 layout of the spectrum.
+                    unsafe { z.execute(p, par) };
+                }
             }
         }
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch2(Dir::Backward, c);
         let t = Instant::now();
         if let Engine::Pencils { backward, .. } = &self.engine {
-            // SAFETY: the y lines were planned for the T1 layout the switch left in the buffer.
-            unsafe { backward.y.execute(p, par) };
+            if let Some(y) = &backward.a1 {
+                // SAFETY: the a1 lines were planned for the T1 layout the switch left in the buffer.
+                unsafe { y.execute(p, par) };
+            }
         }
         self.times.fft += t.elapsed().as_secs_f64();
         self.switch1(Dir::Backward, c);
         let t = Instant::now();
         if let Engine::Pencils { backward, .. } = &self.engine {
-            // SAFETY: the x rows were planned for the T0 layout the switch left in the buffer.
-            unsafe { backward.x.execute(p) };
+            if let Some(x) = &backward.a0 {
+                // SAFETY: the a0 rows were planned for the T0 layout the switch left in the buffer.
+                unsafe { x.plan.execute(p.add(x.offset)) };
+            }
         }
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
-    /// T0 <-> T1 within the ranks sharing a z part: blocks `[c][z][y0 rows][kx part]`.
+    /// T0 <-> T1 within the ranks sharing an a2 part: blocks `[c][a2][a1 rows][L0 part]`.
     fn switch1(&mut self, dir: Dir, comps: usize) {
         let k = usize::from(dir == Dir::Backward && comps != self.opts.forward_components);
         let par = self.par();
-        let (py, kx, my, cs) = (self.grid.dims[0], self.kx, self.global[1], self.cs);
+        let (py, nf, cs) = (self.grid.dims[0], self.nf, self.cs);
+        let (l0, l1, n1, d1) = (self.lines[0], self.lines[1], self.axes[1].n, self.axes[1].data_offset);
         let (t0, t1) = (self.t0, self.t1);
-        let Some(plan) = self.sw1[k].plan.as_mut() else { return };
+        let [_, yl0, zl0] = t0.local();
+        let xl1 = t1.local()[0];
+        let nld = [n1, l1, d1];
+        let Some(plan) = self.sw1[k].plan.as_mut() else {
+            // one part along a0: T0 and T1 differ only by a1's padding
+            if n1 != l1 {
+                let t = Instant::now();
+                relayout(self.data.as_mut_slice(), cs, comps, zl0, nf * l0, nld, dir == Dir::Forward);
+                self.times.switch += t.elapsed().as_secs_f64();
+            }
+            return;
+        };
         let _g = self.comm.stage(FftStage::Switch1);
         let t = Instant::now();
         let data = Ptr(self.data.as_mut_slice().as_mut_ptr());
-        let [_, yl0, zl0] = t0.local();
-        let xl1 = t1.local()[0];
-        // T0 side, peer j: runs of kx_j complex, one per (c, z, y)
+        // T0 side, peer j: runs of its L0 part, one per (c, a2, a1)
         let t0_runs = |j: usize| {
-            let r = split_range(kx, py, j);
-            (comps * zl0 * yl0, 2 * r.len(), move |q: usize| {
+            let r = split_range(l0, py, j);
+            (comps * zl0 * yl0, nf * r.len(), move |q: usize| {
                 let (c, zy) = (q / (zl0 * yl0), q % (zl0 * yl0));
-                c * cs + (zy * kx + r.start) * 2
+                c * cs + nf * (zy * l0 + r.start)
             })
         };
-        // T1 side, peer i: runs of y_i kx_loc complex, one per (c, z)
+        // T1 side, peer i: runs of its a1 rows (at the data offset), one per (c, a2)
         let t1_runs = |i: usize| {
-            let r = split_range(my, py, i);
-            (comps * zl0, 2 * r.len() * xl1, move |q: usize| {
+            let r = split_range(n1, py, i);
+            (comps * zl0, nf * r.len() * xl1, move |q: usize| {
                 let (c, z) = (q / zl0, q % zl0);
-                c * cs + (z * my + r.start) * xl1 * 2
+                c * cs + nf * (z * l1 + d1 + r.start) * xl1
             })
         };
         run_switch(plan, dir, data, par, t0_runs, t1_runs);
+        if dir == Dir::Forward {
+            zero_padding(self.data.as_mut_slice(), cs, comps, zl0, nf * xl1, nld);
+        }
         self.times.switch += t.elapsed().as_secs_f64();
     }
 
-    /// T1 <-> T2 within the ranks sharing an x part: blocks `[c][z part][y part][kx_loc]`.
+    /// T1 <-> T2 within the ranks sharing an a0 part: blocks `[c][a2 part][a1 part][L0_loc]`.
     fn switch2(&mut self, dir: Dir, comps: usize) {
         let k = usize::from(dir == Dir::Backward && comps != self.opts.forward_components);
         let par = self.par();
-        let (pz, my, mz, cs) = (self.grid.dims[1], self.global[1], self.global[2], self.cs);
+        let (pz, nf, cs) = (self.grid.dims[1], self.nf, self.cs);
+        let (l1, l2, n2, d2) = (self.lines[1], self.lines[2], self.axes[2].n, self.axes[2].data_offset);
         let (t1, t2) = (self.t1, self.t2);
-        let Some(plan) = self.sw2[k].plan.as_mut() else { return };
+        let [xl1, _, zl1] = t1.local();
+        let yl2 = t2.local()[1];
+        let nld = [n2, l2, d2];
+        let Some(plan) = self.sw2[k].plan.as_mut() else {
+            if n2 != l2 {
+                let t = Instant::now();
+                relayout(self.data.as_mut_slice(), cs, comps, 1, nf * xl1 * yl2, nld, dir == Dir::Forward);
+                self.times.switch += t.elapsed().as_secs_f64();
+            }
+            return;
+        };
         let _g = self.comm.stage(FftStage::Switch2);
         let t = Instant::now();
         let data = Ptr(self.data.as_mut_slice().as_mut_ptr());
-        let [xl1, _, zl1] = t1.local();
-        let yl2 = t2.local()[1];
-        // T1 side, peer j: runs of y_j kx_loc complex, one per (c, z)
+        // T1 side, peer j: runs of its a1 part, one per (c, a2)
         let t1_runs = |j: usize| {
-            let r = split_range(my, pz, j);
-            (comps * zl1, 2 * r.len() * xl1, move |q: usize| {
+            let r = split_range(l1, pz, j);
+            (comps * zl1, nf * r.len() * xl1, move |q: usize| {
                 let (c, z) = (q / zl1, q % zl1);
-                c * cs + (z * my + r.start) * xl1 * 2
+                c * cs + nf * (z * l1 + r.start) * xl1
             })
         };
-        // T2 side, peer i: one run of z_i y_loc kx_loc complex per c
+        // T2 side, peer i: one run of its a2 planes (at the data offset) per c
         let t2_runs = |i: usize| {
-            let r = split_range(mz, pz, i);
-            (comps, 2 * r.len() * yl2 * xl1, move |c: usize| c * cs + r.start * yl2 * xl1 * 2)
+            let r = split_range(n2, pz, i);
+            (comps, nf * r.len() * yl2 * xl1, move |c: usize| c * cs + nf * (d2 + r.start) * yl2 * xl1)
         };
         run_switch(plan, dir, data, par, t1_runs, t2_runs);
+        if dir == Dir::Forward {
+            zero_padding(self.data.as_mut_slice(), cs, comps, 1, nf * xl1 * yl2, nld);
+        }
         self.times.switch += t.elapsed().as_secs_f64();
+    }
+}
+
+/// What the 1-D plans of a [`DistFft`] are made from.
+struct Planner<'a, T: FftReal> {
+    axes: &'a [AxisSpec; 3],
+    r2c: bool,
+    nf: usize,
+    cs: usize,
+    t0: GridTopology,
+    t1: GridTopology,
+    t2: GridTopology,
+    ptr: *mut T,
+    threads: usize,
+    rigor: PlanRigor,
+}
+
+impl<T: FftReal> Planner<'_, T> {
+    /// The kind of axis `j`'s transform in direction `forward` (`None`: identity).
+    fn kind(&self, j: usize, forward: bool) -> Option<Kind> {
+        match self.axes[j].transform {
+            AxisTransform::Identity => None,
+            AxisTransform::Dft if j == 0 && self.r2c => Some(if forward { Kind::R2c } else { Kind::C2r }),
+            AxisTransform::Dft => Some(if forward { Kind::C2cForward } else { Kind::C2cBackward }),
+            AxisTransform::R2r { forward: f, backward: b } => Some(Kind::R2r(if forward { f } else { b })),
+        }
+    }
+
+    /// The a0, a1 and a2 plans of `comps` components in direction `forward`.
+    fn plans(&self, comps: usize, forward: bool) -> Result<AxisPlans<T>> {
+        let (nf, cs) = (self.nf, self.cs);
+        let [l0, l1] = [self.t0.global[0], self.t1.global[1]];
+        let a0 = match self.kind(0, forward) {
+            None => None,
+            Some(kind) => {
+                let a = self.axes[0];
+                let [_, yl0, zl0] = self.t0.local();
+                let rows = yl0 * zl0;
+                // (stride, loops (count, input stride, output stride), first real)
+                type Layout = ((usize, usize), Vec<(usize, usize, usize)>, usize);
+                let (stride, howmany, offset): Layout = match kind {
+                    Kind::R2c => ((1, 1), vec![(rows, 2 * l0, l0), (comps, cs, cs / 2)], 0),
+                    Kind::C2r => ((1, 1), vec![(rows, l0, 2 * l0), (comps, cs / 2, cs)], 0),
+                    Kind::C2cForward | Kind::C2cBackward => {
+                        ((1, 1), vec![(rows, l0, l0), (comps, cs / 2, cs / 2)], 2 * a.fft_offset)
+                    }
+                    Kind::R2r(_) if nf == 1 => ((1, 1), vec![(rows, l0, l0), (comps, cs, cs)], a.fft_offset),
+                    Kind::R2r(_) => {
+                        ((2, 2), vec![(rows, 2 * l0, 2 * l0), (comps, cs, cs), (2, 1, 1)], 2 * a.fft_offset)
+                    }
+                };
+                // SAFETY: the offset lies inside the buffer (validated axis, cs >= the T0 block).
+                let p = unsafe { self.ptr.add(offset) };
+                Some(RowPlan {
+                    plan: Plan1d::new(kind, a.fft_len, stride, &howmany, p, self.threads, self.rigor)?,
+                    offset,
+                })
+            }
+        };
+        // the strided axes: elements of the transform per element of the topology
+        let per = |kind: Kind| match kind {
+            Kind::R2r(_) => (nf, cs),
+            _ => (1, cs / 2),
+        };
+        let a1 = match self.kind(1, forward) {
+            None => None,
+            Some(kind) => {
+                let (m, comp) = per(kind);
+                let [xl1, _, zl1] = self.t1.local();
+                let a = self.axes[1];
+                let lines = Lines {
+                    n: a.fft_len,
+                    start: m * a.fft_offset * xl1,
+                    stride: m * xl1,
+                    width: m * xl1,
+                    outer: (comps, comp),
+                    inner: (zl1, m * l1 * xl1),
+                };
+                Some(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)
+            }
+        };
+        let a2 = match self.kind(2, forward) {
+            None => None,
+            Some(kind) => {
+                let (m, comp) = per(kind);
+                let [xl2, yl2, _] = self.t2.local();
+                let plane = xl2 * yl2;
+                let a = self.axes[2];
+                let lines = Lines {
+                    n: a.fft_len,
+                    start: m * a.fft_offset * plane,
+                    stride: m * plane,
+                    width: m * plane,
+                    outer: (comps, comp),
+                    inner: (1, 0),
+                };
+                Some(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)
+            }
+        };
+        Ok(AxisPlans { a0, a1, a2 })
     }
 }

@@ -77,6 +77,62 @@ pub enum Kind {
     C2cForward,
     /// Complex, backward.
     C2cBackward,
+    /// Real to real (DCT or DST), in place on real data.
+    R2r(R2rKind),
+}
+
+/// The real-to-real transforms of FFTW (unnormalised, FFTW's definitions).
+///
+/// With `N` the transform length: DCT-II `Y_k = 2 sum_j X_j cos(pi (j + 1/2) k / N)`, DCT-III
+/// its inverse up to `2N`, DCT-IV `Y_k = 2 sum_j X_j cos(pi (j + 1/2)(k + 1/2) / N)`, DST-II
+/// `Y_k = 2 sum_j X_j sin(pi (j + 1/2)(k + 1) / N)`, DST-III its inverse, DST-IV with
+/// `sin(pi (j + 1/2)(k + 1/2) / N)`, and DCT-I `Y_k = X_0 + (-1)^k X_{N-1} + 2 sum_{j=1}^{N-2}
+/// X_j cos(pi j k / (N - 1))` (digest seed-002 §2.1, eqs. 2.5-2.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum R2rKind {
+    /// DCT-I (`REDFT00`).
+    Dct1,
+    /// DCT-II (`REDFT10`).
+    Dct2,
+    /// DCT-III (`REDFT01`).
+    Dct3,
+    /// DCT-IV (`REDFT11`).
+    Dct4,
+    /// DST-I (`RODFT00`).
+    Dst1,
+    /// DST-II (`RODFT10`).
+    Dst2,
+    /// DST-III (`RODFT01`).
+    Dst3,
+    /// DST-IV (`RODFT11`).
+    Dst4,
+}
+
+impl R2rKind {
+    fn fftw(self) -> sys::fftw_r2r_kind {
+        use sys::fftw_r2r_kind as K;
+        match self {
+            R2rKind::Dct1 => K::FFTW_REDFT00,
+            R2rKind::Dct2 => K::FFTW_REDFT10,
+            R2rKind::Dct3 => K::FFTW_REDFT01,
+            R2rKind::Dct4 => K::FFTW_REDFT11,
+            R2rKind::Dst1 => K::FFTW_RODFT00,
+            R2rKind::Dst2 => K::FFTW_RODFT10,
+            R2rKind::Dst3 => K::FFTW_RODFT01,
+            R2rKind::Dst4 => K::FFTW_RODFT11,
+        }
+    }
+
+    /// The logical length of the periodic extension FFTW normalises by: forward then
+    /// backward (or DCT-I twice) multiplies by this. `2 (N - 1)` for DCT-I, `2 (N + 1)` for
+    /// DST-I, `2 N` otherwise.
+    pub fn logical_len(self, n: usize) -> usize {
+        match self {
+            R2rKind::Dct1 => 2 * (n.max(2) - 1),
+            R2rKind::Dst1 => 2 * (n + 1),
+            _ => 2 * n,
+        }
+    }
 }
 
 /// Initialises FFTW's threads for both precisions.
@@ -93,7 +149,7 @@ pub unsafe fn init_threads() {
 
 macro_rules! impl_fft_real {
     ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident,
-     $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident) => {
+     $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident, $g_r2r:ident, $exec_r2r:ident) => {
         impl FftReal for $t {
             type RawPlan = $plan;
             #[allow(clippy::too_many_arguments)]
@@ -185,6 +241,10 @@ macro_rules! impl_fft_real {
                         Kind::C2r => sys::$g_c2r(1, dims.as_ptr(), hr, loops.as_ptr(), c, data, flags),
                         Kind::C2cForward => sys::$g_dft(1, dims.as_ptr(), hr, loops.as_ptr(), c, c, -1, flags),
                         Kind::C2cBackward => sys::$g_dft(1, dims.as_ptr(), hr, loops.as_ptr(), c, c, 1, flags),
+                        Kind::R2r(k) => {
+                            let kind = [k.fftw()];
+                            sys::$g_r2r(1, dims.as_ptr(), hr, loops.as_ptr(), data, data, kind.as_ptr(), flags)
+                        }
                     }
                 }
             }
@@ -195,7 +255,8 @@ macro_rules! impl_fft_real {
                     match kind {
                         Kind::R2c => sys::$exec_r2c(plan, data, c),
                         Kind::C2r => sys::$exec_c2r(plan, c, data),
-                        _ => sys::$exec_dft(plan, c, c),
+                        Kind::R2r(_) => sys::$exec_r2r(plan, data, data),
+                        Kind::C2cForward | Kind::C2cBackward => sys::$exec_dft(plan, c, c),
                     }
                 }
             }
@@ -217,7 +278,9 @@ impl_fft_real!(
     fftw_plan_guru64_dft_r2c,
     fftw_plan_guru64_dft_c2r,
     fftw_plan_guru64_dft,
-    fftw_execute_dft
+    fftw_execute_dft,
+    fftw_plan_guru64_r2r,
+    fftw_execute_r2r
 );
 impl_fft_real!(
     f32,
@@ -233,7 +296,9 @@ impl_fft_real!(
     fftwf_plan_guru64_dft_r2c,
     fftwf_plan_guru64_dft_c2r,
     fftwf_plan_guru64_dft,
-    fftwf_execute_dft
+    fftwf_execute_dft,
+    fftwf_plan_guru64_r2r,
+    fftwf_execute_r2r
 );
 
 /// FFTW planner flags for `rigor`.

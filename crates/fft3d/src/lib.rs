@@ -8,6 +8,7 @@
 //!
 //! [`DistFft`] is the distributed transform over slab and pencil process grids (module [`dist`]).
 
+pub mod axes;
 pub mod dist;
 mod ffi;
 mod lines;
@@ -18,8 +19,9 @@ use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
+pub use axes::{memory_order, proc_grid_limits, AxisSpec, AxisTransform};
 pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes};
-pub use ffi::FftReal;
+pub use ffi::{FftReal, R2rKind};
 
 /// How hard FFTW searches for a fast plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

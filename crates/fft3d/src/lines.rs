@@ -1,4 +1,5 @@
-//! Strided complex 1-D transforms along a slow axis, executed in cache-sized blocks.
+//! Strided 1-D transforms (complex, or real-to-real) along a slow axis, executed in
+//! cache-sized blocks.
 //!
 //! The y and z transforms of the distributed FFT run along axes whose stride is a whole row or
 //! plane of the local block (x stays fastest in every topology). One FFTW plan over all lines
@@ -17,22 +18,27 @@ use crate::{FftReal, PlanRigor};
 /// Bytes of one block's lines: `n x B` complex values, kept within L2.
 const BLOCK_BYTES: usize = 64 * 1024;
 
-/// Where the lines are: transforms of `n` points at stride `stride` (complex elements), in
-/// groups `(i, k)` (`i < outer.0`, `k < inner.0`) that start at complex element
-/// `i * outer.1 + k * inner.1` and hold `width` contiguous columns, one line each.
+/// Where the lines are: transforms of `n` points at stride `stride` (in elements of the
+/// transform: complex for c2c, reals for r2r), in groups `(i, k)` (`i < outer.0`, `k <
+/// inner.0`) whose first point is element `start + i * outer.1 + k * inner.1` and that hold
+/// `width` contiguous columns, one line each.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Lines {
     pub(crate) n: usize,
+    pub(crate) start: usize,
     pub(crate) stride: usize,
     pub(crate) width: usize,
     pub(crate) outer: (usize, usize),
     pub(crate) inner: (usize, usize),
 }
 
-/// Complex transforms along [`Lines`], in blocks of adjacent columns.
+/// Transforms along [`Lines`], in blocks of adjacent columns.
 pub(crate) struct BlockedLines<T: FftReal> {
     full: Plan1d<T>,
     rest: Option<Plan1d<T>>,
+    /// Reals per element of the transform (2 complex, 1 real).
+    unit: usize,
+    start: usize,
     block: usize,
     width: usize,
     outer: (usize, usize),
@@ -48,16 +54,20 @@ unsafe impl<T> Send for Shared<T> {}
 unsafe impl<T> Sync for Shared<T> {}
 
 impl<T: FftReal> BlockedLines<T> {
-    /// Plans the block transforms on `data` (a buffer that holds every line).
-    pub(crate) fn new(forward: bool, lines: Lines, data: *mut T, rigor: PlanRigor) -> Result<Self> {
-        let Lines { n, stride, width, outer, inner } = lines;
-        let kind = if forward { Kind::C2cForward } else { Kind::C2cBackward };
-        let per_column = n.max(1) * 2 * T::BYTES;
+    /// Plans the block transforms of `kind` (c2c or r2r) on `data` (a buffer that holds every
+    /// line).
+    pub(crate) fn new(kind: Kind, lines: Lines, data: *mut T, rigor: PlanRigor) -> Result<Self> {
+        let Lines { n, start, stride, width, outer, inner } = lines;
+        let unit = match kind {
+            Kind::R2r(_) => 1,
+            _ => 2,
+        };
+        let per_column = n.max(1) * unit * T::BYTES;
         let block = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
         let plan = |b: usize| Plan1d::unaligned(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor);
         let full = plan(block)?;
         let rest = if !width.is_multiple_of(block) { Some(plan(width % block)?) } else { None };
-        Ok(Self { full, rest, block, width, outer, inner })
+        Ok(Self { full, rest, unit, start, block, width, outer, inner })
     }
 
     /// Transforms every line of `data` (the buffer planned on, or one of the same layout).
@@ -74,15 +84,15 @@ impl<T: FftReal> BlockedLines<T> {
         let run = |task: usize| {
             let (g, b) = (task / per_group, task % per_group);
             let (i, k) = (g / self.inner.0, g % self.inner.0);
-            let column = i * self.outer.1 + k * self.inner.1 + b * self.block;
+            let column = self.start + i * self.outer.1 + k * self.inner.1 + b * self.block;
             let plan = if (b + 1) * self.block > self.width { self.rest.as_ref() } else { Some(&self.full) };
             // the whole wrapper, not its field: a closure would capture the raw pointer alone
             let p = shared;
             if let Some(plan) = plan {
                 // SAFETY: the block's lines lie inside the caller's buffer (the planned layout)
-                // and no other task touches its columns; complex element `column` is real
-                // `2 column`.
-                unsafe { plan.execute(p.0.add(2 * column)) };
+                // and no other task touches its columns; element `column` is real
+                // `unit * column`.
+                unsafe { plan.execute(p.0.add(self.unit * column)) };
             }
         };
         match par {

@@ -3,6 +3,9 @@
 //!
 //! - `parki-check fft`: the distributed FFT against a serial FFTW transform of the whole field
 //!   (computed on every rank) and forward-then-backward against the input.
+//! - `parki-check fft-axes`: the distributed transform with per-axis kinds (DFT, DCT/DST, zero
+//!   padding, semi-unbounded lines) against the `O(N^2)` defining sums applied to the whole
+//!   field on every rank, and forward-then-backward against the input.
 //! - `parki-check ewald`: the distributed Ewald sum against the single-process solver run on
 //!   every rank over the whole particle set (particles on and near subdomain boundaries and box
 //!   faces included), each rank holding a slice of the input; then particles moved by less than
@@ -16,8 +19,11 @@ use parki_comm::{Backend, Comm, ReduceOp, Universe};
 use parki_core::{Domain, Error, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
 use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
-use parki_fft3d::{DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor};
+use parki_fft3d::{
+    proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor, R2rKind,
+};
 use parki_reference::generate::Rng;
+use parki_reference::transforms::Transform1d;
 
 #[derive(Parser, Debug)]
 #[command(name = "parki-check", about = "Self-checks of parki-dist under mpirun")]
@@ -48,6 +54,24 @@ enum Command {
         /// Threads per rank.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+    },
+    /// Distributed transform with per-axis kinds against the defining sums.
+    FftAxes {
+        /// Data points per axis.
+        #[arg(long, value_delimiter = ',', default_value = "8,6,5")]
+        grid: Vec<usize>,
+        /// Per axis: per, unb, dct1..dct4, dst1..dst4, even-unb, odd-unb, unb-even, unb-odd, id.
+        #[arg(long, value_delimiter = ',')]
+        axes: Vec<String>,
+        /// Components.
+        #[arg(long, default_value_t = 2)]
+        comps: usize,
+        /// slab, pencil or auto.
+        #[arg(long, default_value = "auto")]
+        layout: String,
+        /// alltoallv or persistent.
+        #[arg(long, default_value = "alltoallv")]
+        backend: String,
     },
     /// Distributed Ewald against the single-process solver.
     Ewald {
@@ -423,6 +447,180 @@ fn check_fft(
     Ok((forward_err, roundtrip_err))
 }
 
+/// The axis of `fft-axes` named `name`, with `n` data points.
+fn named_axis(name: &str, n: usize) -> Result<AxisSpec, String> {
+    use R2rKind::{Dct1, Dct2, Dct3, Dct4, Dst1, Dst2, Dst3, Dst4};
+    let plain = |f, b| AxisSpec::r2r(n, f, b, n, 0, n, 0);
+    let semi = |f, b, fo, d| AxisSpec::r2r(n, f, b, 2 * n, fo, 2 * n + 1, d);
+    Ok(match name {
+        "per" => AxisSpec::periodic(n),
+        "unb" => AxisSpec::padded_dft(n, 2 * n),
+        "dct1" => plain(Dct1, Dct1),
+        "dct2" => plain(Dct2, Dct3),
+        "dct3" => plain(Dct3, Dct2),
+        "dct4" => plain(Dct4, Dct4),
+        "dst1" => plain(Dst1, Dst1),
+        "dst2" => plain(Dst2, Dst3),
+        "dst3" => plain(Dst3, Dst2),
+        "dst4" => plain(Dst4, Dst4),
+        "even-unb" => semi(Dct2, Dct3, 0, 0),
+        "odd-unb" => semi(Dst2, Dst3, 1, 1),
+        "unb-even" => semi(Dct2, Dct3, 0, n),
+        "unb-odd" => semi(Dst2, Dst3, 1, n + 1),
+        "id" => AxisSpec::identity(n),
+        _ => return Err(format!("--axes: unknown axis {name}")),
+    })
+}
+
+/// The defining-sum counterpart of an FFTW real-to-real kind.
+fn reference_kind(k: R2rKind) -> Transform1d {
+    match k {
+        R2rKind::Dct1 => Transform1d::Dct1,
+        R2rKind::Dct2 => Transform1d::Dct2,
+        R2rKind::Dct3 => Transform1d::Dct3,
+        R2rKind::Dct4 => Transform1d::Dct4,
+        R2rKind::Dst1 => Transform1d::Dst1,
+        R2rKind::Dst2 => Transform1d::Dst2,
+        R2rKind::Dst3 => Transform1d::Dst3,
+        R2rKind::Dst4 => Transform1d::Dst4,
+    }
+}
+
+/// `fft-axes`: returns the forward and round-trip errors (relative to the largest value).
+fn check_fft_axes(
+    world: &Comm,
+    grid: [usize; 3],
+    names: &[String],
+    comps: usize,
+    layout: &str,
+    backend: &str,
+) -> Result<(f64, f64), String> {
+    if names.len() != 3 {
+        return Err("--axes: expected three axes".into());
+    }
+    let axes = [0, 1, 2].map(|i| named_axis(&names[i], grid[i]));
+    let axes = [axes[0].clone()?, axes[1].clone()?, axes[2].clone()?];
+    let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
+    let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
+    let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
+    let opts = DistFftOptions { backend, ..DistFftOptions::new(comps) };
+    let mut fft = DistFft::<f64>::with_axes(world, axes, pg, opts).map_err(|e| e.to_string())?;
+    let (order, nf, cs) = (fft.order(), fft.element_reals(), fft.component_stride());
+    let value = |c: usize, p: [usize; 3]| {
+        let h = (c * 7919 + p[0] * 104_729 + p[1] * 1_299_709 + p[2] * 15_485_863) % 1_000_003;
+        h as f64 / 1_000_003.0 - 0.5
+    };
+    // the reference: the whole field in every axis's line, transformed axis by axis
+    let r2c_axis = fft.is_r2c().then_some(order[0]);
+    let dims = axes.map(|a| if a.transform == AxisTransform::Dft { a.fft_len } else { a.line });
+    let at = |p: [usize; 3]| (p[2] * dims[1] + p[1]) * dims[0] + p[0];
+    let len = dims.iter().product::<usize>();
+    let mut reference = vec![vec![(0.0, 0.0); len]; comps];
+    for (c, field) in reference.iter_mut().enumerate() {
+        for z in 0..grid[2] {
+            for y in 0..grid[1] {
+                for x in 0..grid[0] {
+                    let p = [x + axes[0].data_offset, y + axes[1].data_offset, z + axes[2].data_offset];
+                    field[at(p)] = (value(c, [x, y, z]), 0.0);
+                }
+            }
+        }
+        for (axis, a) in axes.iter().enumerate() {
+            let t = match a.transform {
+                AxisTransform::Identity => continue,
+                AxisTransform::Dft => Transform1d::DftForward,
+                AxisTransform::R2r { forward, .. } => reference_kind(forward),
+            };
+            let (u, v) = ((axis + 1) % 3, (axis + 2) % 3);
+            for j in 0..dims[u] {
+                for k in 0..dims[v] {
+                    let point = |s: usize| {
+                        let mut p = [0; 3];
+                        p[axis] = s;
+                        p[u] = j;
+                        p[v] = k;
+                        at(p)
+                    };
+                    let line: Vec<(f64, f64)> =
+                        (a.fft_offset..a.fft_offset + a.fft_len).map(|s| field[point(s)]).collect();
+                    for (s, y) in t.apply(&line).into_iter().enumerate() {
+                        field[point(a.fft_offset + s)] = y;
+                    }
+                }
+            }
+        }
+    }
+    let scale = reference.iter().flatten().fold(0.0f64, |m, v| m.max(v.0.abs()).max(v.1.abs()));
+    // this rank's real-space block
+    let t0 = fft.topology(0);
+    let (r1, r2) = (t0.range(1), t0.range(2));
+    let a0 = fft.axes()[0];
+    let user = |i: [usize; 3]| {
+        let mut p = [0; 3];
+        for j in 0..3 {
+            p[order[j]] = i[j];
+        }
+        p
+    };
+    for c in 0..comps {
+        for i2 in r2.clone() {
+            for i1 in r1.clone() {
+                for i0 in 0..a0.n {
+                    let k = c * cs + fft.real_index(a0.data_offset + i0, i1 - r1.start, i2 - r2.start);
+                    fft.data_mut()[k] = value(c, user([i0, i1, i2]));
+                }
+            }
+        }
+    }
+    fft.forward();
+    let t2 = fft.topology(2);
+    let (s0, s1, l2) = (t2.range(0), t2.range(1), t2.global[2]);
+    let mut forward_err = 0.0f64;
+    for (c, want_c) in reference.iter().enumerate() {
+        for i2 in 0..l2 {
+            for i1 in s1.clone() {
+                for i0 in s0.clone() {
+                    let k = c * cs + fft.spectral_index(i0 - s0.start, i1 - s1.start, i2);
+                    let got = (fft.data()[k], if nf == 2 { fft.data()[k + 1] } else { 0.0 });
+                    let p = user([i0, i1, i2]);
+                    let want = want_c[at(p)];
+                    debug_assert!(r2c_axis.is_none_or(|a| p[a] <= axes[a].fft_len / 2));
+                    forward_err = forward_err.max((got.0 - want.0).abs().max((got.1 - want.1).abs()) / scale);
+                }
+            }
+        }
+    }
+    fft.backward();
+    let norm: f64 = axes
+        .iter()
+        .map(|a| match a.transform {
+            AxisTransform::Identity => 1.0,
+            AxisTransform::Dft => a.fft_len as f64,
+            AxisTransform::R2r { backward, .. } => backward.logical_len(a.fft_len) as f64,
+        })
+        .product();
+    let mut roundtrip_err = 0.0f64;
+    for c in 0..comps {
+        for i2 in r2.clone() {
+            for i1 in r1.clone() {
+                for i0 in 0..a0.n {
+                    let k = c * cs + fft.real_index(a0.data_offset + i0, i1 - r1.start, i2 - r2.start);
+                    let want = value(c, user([i0, i1, i2]));
+                    roundtrip_err = roundtrip_err.max((fft.data()[k] / norm - want).abs());
+                }
+            }
+        }
+    }
+    let (f, r) = (world.max(forward_err), world.max(roundtrip_err));
+    if world.rank() == 0 {
+        println!(
+            "fft-axes {names:?} grid {grid:?} order {order:?} on {:?}: forward {f:.2e}, round trip {r:.2e}",
+            pg.dims
+        );
+    }
+    Ok((f, r))
+}
+
 fn main() -> ExitCode {
     let universe = match Universe::init() {
         Ok(u) => u,
@@ -439,6 +637,18 @@ fn main() -> ExitCode {
         Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
             check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
         }
+        Command::FftAxes { grid, axes, comps, layout, backend } => if grid.len() != 3 {
+            Err("--grid: expected three sizes".to_string())
+        } else {
+            check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend).and_then(|(f, r)| {
+                if f <= 1e-13 && r <= 1e-13 {
+                    Ok(())
+                } else {
+                    Err(format!("FFT axes check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
+                }
+            })
+        }
+        .map_err(unsupported),
         Command::Fft { grid, comps, layout, backend, complex, threads } => if grid.len() != 3 {
             Err("--grid: expected three sizes Mx,My,Mz".to_string())
         } else {

@@ -1,0 +1,170 @@
+//! Per-axis transforms of a distributed 3-D transform (FLUPS, digest seed-002 §2.1).
+//!
+//! Each axis of [`DistFft`](crate::DistFft) has an [`AxisSpec`]: the data points it carries,
+//! the 1-D transform ([`AxisTransform`]: a DFT, a DCT/DST, or none), and where data and
+//! transform sit in the axis's *line*, the storage of the whole axis in the topology where it
+//! is not split. Zero padding (the doubled domains of unbounded directions) is the part of the
+//! line outside the data; it exists only from the switch that makes the axis whole, so the
+//! transforms of the earlier axes skip it (FLUPS §4.2). After the transform the line holds the
+//! axis's spectral slots, which the later topologies split.
+
+use parki_core::{Error, Result};
+
+use crate::ffi::R2rKind;
+
+/// The 1-D transform along one axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AxisTransform {
+    /// Complex DFT (`e^{-i k x}` forward); real-to-complex on the first axis when the input is
+    /// real, the line then holding `fft_len / 2 + 1` complex slots.
+    Dft,
+    /// Real-to-real transform; `forward` and `backward` kinds (a DCT-II and its DCT-III, ...).
+    /// On complex data (after a DFT axis) it transforms real and imaginary parts.
+    R2r {
+        /// Forward kind.
+        forward: R2rKind,
+        /// Backward kind.
+        backward: R2rKind,
+    },
+    /// No transform: the axis is carried through the switches as it is.
+    Identity,
+}
+
+/// One axis of a [`DistFft`](crate::DistFft) (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisSpec {
+    /// Data points along the axis in real space (what the caller's block holds).
+    pub n: usize,
+    /// The transform.
+    pub transform: AxisTransform,
+    /// Transform length.
+    pub fft_len: usize,
+    /// First slot of the transform in the line.
+    pub fft_offset: usize,
+    /// Slots of the line (ignored on the real-to-complex axis: `fft_len / 2 + 1`).
+    pub line: usize,
+    /// First slot of the data in the line (0 on the real-to-complex axis).
+    pub data_offset: usize,
+}
+
+impl AxisSpec {
+    /// A periodic axis of `n` points: DFT of length `n`, no padding.
+    pub fn periodic(n: usize) -> Self {
+        Self { n, transform: AxisTransform::Dft, fft_len: n, fft_offset: 0, line: n, data_offset: 0 }
+    }
+
+    /// `n` points zero-padded to a DFT of length `fft_len`, data first (Hockney-Eastwood
+    /// doubling with `fft_len = 2 n`).
+    pub fn padded_dft(n: usize, fft_len: usize) -> Self {
+        Self { n, transform: AxisTransform::Dft, fft_len, fft_offset: 0, line: fft_len, data_offset: 0 }
+    }
+
+    /// A real-to-real axis: data at `data_offset` in a line of `line` slots, the transform
+    /// over `fft_len` slots from `fft_offset`.
+    pub fn r2r(
+        n: usize,
+        forward: R2rKind,
+        backward: R2rKind,
+        fft_len: usize,
+        fft_offset: usize,
+        line: usize,
+        data_offset: usize,
+    ) -> Self {
+        Self { n, transform: AxisTransform::R2r { forward, backward }, fft_len, fft_offset, line, data_offset }
+    }
+
+    /// An axis of `n` points carried without a transform.
+    pub fn identity(n: usize) -> Self {
+        Self { n, transform: AxisTransform::Identity, fft_len: n, fft_offset: 0, line: n, data_offset: 0 }
+    }
+
+    /// The line's slots when the axis is (`r2c`) or is not the real-to-complex axis.
+    pub fn line_slots(&self, r2c: bool) -> usize {
+        if r2c {
+            self.fft_len / 2 + 1
+        } else {
+            self.line
+        }
+    }
+
+    /// Whether the line has slots outside the data (zero padding).
+    pub fn is_padded(&self) -> bool {
+        self.line > self.n || self.fft_len > self.n
+    }
+
+    /// Checks that data and transform lie inside the line.
+    pub fn validate(&self, axis: usize) -> Result<()> {
+        let bad = |allowed: String| {
+            Err(Error::OutOfRange { field: format!("fft axis {axis}"), value: format!("{self:?}"), allowed })
+        };
+        if self.n == 0 {
+            return bad("at least one data point".into());
+        }
+        match self.transform {
+            AxisTransform::Identity if self.fft_len != self.n || self.line != self.n || self.data_offset != 0 => {
+                bad("an identity axis without padding".into())
+            }
+            _ if self.data_offset + self.n > self.line => bad("data inside the line".into()),
+            AxisTransform::R2r { .. } | AxisTransform::Dft if self.fft_offset + self.fft_len > self.line => {
+                bad("the transform inside the line".into())
+            }
+            AxisTransform::Dft if self.fft_len < self.n => bad("a DFT at least as long as the data".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The memory order of the axes (fastest first) for `axes`: the first is the axis of the
+/// real-to-complex transform (a DFT axis, an unpadded one first), otherwise the first
+/// unpadded axis, otherwise axis 0;
+/// the others follow unpadded before padded (stable), so that the zero padding appears as
+/// late as possible and the early transforms skip it (FLUPS's `dimorder` §2.4, with the r2c
+/// axis contiguous).
+pub fn memory_order(axes: &[AxisSpec; 3]) -> [usize; 3] {
+    let dft = |a: &AxisSpec| a.transform == AxisTransform::Dft;
+    let first = (0..3)
+        .find(|&i| dft(&axes[i]) && !axes[i].is_padded())
+        .or_else(|| (0..3).find(|&i| dft(&axes[i])))
+        .or_else(|| (0..3).find(|&i| !axes[i].is_padded()))
+        .unwrap_or(0);
+    let mut rest: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    rest.sort_by_key(|&i| axes[i].is_padded());
+    [first, rest[0], rest[1]]
+}
+
+/// The largest process grid `[P_1, P_2]` a transform of `axes` can run on (every rank owning
+/// part of every topology): `P_1 <= min(n_1, L_0)` and `P_2 <= min(n_2, L_1)` in memory order.
+pub fn proc_grid_limits(axes: &[AxisSpec; 3], complex: bool) -> [usize; 2] {
+    let order = memory_order(axes);
+    let a = order.map(|i| axes[i]);
+    let r2c = !complex && a[0].transform == AxisTransform::Dft;
+    [a[1].n.min(a[0].line_slots(r2c)), a[2].n.min(a[1].line)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{memory_order, AxisSpec};
+    use crate::ffi::R2rKind;
+
+    #[test]
+    fn order_puts_the_dft_axis_first_and_padding_last() {
+        let p = AxisSpec::periodic(8);
+        let u = AxisSpec::padded_dft(8, 16);
+        let e = AxisSpec::r2r(8, R2rKind::Dct2, R2rKind::Dct3, 8, 0, 8, 0);
+        let s = AxisSpec::r2r(8, R2rKind::Dct2, R2rKind::Dct3, 16, 0, 17, 0);
+        assert_eq!(memory_order(&[p, p, p]), [0, 1, 2]);
+        assert_eq!(memory_order(&[u, e, p]), [2, 1, 0]);
+        assert_eq!(memory_order(&[e, u, s]), [1, 0, 2]);
+        assert_eq!(memory_order(&[s, e, e]), [1, 2, 0]);
+        assert_eq!(memory_order(&[s, s, e]), [2, 0, 1]);
+        assert_eq!(memory_order(&[s, s, s]), [0, 1, 2]);
+    }
+
+    #[test]
+    fn validation_names_the_axis() {
+        let bad = AxisSpec { data_offset: 9, ..AxisSpec::r2r(8, R2rKind::Dct2, R2rKind::Dct3, 16, 0, 16, 0) };
+        let e = bad.validate(2).unwrap_err().to_string();
+        assert!(e.contains("fft axis 2"), "{e}");
+        assert!(AxisSpec::padded_dft(8, 16).validate(0).is_ok());
+    }
+}

@@ -1,0 +1,194 @@
+//! Boundary conditions per axis and what they make of the axis: its class, its transforms
+//! for the field and for the Green's function, its wavenumbers and its normalisation (digest
+//! seed-002 §2.1, cell-centred data).
+
+use parki_core::{Error, Result};
+use parki_fft3d::{AxisSpec, AxisTransform, R2rKind};
+
+/// A boundary condition on one side of an axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bc {
+    /// Even symmetry (zero flux).
+    Even,
+    /// Odd symmetry (zero value).
+    Odd,
+    /// Periodic (both sides).
+    Periodic,
+    /// Unbounded (free space).
+    Unbounded,
+}
+
+impl Bc {
+    /// Name in run.toml: `even`, `odd`, `per`, `unb`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bc::Even => "even",
+            Bc::Odd => "odd",
+            Bc::Periodic => "per",
+            Bc::Unbounded => "unb",
+        }
+    }
+
+    /// Parses a name of [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Bc::Even, Bc::Odd, Bc::Periodic, Bc::Unbounded].into_iter().find(|b| b.name() == s)
+    }
+
+    fn is_symmetric(self) -> bool {
+        matches!(self, Bc::Even | Bc::Odd)
+    }
+}
+
+/// What an axis is, from its pair of boundary conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AxisClass {
+    /// Periodic: DFT of `N`.
+    Periodic,
+    /// Symmetric on both sides: a DCT/DST of `N` (types II or IV).
+    Symmetric {
+        /// Low side.
+        low: Bc,
+        /// High side.
+        high: Bc,
+    },
+    /// Symmetric on one side, unbounded on the other: a DCT-II/DST-II on `2N` (digest §2.3).
+    SemiUnbounded {
+        /// The symmetric side's condition.
+        sym: Bc,
+        /// Whether the symmetric side is the low one.
+        sym_low: bool,
+    },
+    /// Unbounded on both sides: zero padding to `2N` (Hockney-Eastwood, digest §2.2).
+    Unbounded,
+}
+
+impl AxisClass {
+    /// The class of `[low, high]` on `axis`; periodic on one side only is an error.
+    pub fn of(axis: usize, pair: [Bc; 2]) -> Result<Self> {
+        let [low, high] = pair;
+        match (low, high) {
+            (Bc::Periodic, Bc::Periodic) => Ok(AxisClass::Periodic),
+            (Bc::Periodic, _) | (_, Bc::Periodic) => Err(Error::OutOfRange {
+                field: format!("problem.bc[{axis}]"),
+                value: format!("[\"{}\", \"{}\"]", low.name(), high.name()),
+                allowed: "periodic on both sides or on neither".into(),
+            }),
+            (Bc::Unbounded, Bc::Unbounded) => Ok(AxisClass::Unbounded),
+            (Bc::Unbounded, s) => Ok(AxisClass::SemiUnbounded { sym: s, sym_low: false }),
+            (s, Bc::Unbounded) => Ok(AxisClass::SemiUnbounded { sym: s, sym_low: true }),
+            (l, h) if l.is_symmetric() && h.is_symmetric() => Ok(AxisClass::Symmetric { low: l, high: h }),
+            _ => unreachable!("every pair is covered"),
+        }
+    }
+
+    /// Whether the Green's function is known in closed form along the axis (a spectral axis)
+    /// rather than sampled in space and transformed (an unbounded or semi-unbounded axis).
+    pub fn is_spectral(self) -> bool {
+        matches!(self, AxisClass::Periodic | AxisClass::Symmetric { .. })
+    }
+
+    /// The field's transform of `n` cells.
+    pub fn field_axis(self, n: usize) -> AxisSpec {
+        use R2rKind::{Dct2, Dct3, Dct4, Dst2, Dst3, Dst4};
+        match self {
+            AxisClass::Periodic => AxisSpec::periodic(n),
+            AxisClass::Symmetric { low, high } => {
+                let (f, b) = match (low, high) {
+                    (Bc::Even, Bc::Even) => (Dct2, Dct3),
+                    (Bc::Odd, Bc::Odd) => (Dst2, Dst3),
+                    (Bc::Even, Bc::Odd) => (Dct4, Dct4),
+                    _ => (Dst4, Dst4),
+                };
+                AxisSpec::r2r(n, f, b, n, 0, n, 0)
+            }
+            AxisClass::SemiUnbounded { sym, sym_low } => {
+                // a line of 2N + 1 slots: slot s is DCT-I mode s of the Green's function; the
+                // DST-II's entry k (mode k + 1) sits at slot k + 1
+                let odd = sym == Bc::Odd;
+                let (f, b) = if odd { (Dst2, Dst3) } else { (Dct2, Dct3) };
+                let shift = usize::from(odd);
+                let data = if sym_low { shift } else { n + shift };
+                AxisSpec::r2r(n, f, b, 2 * n, shift, 2 * n + 1, data)
+            }
+            AxisClass::Unbounded => AxisSpec::padded_dft(n, 2 * n),
+        }
+    }
+
+    /// The Green's function's transform along the axis, `line` the field's slots along it: the
+    /// identity on spectral axes, a DFT of the `2N` samples mirrored about `N` (unbounded), a
+    /// DCT-I of the `2N + 1` vertex samples (semi-unbounded).
+    pub fn green_axis(self, n: usize, line: usize) -> AxisSpec {
+        match self {
+            AxisClass::Periodic | AxisClass::Symmetric { .. } => AxisSpec::identity(line),
+            AxisClass::Unbounded => AxisSpec::periodic(2 * n),
+            AxisClass::SemiUnbounded { .. } => {
+                AxisSpec::r2r(2 * n + 1, R2rKind::Dct1, R2rKind::Dct1, 2 * n + 1, 0, 2 * n + 1, 0)
+            }
+        }
+    }
+
+    /// Wavenumber of spectral slot `s` of the field, `n` cells over length `l`, `r2c` when the
+    /// axis is the real-to-complex one.
+    pub fn wavenumber(self, n: usize, l: f64, s: usize, r2c: bool) -> f64 {
+        use std::f64::consts::PI;
+        let signed = |m: usize, period: usize| if r2c || m <= period / 2 { m as f64 } else { m as f64 - period as f64 };
+        match self {
+            AxisClass::Periodic => 2.0 * PI * signed(s, n) / l,
+            AxisClass::Symmetric { low, high } => {
+                let m = match (low, high) {
+                    (Bc::Even, Bc::Even) => s as f64,
+                    (Bc::Odd, Bc::Odd) => s as f64 + 1.0,
+                    _ => s as f64 + 0.5,
+                };
+                PI * m / l
+            }
+            AxisClass::Unbounded => PI * signed(s, 2 * n) / l,
+            AxisClass::SemiUnbounded { .. } => PI * s as f64 / (2.0 * l),
+        }
+    }
+
+    /// The position of sample `i` of the Green's function along a non-spectral axis of cell
+    /// size `h`: mirrored about `N` (unbounded), the vertex `i h` (semi-unbounded).
+    pub fn sample(self, n: usize, h: f64, i: usize) -> f64 {
+        match self {
+            AxisClass::Unbounded => i.min(2 * n - i) as f64 * h,
+            _ => i as f64 * h,
+        }
+    }
+
+    /// The factor of the axis in the Green's spectrum: the inverse of the transform pair's
+    /// logical length, times the quadrature weight `h` on non-spectral axes.
+    pub fn factor(self, spec: &AxisSpec, h: f64) -> f64 {
+        let len = match spec.transform {
+            AxisTransform::Dft => spec.fft_len,
+            AxisTransform::R2r { backward, .. } => backward.logical_len(spec.fft_len),
+            AxisTransform::Identity => 1,
+        } as f64;
+        if self.is_spectral() {
+            1.0 / len
+        } else {
+            h / len
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AxisClass, Bc};
+
+    #[test]
+    fn classes_and_errors() {
+        assert_eq!(AxisClass::of(0, [Bc::Periodic, Bc::Periodic]).unwrap(), AxisClass::Periodic);
+        assert_eq!(
+            AxisClass::of(1, [Bc::Unbounded, Bc::Odd]).unwrap(),
+            AxisClass::SemiUnbounded { sym: Bc::Odd, sym_low: false }
+        );
+        let e = AxisClass::of(2, [Bc::Periodic, Bc::Even]).unwrap_err().to_string();
+        assert!(e.contains("problem.bc[2]") && e.contains("per"), "{e}");
+        // 1 + 9 classes per axis: 1000 combinations in 3-D
+        let all = [Bc::Even, Bc::Odd, Bc::Periodic, Bc::Unbounded];
+        let n =
+            all.iter().flat_map(|&l| all.iter().map(move |&h| AxisClass::of(0, [l, h]))).filter(|c| c.is_ok()).count();
+        assert_eq!(n, 10);
+    }
+}

@@ -1,0 +1,21 @@
+//! Grid Poisson solver with per-axis boundary conditions over the distributed FFT, after
+//! FLUPS (Caprace, Gillis & Chatelain; digest `seed-002-flups.md`).
+//!
+//! `lap(phi) = f` on a uniform cell-centred grid in a box, each axis periodic, symmetric
+//! (even or odd on each side), unbounded, or semi-unbounded (unbounded on one side, even or
+//! odd on the other): 10 classes per axis, 1000 combinations. The solution is the convolution
+//! with a Green's function ([`GreenKind`]: CHAT2, HEJ2..HEJ10, HEJ0, LGF2) computed spectrally.
+//!
+//! - [`bc`]: boundary conditions, axis classes and their transforms.
+//! - [`green`]: the Green's functions in their 3-D, 2-D, 1-D and spectral forms.
+//! - [`special`]: the special functions they need.
+//! - [`solver`]: [`PoissonSolver`], plan once, solve many times.
+
+pub mod bc;
+pub mod green;
+pub mod solver;
+pub mod special;
+
+pub use bc::{AxisClass, Bc};
+pub use green::{Green, GreenKind};
+pub use solver::{PoissonOptions, PoissonSolver, PoissonTimes, SolveReport};
