@@ -70,6 +70,25 @@ fn distributed_axes_fft_matches_the_defining_sums() {
 }
 
 #[test]
+fn distributed_poisson_matches_one_process() {
+    let cases = [
+        ("unb,unb,even,unb,per,per", "chat2", "1"),
+        ("unb,odd,unb,unb,unb,unb", "hej4", "3"),
+        ("even,odd,per,per,odd,odd", "chat2", "3"),
+        ("per,per,unb,even,unb,unb", "hej6", "1"),
+    ];
+    for ranks in 1..=4 {
+        for (i, (bc, green, comps)) in cases.iter().enumerate() {
+            let layout = if ranks > 1 && i % 2 == 1 { "pencil" } else { "slab" };
+            let backend = if (i + ranks) % 2 == 0 { "alltoallv" } else { "persistent" };
+            let args =
+                ["poisson", "--bc", bc, "--green", green, "--comps", comps, "--layout", layout, "--backend", backend];
+            ok(ranks, &args);
+        }
+    }
+}
+
+#[test]
 fn distributed_ewald_matches_one_process() {
     for kernel in ["laplace", "stokeslet", "stresslet", "stokes"] {
         for ranks in 1..=4 {

@@ -6,6 +6,8 @@
 //! - `parki-check fft-axes`: the distributed transform with per-axis kinds (DFT, DCT/DST, zero
 //!   padding, semi-unbounded lines) against the `O(N^2)` defining sums applied to the whole
 //!   field on every rank, and forward-then-backward against the input.
+//! - `parki-check poisson`: the distributed Poisson solver against the one-process solver run
+//!   on every rank over the whole grid.
 //! - `parki-check ewald`: the distributed Ewald sum against the single-process solver run on
 //!   every rank over the whole particle set (particles on and near subdomain boundaries and box
 //!   faces included), each rank holding a slice of the input; then particles moved by less than
@@ -65,6 +67,27 @@ enum Command {
         axes: Vec<String>,
         /// Components.
         #[arg(long, default_value_t = 2)]
+        comps: usize,
+        /// slab, pencil or auto.
+        #[arg(long, default_value = "auto")]
+        layout: String,
+        /// alltoallv or persistent.
+        #[arg(long, default_value = "alltoallv")]
+        backend: String,
+    },
+    /// Distributed Poisson solve against the one-process solve.
+    Poisson {
+        /// Cells per axis.
+        #[arg(long, value_delimiter = ',', default_value = "12,10,9")]
+        grid: Vec<usize>,
+        /// Six conditions: x low, x high, y low, y high, z low, z high.
+        #[arg(long, value_delimiter = ',', default_value = "unb,unb,even,unb,per,per")]
+        bc: Vec<String>,
+        /// Green's function.
+        #[arg(long, default_value = "chat2")]
+        green: String,
+        /// Components (1 or 3).
+        #[arg(long, default_value_t = 1)]
         comps: usize,
         /// slab, pencil or auto.
         #[arg(long, default_value = "auto")]
@@ -621,6 +644,77 @@ fn check_fft_axes(
     Ok((f, r))
 }
 
+/// `poisson`: the largest difference of the distributed solution from the one-process one,
+/// relative to its largest value.
+fn check_poisson(
+    world: &Comm,
+    grid: &[usize],
+    bc: &[String],
+    green: &str,
+    comps: usize,
+    layout: &str,
+    backend: &str,
+) -> Result<f64, String> {
+    use parki_poisson::{Bc, GreenKind, PoissonOptions, PoissonSolver};
+    if grid.len() != 3 || bc.len() != 6 {
+        return Err("--grid: three sizes; --bc: six conditions".into());
+    }
+    let b: Vec<Bc> =
+        bc.iter().map(|s| Bc::parse(s).ok_or(format!("--bc: unknown condition {s}"))).collect::<Result<_, _>>()?;
+    let cells = [grid[0], grid[1], grid[2]];
+    let mut opts = PoissonOptions::new([1.0, 0.9, 1.1], cells, [[b[0], b[1]], [b[2], b[3]], [b[4], b[5]]]);
+    opts.green = GreenKind::parse(green).ok_or(format!("--green: unknown kernel {green}"))?;
+    if opts.green != GreenKind::Chat2 {
+        opts.lengths = cells.map(|n| n as f64 / 10.0);
+    }
+    opts.components = comps;
+    opts.decomposition = Decomposition::parse(layout).ok_or(format!("layout = {layout}"))?;
+    opts.backend = Backend::parse(backend).ok_or(format!("backend = {backend}"))?;
+    let value = |c: usize, p: [usize; 3]| {
+        let h = (c * 7919 + p[0] * 104_729 + p[1] * 1_299_709 + p[2] * 15_485_863) % 1_000_003;
+        h as f64 / 1_000_003.0 - 0.5
+    };
+    let fill = |block: &[std::ops::Range<usize>; 3]| -> Vec<f64> {
+        let mut v = Vec::new();
+        for x in block[0].clone() {
+            for y in block[1].clone() {
+                for z in block[2].clone() {
+                    v.extend((0..comps).map(|c| value(c, [x, y, z])));
+                }
+            }
+        }
+        v
+    };
+    let mut one = PoissonSolver::plan(&Comm::single(), opts.clone()).map_err(|e| e.to_string())?;
+    let rhs = fill(&one.local_block());
+    let mut whole = vec![0.0; rhs.len()];
+    one.solve(&rhs, &mut whole).map_err(|e| e.to_string())?;
+    let mut dist = PoissonSolver::plan(world, opts).map_err(|e| e.to_string())?;
+    let block = dist.local_block();
+    let rhs = fill(&block);
+    let mut phi = vec![0.0; rhs.len()];
+    dist.solve(&rhs, &mut phi).map_err(|e| e.to_string())?;
+    let scale = whole.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let mut err = 0.0f64;
+    let mut q = 0;
+    for x in block[0].clone() {
+        for y in block[1].clone() {
+            for z in block[2].clone() {
+                for c in 0..comps {
+                    let w = whole[((x * cells[1] + y) * cells[2] + z) * comps + c];
+                    err = err.max((phi[q] - w).abs() / scale);
+                    q += 1;
+                }
+            }
+        }
+    }
+    let err = world.max(err);
+    if world.rank() == 0 {
+        println!("poisson {bc:?} {green} x{comps} on {:?}: {err:.2e}", dist.proc_grid().dims);
+    }
+    Ok(err)
+}
+
 fn main() -> ExitCode {
     let universe = match Universe::init() {
         Ok(u) => u,
@@ -636,6 +730,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
             check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
+        }
+        Command::Poisson { grid, bc, green, comps, layout, backend } => {
+            check_poisson(&world, &grid, &bc, &green, comps, &layout, &backend)
+                .and_then(|e| {
+                    if e <= 1e-13 {
+                        Ok(())
+                    } else {
+                        Err(format!("Poisson check failed: {e:.3e} from one process (bound 1e-13)"))
+                    }
+                })
+                .map_err(unsupported)
         }
         Command::FftAxes { grid, axes, comps, layout, backend } => if grid.len() != 3 {
             Err("--grid: expected three sizes".to_string())
