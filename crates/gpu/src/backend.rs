@@ -450,30 +450,20 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             }
             DeviceSpread::Hybrid => {
                 let cw = (self.winp.p as u32 / 2).max(2);
-                let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
-                self.far_keys.ensure(4 * n.max(1))?;
-                let mut a = Args::new();
-                a.push(self.winp).push(cw).push(n as u32).push(self.src_pos.ptr()).push(self.far_keys.ptr());
-                self.launch_n("farcell_keys", n, &mut a)?;
-                let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
-                let r = self.counting_sort(self.far_keys.ptr(), n, nf, &mut sort);
+                let nf = self.sort_by_far_cell(self.src_pos.ptr(), n, cw)?;
                 let p = self.winp.p as usize;
                 let per = (3 * p + ncomp) * t + 12;
                 let batch = (40 * 1024 / per).clamp(1, 64) as u32;
                 let shared = batch as usize * per;
                 let b = self.block_threads(256);
-                let r = r.and_then(|_| {
-                    let mut a = Args::new();
-                    a.push(self.winp).push(self.coeffs.ptr()).push(code).push(cw).push(sort.offsets.ptr());
-                    a.push(sort.order.ptr())
-                        .push(self.src_pos.ptr())
-                        .push(self.src_packed.ptr())
-                        .push(batch)
-                        .push(grid);
-                    self.launch("p2g_hybrid", [nf as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)
-                });
-                self.far_sort = sort;
-                r
+                let mut a = Args::new();
+                a.push(self.winp).push(self.coeffs.ptr()).push(code).push(cw).push(self.far_sort.offsets.ptr());
+                a.push(self.far_sort.order.ptr())
+                    .push(self.src_pos.ptr())
+                    .push(self.src_packed.ptr())
+                    .push(batch)
+                    .push(grid);
+                self.launch("p2g_hybrid", [nf as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)
             }
             DeviceSpread::Operator => {
                 self.build_operator(sources.positions(), n)?;
@@ -485,6 +475,21 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 self.launch_n("p2g_operator_apply", points, &mut a)
             }
         }
+    }
+
+    /// Sorts the `n` points at device `positions` by far-field cell of `cw` grid points a
+    /// side into `far_sort` (keys by `farcell_keys`, then the counting sort); returns the number
+    /// of cells.
+    fn sort_by_far_cell(&mut self, positions: DevicePtr, n: usize, cw: u32) -> Result<usize> {
+        let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
+        self.far_keys.ensure(4 * n.max(1))?;
+        let mut a = Args::new();
+        a.push(self.winp).push(cw).push(n as u32).push(positions).push(self.far_keys.ptr());
+        self.launch_n("farcell_keys", n, &mut a)?;
+        let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
+        let r = self.counting_sort(self.far_keys.ptr(), n, nf, &mut sort);
+        self.far_sort = sort;
+        r.map(|_| nf)
     }
 
     /// Builds the spreading operator unless it was built for these positions.
@@ -543,17 +548,8 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             G2pVariant::Base => 0,
             G2pVariant::TargetSorted => {
                 let cw = (self.winp.p as u32 / 2).max(1);
-                let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
-                self.far_keys.ensure(4 * nt.max(1))?;
-                let mut a = Args::new();
-                a.push(self.winp).push(cw).push(nt as u32).push(self.tgt_pos.ptr()).push(self.far_keys.ptr());
-                self.launch_n("farcell_keys", nt, &mut a)?;
-                let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
-                let r = self.counting_sort(self.far_keys.ptr(), nt, nf, &mut sort);
-                let order = sort.order.ptr();
-                self.far_sort = sort;
-                r?;
-                order
+                self.sort_by_far_cell(self.tgt_pos.ptr(), nt, cw)?;
+                self.far_sort.order.ptr()
             }
         };
         let mut a = Args::new();

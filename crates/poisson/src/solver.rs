@@ -216,7 +216,6 @@ impl PoissonSolver {
         let t0 = gfft.topology(0);
         let (r1, r2) = (t0.range(1), t0.range(2));
         let n0 = gfft.axes()[0].n;
-        let mut missing = false;
         for i2 in r2.clone() {
             for i1 in r1.clone() {
                 for i0 in 0..n0 {
@@ -231,13 +230,8 @@ impl PoissonSolver {
                         3 => self.green.g3((x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt()),
                         2 => {
                             let cell = [h[physical[0]], h[physical[1]]];
-                            match self.green.g2((x[0] * x[0] + x[1] * x[1]).sqrt(), k[0], cell) {
-                                Some(v) => v,
-                                None => {
-                                    missing = true;
-                                    0.0
-                                }
-                            }
+                            // None: given in full Fourier space instead (filled in below)
+                            self.green.g2((x[0] * x[0] + x[1] * x[1]).sqrt(), k[0], cell).unwrap_or(0.0)
                         }
                         1 => self.green.g1(x[0], (k[0] * k[0] + k[1] * k[1]).sqrt()),
                         _ => self.green.spectral([k[0], k[1], k[2]]),
@@ -257,7 +251,6 @@ impl PoissonSolver {
         let mut table = Vec::with_capacity(s0.len() * s1.len() * l2);
         // HEJ with two unbounded axes: given in full Fourier space at k != 0 (on every rank)
         let spectral_missing = matches!(self.green.kind, GreenKind::Hej(_)) && physical.len() == 2;
-        debug_assert!(!missing || spectral_missing);
         for i2 in 0..l2 {
             for i1 in s1.clone() {
                 for i0 in s0.clone() {
@@ -326,64 +319,37 @@ impl PoissonSolver {
     /// C order, components fastest) into `phi`, same layout. Collective over the plan's
     /// communicator.
     pub fn solve(&mut self, rhs: &[f64], phi: &mut [f64]) -> Result<SolveReport> {
-        let len = self.local_len();
-        if rhs.len() != len || phi.len() != len {
-            return Err(Error::OutOfRange {
-                field: "poisson right-hand side".into(),
-                value: format!("{} values in, {} out", rhs.len(), phi.len()),
-                allowed: format!(
-                    "{len} values: this rank's block {:?} times {} components",
-                    self.block, self.opts.components
-                ),
-            });
-        }
+        // checked on every rank and agreed, so that a bad block stops every rank
+        self.comm.agree(self.check_rhs(rhs, phi))?;
         let comps = self.opts.components;
-        let order = self.fft.order();
-        let ext = self.block.clone().map(|r| r.len());
-        // element stride of each memory-order axis in the caller's C-order block
-        let user_stride = [ext[1] * ext[2], ext[2], 1];
-        let stride = order.map(|a| user_stride[a] * comps);
-        let [_, yl, zl] = self.fft.topology(0).local();
-        let (n0, d0) = (self.fft.axes()[0].n, self.fft.axes()[0].data_offset);
-        let cs = self.fft.component_stride();
-        let row_stride = self.fft.row_stride();
+        let rows = self.rows();
 
         let t = Instant::now();
         let mut report = SolveReport { mean_removed: vec![None; comps] };
         if self.zero_mode {
             let total = self.opts.cells.iter().product::<usize>() as f64;
-            for c in 0..comps {
-                let (sum, max) =
-                    rhs.iter().skip(c).step_by(comps).fold((0.0, 0.0f64), |(s, m), &v| (s + v, m.max(v.abs())));
-                let mut v = [sum, max];
-                self.comm.all_reduce_f64(&mut v[..1], parki_comm::ReduceOp::Sum);
-                let max = self.comm.max(v[1]);
-                let mean = v[0] / total;
+            let mut sums = vec![0.0; comps];
+            let mut max = 0.0f64;
+            for (q, &v) in rhs.iter().enumerate() {
+                sums[q % comps] += v;
+                max = max.max(v.abs());
+            }
+            self.comm.all_reduce_f64(&mut sums, parki_comm::ReduceOp::Sum);
+            let max = self.comm.max(max);
+            for (c, sum) in sums.into_iter().enumerate() {
+                let mean = sum / total;
                 if mean.abs() > 1e-12 * max {
                     report.mean_removed[c] = Some(mean);
                 }
             }
         }
-        if let Some(i) = rhs.iter().position(|v| !v.is_finite()) {
-            return Err(Error::OutOfRange {
-                field: "poisson right-hand side".into(),
-                value: format!("{} at local value {i}", rhs[i]),
-                allowed: "finite values".into(),
-            });
-        }
         {
             let data = self.fft.data_mut();
-            for c in 0..comps {
-                for i2 in 0..zl {
-                    for i1 in 0..yl {
-                        let row = c * cs + (i2 * yl + i1) * row_stride;
-                        let src = i1 * stride[1] + i2 * stride[2] + c;
-                        for i0 in 0..n0 {
-                            data[row + d0 + i0] = rhs[src + i0 * stride[0]];
-                        }
-                    }
+            rows.for_each(|row, user| {
+                for i0 in 0..rows.n0 {
+                    data[row + i0] = rhs[user + i0 * rows.stride0];
                 }
-            }
+            });
         }
         self.times.load += t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -391,6 +357,7 @@ impl PoissonSolver {
         self.times.forward += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let nf = self.fft.element_reals();
+        let cs = self.fft.component_stride();
         {
             let table = &self.table;
             let data = self.fft.data_mut();
@@ -414,19 +381,90 @@ impl PoissonSolver {
         self.times.backward += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let data = self.fft.data();
-        for c in 0..comps {
-            for i2 in 0..zl {
-                for i1 in 0..yl {
-                    let row = c * cs + (i2 * yl + i1) * row_stride;
-                    let dst = i1 * stride[1] + i2 * stride[2] + c;
-                    for i0 in 0..n0 {
-                        phi[dst + i0 * stride[0]] = data[row + d0 + i0];
-                    }
-                }
+        rows.for_each(|row, user| {
+            for i0 in 0..rows.n0 {
+                phi[user + i0 * rows.stride0] = data[row + i0];
             }
-        }
+        });
         self.times.store += t.elapsed().as_secs_f64();
         self.times.solves += 1;
         Ok(report)
+    }
+
+    /// This rank's check of a solve's arguments: lengths and finite values.
+    fn check_rhs(&self, rhs: &[f64], phi: &[f64]) -> Result<()> {
+        let len = self.local_len();
+        if rhs.len() != len || phi.len() != len {
+            return Err(Error::OutOfRange {
+                field: "poisson right-hand side".into(),
+                value: format!("{} values in, {} out", rhs.len(), phi.len()),
+                allowed: format!(
+                    "{len} values: this rank's block {:?} times {} components",
+                    self.block, self.opts.components
+                ),
+            });
+        }
+        if let Some(i) = rhs.iter().position(|v| !v.is_finite()) {
+            return Err(Error::OutOfRange {
+                field: "poisson right-hand side".into(),
+                value: format!("{} at local value {i}", rhs[i]),
+                allowed: "finite values".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Where the a0 rows of the real-space block are, in the transform's buffer and in the
+    /// caller's C-order block.
+    fn rows(&self) -> Rows {
+        let comps = self.opts.components;
+        let order = self.fft.order();
+        let ext = self.block.clone().map(|r| r.len());
+        // element stride of each memory-order axis in the caller's C-order block
+        let user_stride = [ext[1] * ext[2], ext[2], 1];
+        let stride = order.map(|a| user_stride[a] * comps);
+        let [_, yl, zl] = self.fft.topology(0).local();
+        let a0 = self.fft.axes()[0];
+        debug_assert!(self.fft.element_reals() == 1 || self.fft.is_r2c(), "real rows: one real per slot");
+        Rows {
+            comps,
+            yl,
+            zl,
+            n0: a0.n,
+            first: a0.data_offset,
+            row_stride: self.fft.row_stride(),
+            component_stride: self.fft.component_stride(),
+            stride0: stride[0],
+            stride: [stride[1], stride[2]],
+        }
+    }
+}
+
+/// The a0 rows of a solver's real-space block: `n0` values each, `stride0` apart in the
+/// caller's block, contiguous from the row's data offset in the transform's buffer.
+#[derive(Clone, Copy)]
+struct Rows {
+    comps: usize,
+    yl: usize,
+    zl: usize,
+    n0: usize,
+    first: usize,
+    row_stride: usize,
+    component_stride: usize,
+    stride0: usize,
+    stride: [usize; 2],
+}
+
+impl Rows {
+    /// Calls `f(buffer offset, caller offset)` for the first value of every row.
+    fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        for c in 0..self.comps {
+            for i2 in 0..self.zl {
+                for i1 in 0..self.yl {
+                    let row = c * self.component_stride + (i2 * self.yl + i1) * self.row_stride + self.first;
+                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + c);
+                }
+            }
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::f64::consts::PI;
 
 use parki_comm::Comm;
 use parki_poisson::{AxisClass, Bc, Green, GreenKind, PoissonOptions, PoissonSolver};
-use parki_reference::transforms::Transform1d;
+use parki_reference::transforms::{apply_along_axis, Transform1d};
 
 fn bcs(s: &str) -> [[Bc; 2]; 3] {
     let v: Vec<Bc> = s.split(',').map(|t| Bc::parse(t).unwrap()).collect();
@@ -37,26 +37,6 @@ fn spectral_axis(c: AxisClass, n: usize, l: f64) -> (Transform1d, Transform1d, f
     }
 }
 
-fn transform_axis(data: &mut [(f64, f64)], dims: [usize; 3], axis: usize, t: Transform1d, scale: f64) {
-    let (u, v) = ((axis + 1) % 3, (axis + 2) % 3);
-    let at = |p: [usize; 3]| (p[0] * dims[1] + p[1]) * dims[2] + p[2];
-    for j in 0..dims[u] {
-        for k in 0..dims[v] {
-            let point = |s: usize| {
-                let mut p = [0; 3];
-                p[axis] = s;
-                p[u] = j;
-                p[v] = k;
-                at(p)
-            };
-            let line: Vec<(f64, f64)> = (0..dims[axis]).map(|s| data[point(s)]).collect();
-            for (s, y) in t.apply(&line).into_iter().enumerate() {
-                data[point(s)] = (y.0 / scale, y.1 / scale);
-            }
-        }
-    }
-}
-
 /// The reference solution for `f` (C order, axis 0 slowest).
 fn reference(opts: &PoissonOptions, f: &[f64]) -> Vec<f64> {
     let n = opts.cells;
@@ -72,7 +52,7 @@ fn reference(opts: &PoissonOptions, f: &[f64]) -> Vec<f64> {
         (0..3).map(|a| classes[a].is_spectral().then(|| spectral_axis(classes[a], n[a], l[a]))).collect();
     for &a in &spectral {
         let (fwd, _, _, _) = axes[a].as_ref().unwrap();
-        transform_axis(&mut data, n, a, *fwd, 1.0);
+        apply_along_axis(&mut data, n, a, *fwd, 0, n[a], 1.0);
     }
     // images of a source coordinate along a physical axis: (position, sign)
     let images = |a: usize, i: usize| -> Vec<(f64, f64)> {
@@ -132,7 +112,7 @@ fn reference(opts: &PoissonOptions, f: &[f64]) -> Vec<f64> {
     }
     for &a in &spectral {
         let (_, bwd, norm, _) = axes[a].as_ref().unwrap();
-        transform_axis(&mut out, n, a, *bwd, *norm);
+        apply_along_axis(&mut out, n, a, *bwd, 0, n[a], *norm);
     }
     out.iter().map(|v| v.0).collect()
 }

@@ -75,6 +75,38 @@ impl Transform1d {
     }
 }
 
+/// Applies `t` along `axis` of a field of `dims` values (C order: axis 0 slowest), to the
+/// `len` slots of each line from `start`, dividing the result by `scale`; the other slots are
+/// left as they are.
+pub fn apply_along_axis(
+    data: &mut [(f64, f64)],
+    dims: [usize; 3],
+    axis: usize,
+    t: Transform1d,
+    start: usize,
+    len: usize,
+    scale: f64,
+) {
+    assert_eq!(data.len(), dims.iter().product::<usize>(), "one value per point of dims");
+    let (u, v) = ((axis + 1) % 3, (axis + 2) % 3);
+    let at = |p: [usize; 3]| (p[0] * dims[1] + p[1]) * dims[2] + p[2];
+    for j in 0..dims[u] {
+        for k in 0..dims[v] {
+            let point = |s: usize| {
+                let mut p = [0; 3];
+                p[axis] = s;
+                p[u] = j;
+                p[v] = k;
+                at(p)
+            };
+            let line: Vec<(f64, f64)> = (start..start + len).map(|s| data[point(s)]).collect();
+            for (s, y) in t.apply(&line).into_iter().enumerate() {
+                data[point(start + s)] = (y.0 / scale, y.1 / scale);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Transform1d;

@@ -25,7 +25,7 @@ use parki_fft3d::{
     proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor, R2rKind,
 };
 use parki_reference::generate::Rng;
-use parki_reference::transforms::Transform1d;
+use parki_reference::transforms::{apply_along_axis, Transform1d};
 
 #[derive(Parser, Debug)]
 #[command(name = "parki-check", about = "Self-checks of parki-dist under mpirun")]
@@ -521,8 +521,7 @@ fn check_fft_axes(
     if names.len() != 3 {
         return Err("--axes: expected three axes".into());
     }
-    let axes = [0, 1, 2].map(|i| named_axis(&names[i], grid[i]));
-    let axes = [axes[0].clone()?, axes[1].clone()?, axes[2].clone()?];
+    let axes = [named_axis(&names[0], grid[0])?, named_axis(&names[1], grid[1])?, named_axis(&names[2], grid[2])?];
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
     let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
     let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
@@ -536,7 +535,7 @@ fn check_fft_axes(
     // the reference: the whole field in every axis's line, transformed axis by axis
     let r2c_axis = fft.is_r2c().then_some(order[0]);
     let dims = axes.map(|a| if a.transform == AxisTransform::Dft { a.fft_len } else { a.line });
-    let at = |p: [usize; 3]| (p[2] * dims[1] + p[1]) * dims[0] + p[0];
+    let at = |p: [usize; 3]| (p[0] * dims[1] + p[1]) * dims[2] + p[2];
     let len = dims.iter().product::<usize>();
     let mut reference = vec![vec![(0.0, 0.0); len]; comps];
     for (c, field) in reference.iter_mut().enumerate() {
@@ -554,23 +553,7 @@ fn check_fft_axes(
                 AxisTransform::Dft => Transform1d::DftForward,
                 AxisTransform::R2r { forward, .. } => reference_kind(forward),
             };
-            let (u, v) = ((axis + 1) % 3, (axis + 2) % 3);
-            for j in 0..dims[u] {
-                for k in 0..dims[v] {
-                    let point = |s: usize| {
-                        let mut p = [0; 3];
-                        p[axis] = s;
-                        p[u] = j;
-                        p[v] = k;
-                        at(p)
-                    };
-                    let line: Vec<(f64, f64)> =
-                        (a.fft_offset..a.fft_offset + a.fft_len).map(|s| field[point(s)]).collect();
-                    for (s, y) in t.apply(&line).into_iter().enumerate() {
-                        field[point(a.fft_offset + s)] = y;
-                    }
-                }
-            }
+            apply_along_axis(field, dims, axis, t, a.fft_offset, a.fft_len, 1.0);
         }
     }
     let scale = reference.iter().flatten().fold(0.0f64, |m, v| m.max(v.0.abs()).max(v.1.abs()));
