@@ -62,12 +62,12 @@ pub struct RunSummary {
 
 /// Progress lines on stderr, from rank 0 only.
 #[derive(Clone, Copy, Debug)]
-struct Log {
-    on: bool,
+pub(crate) struct Log {
+    pub(crate) on: bool,
 }
 
 impl Log {
-    fn line(&self, msg: &str) {
+    pub(crate) fn line(&self, msg: &str) {
         if self.on {
             eprintln!("[parki-dist] {msg}");
         }
@@ -75,7 +75,7 @@ impl Log {
 }
 
 /// Warnings on stderr, from rank 0 only (even with `--quiet`).
-fn warn(comm: &Comm, msg: &str) {
+pub(crate) fn warn(comm: &Comm, msg: &str) {
     if comm.rank() == 0 {
         eprintln!("[parki-dist] warning: {msg}");
     }
@@ -93,8 +93,14 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let log = Log { on: !args.quiet && comm.rank() == 0 };
+    let text = std::fs::read_to_string(&args.config)
+        .map_err(|e| Error::Io { path: args.config.clone(), message: e.to_string() });
+    let equation = comm.agree(text.and_then(|t| crate::config::equation(&t, &args.config)))?;
+    if equation.as_deref() == Some("poisson") {
+        return crate::poisson::run(args, comm);
+    }
     let cfg = comm.agree(RunConfig::load(&args.config))?;
-    let popts = comm.agree(parallel_options(&cfg).and_then(|p| check_grid(p, comm.size())))?;
+    let popts = comm.agree(parallel_options(&cfg.parallel).and_then(|p| check_grid(p, comm.size())))?;
     if args.repeat == Some(0) {
         return Err(repeat_error("--repeat"));
     }
@@ -209,7 +215,7 @@ pub fn error_line(program: &str, e: &Error, ranks: usize) -> String {
     }
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
     } else {
@@ -218,7 +224,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Checks an explicit process grid against the rank count before any input is read.
-fn check_grid(p: ParallelOptions, ranks: usize) -> Result<ParallelOptions> {
+pub(crate) fn check_grid(p: ParallelOptions, ranks: usize) -> Result<ParallelOptions> {
     match p.grid {
         Some(g) if g[0] * g[1] != ranks => Err(Error::OutOfRange {
             field: "parallel.grid".into(),
@@ -233,7 +239,12 @@ const ALLOWED_DECOMP: &str = "\"auto\", \"slab\" or \"pencil\"";
 
 /// A run.toml word: `None` (absent) or the value `parse` accepts; anything else is an error
 /// naming the field, the value and the words allowed.
-fn word<V>(field: &str, value: Option<&str>, parse: impl Fn(&str) -> Option<V>, allowed: &str) -> Result<Option<V>> {
+pub(crate) fn word<V>(
+    field: &str,
+    value: Option<&str>,
+    parse: impl Fn(&str) -> Option<V>,
+    allowed: &str,
+) -> Result<Option<V>> {
     value
         .map(|v| {
             parse(v).ok_or_else(|| Error::OutOfRange {
@@ -246,8 +257,7 @@ fn word<V>(field: &str, value: Option<&str>, parse: impl Fn(&str) -> Option<V>, 
 }
 
 /// The `[parallel]` table as solver options.
-pub fn parallel_options(cfg: &RunConfig) -> Result<ParallelOptions> {
-    let p = &cfg.parallel;
+pub fn parallel_options(p: &crate::config::ParallelSection) -> Result<ParallelOptions> {
     let grid = match &p.grid {
         None => None,
         Some(toml::Value::String(w)) if w == "auto" => None,

@@ -34,6 +34,9 @@ pub struct RunConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProblemSection {
+    /// `"particles"` (default: a kernel sum over particles); `"poisson"` runs are read by
+    /// [`crate::poisson`] instead.
+    pub equation: Option<String>,
     /// `"laplace"`, `"stokeslet"`, `"stresslet"` or `"stokes"`.
     pub kernel: String,
     /// Box side lengths (exactly 3, checked by [`RunConfig::parse`]; see [`ProblemSection::lengths`]).
@@ -200,6 +203,15 @@ impl RunConfig {
             }
         };
         let p = &cfg.problem;
+        if let Some(e) = p.equation.as_deref().filter(|&e| e != "particles") {
+            return Err(Error::OutOfRange {
+                field: "problem.equation".into(),
+                value: format!("\"{e}\""),
+                allowed: "\"particles\" (a kernel sum over particles, the default) or \"poisson\" (a grid Poisson \
+                          problem)"
+                    .into(),
+            });
+        }
         three("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
         three("problem.periodic", p.periodic.len(), format!("{:?}", p.periodic))?;
         if cfg.run.repeat == Some(0) {
@@ -207,6 +219,14 @@ impl RunConfig {
         }
         Ok(cfg)
     }
+}
+
+/// The `equation` of a run.toml's `[problem]` table (`None`: absent, a particle run), read
+/// before the rest so that each kind of run parses its own schema.
+pub fn equation(text: &str, path: &Path) -> Result<Option<String>> {
+    let table: toml::Table =
+        toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
+    Ok(table.get("problem").and_then(|p| p.get("equation")).and_then(|e| e.as_str()).map(str::to_string))
 }
 
 /// `repeat = 0` (run.toml) or `--repeat 0`: a run evaluates at least once.

@@ -14,5 +14,6 @@ pub mod config;
 pub mod input;
 pub mod npy;
 pub mod outputs;
+pub mod poisson;
 pub mod report;
 pub mod verify;

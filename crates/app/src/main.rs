@@ -74,13 +74,47 @@ run.toml (relative paths are relative to the file):
   # written in the global input order. Rank 0 prints progress and the tables: per-stage
   # seconds min/avg/max over ranks, and bytes sent per communication stage. An error on any
   # rank stops every rank; rank 0 prints it once: parki-dist: error (rank R of N): message.
+
+A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
+
+  [problem]
+  equation = \"poisson\"
+  box = [1.0, 1.0, 2.0]
+  grid = [64, 64, 128]        # cells per axis; values at cell centres (i + 1/2) h
+  centering = \"cell\"
+  bc = [[\"unb\", \"unb\"], [\"even\", \"odd\"], [\"per\", \"per\"]]   # per axis [low, high]:
+                              # per, even, odd, unb; a side may list one word per component
+                              # of a vector or curl field: [\"odd\", \"even\", \"odd\"]
+  green = \"chat2\"           # hej2, hej4, hej6, hej8, hej10, hej0, lgf2 (HEJ, LGF: equal cells)
+  alpha = 2.0                 # HEJ smoothing eps / h
+  field = \"scalar\"          # \"vector\" (3 components), \"curl\": u = curl psi, lap psi = -f
+  differentiation = \"spectral\"   # curl only: or \"fd2\" (second-order central differences)
+
+  [input]
+  rhs = \"f.npy\"             # (n0,n1,n2) or (n0,n1,n2,3) float64/float32, C order (x slowest);
+                              # each rank reads its own block
+  # or: generate = { field = \"blob\" }: the manufactured field of the validation; the run
+  #     reports the error against its exact solution
+
+  [output]
+  solution = \"phi.npy\"      # the right-hand side's layout, float64
+  report = \"report.json\"
+
+  [run]
+  threads = 1                 # per rank
+  repeat = 1                  # solves with one plan (timings of the last)
+  fft_plan = \"estimate\"     # or \"measure\"
+
+  [parallel]                  # as above; grid = [P_1, P_2] splits the transform's 2nd and 3rd
+                              # axes in memory order (printed at plan time)
 ";
 
 #[derive(Parser, Debug)]
 #[command(
     name = "parki-dist",
     version,
-    about = "Fast particle-kernel summation: spectral Ewald for Laplace and Stokes kernels to a tolerance",
+    about = "Fast particle-kernel summation (spectral Ewald for Laplace and Stokes kernels to a tolerance) and grid \
+             Poisson solves with per-axis boundary conditions",
     after_long_help = RUN_TOML
 )]
 struct Cli {

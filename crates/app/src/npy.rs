@@ -359,9 +359,94 @@ pub fn write_rows(path: &Path, data_offset: usize, first_row: usize, columns: us
     f.write_all_at(&le_bytes(data), (data_offset + 8 * first_row * columns) as u64).map_err(io)
 }
 
+/// Reads this rank's `block` of a C-order grid array whose header is `h`: shape
+/// `(n0, n1, n2)` or `(n0, n1, n2, comps)` (checked by the caller), `comps` values per cell.
+/// Returns the block in C order, components fastest; touches only the block's bytes.
+pub fn read_block(path: &Path, field: &str, h: &Header, block: &[Range<usize>; 3], comps: usize) -> Result<Vec<f64>> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: format!("{field}: {e}") };
+    check_complete(path, field, h)?;
+    let f = std::fs::File::open(path).map_err(io)?;
+    let (n1, n2) = (h.shape[1], h.shape[2]);
+    let run = block[2].len() * comps;
+    let mut out = zeros(field, block.iter().map(|r| r.len()).product::<usize>() * comps)?;
+    let mut bytes = vec![0u8; run * h.width];
+    let mut q = 0;
+    for i in block[0].clone() {
+        for j in block[1].clone() {
+            let first = ((i * n1 + j) * n2 + block[2].start) * comps;
+            f.read_exact_at(&mut bytes, (h.data_offset + first * h.width) as u64).map_err(io)?;
+            for (o, b) in out[q..q + run].iter_mut().zip(bytes.chunks_exact(h.width)) {
+                *o = decode(b, h.width);
+            }
+            q += run;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes this rank's `block` (C order, `comps` values per cell, components fastest) into a
+/// float64 grid file of `shape` made by [`create`] whose values start at `data_offset`.
+pub fn write_block(
+    path: &Path,
+    data_offset: usize,
+    shape: [usize; 3],
+    comps: usize,
+    block: &[Range<usize>; 3],
+    data: &[f64],
+) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| Error::Io { path: path.into(), message: e.to_string() };
+    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+    let run = block[2].len() * comps;
+    let mut bytes = Vec::with_capacity(run * 8);
+    let mut q = 0;
+    for i in block[0].clone() {
+        for j in block[1].clone() {
+            let first = ((i * shape[1] + j) * shape[2] + block[2].start) * comps;
+            bytes.clear();
+            bytes.extend(data[q..q + run].iter().flat_map(|v| v.to_le_bytes()));
+            f.write_all_at(&bytes, (data_offset + 8 * first) as u64).map_err(io)?;
+            q += run;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{parse, write};
+
+    #[test]
+    fn grid_blocks_round_trip() {
+        let dir = std::env::temp_dir().join(format!("parki-npy-block-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("g.npy");
+        let shape = [4, 3, 5];
+        let off = super::create(&p, &[4, 3, 5, 2]).unwrap();
+        // two blocks that tile the grid, written in either order
+        let blocks = [[0..4, 0..3, 0..2], [0..4, 0..3, 2..5]];
+        let value = |i: usize, j: usize, k: usize, c: usize| (100 * i + 10 * j + k) as f64 + 0.5 * c as f64;
+        let fill = |b: &[std::ops::Range<usize>; 3]| -> Vec<f64> {
+            let mut v = Vec::new();
+            for i in b[0].clone() {
+                for j in b[1].clone() {
+                    for k in b[2].clone() {
+                        v.extend((0..2).map(|c| value(i, j, k, c)));
+                    }
+                }
+            }
+            v
+        };
+        for b in blocks.iter().rev() {
+            super::write_block(&p, off, shape, 2, b, &fill(b)).unwrap();
+        }
+        let h = super::read_header(&p, "input.rhs").unwrap();
+        assert_eq!(h.shape, vec![4, 3, 5, 2]);
+        let b = [1..3, 0..2, 1..4];
+        assert_eq!(super::read_block(&p, "input.rhs", &h, &b, 2).unwrap(), fill(&b));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn roundtrip_and_errors() {

@@ -24,10 +24,13 @@ use crate::config::{resolve, RunConfig};
 /// The resolved output paths of a run.toml.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutputPaths {
-    /// `[output] potential`.
+    /// The data every rank writes its part of: `[output] potential` (particles) or `solution`
+    /// (Poisson).
     pub potential: Option<PathBuf>,
     /// `[output] report`.
     pub report: Option<PathBuf>,
+    /// The data's field in run.toml, for messages.
+    pub data_field: &'static str,
 }
 
 impl OutputPaths {
@@ -63,7 +66,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// The input files a run.toml names, with their fields (`run.toml` for the file itself).
-fn inputs(cfg: &RunConfig, config: &Path) -> Vec<(String, PathBuf)> {
+pub fn inputs(cfg: &RunConfig, config: &Path) -> Vec<(String, PathBuf)> {
     let mut v = vec![("run.toml".to_string(), config.to_path_buf())];
     let mut add = |section: &str, s: &crate::config::ParticleSection| {
         let files = [
@@ -92,8 +95,15 @@ pub fn check(cfg: &RunConfig, config: &Path) -> Result<OutputPaths> {
     let paths = OutputPaths {
         potential: cfg.output.potential.as_ref().map(|p| resolve(config, p)),
         report: cfg.output.report.as_ref().map(|p| resolve(config, p)),
+        data_field: "output.potential",
     };
-    let outputs: Vec<(&str, &PathBuf)> = [("output.potential", &paths.potential), ("output.report", &paths.report)]
+    check_paths(config, &inputs(cfg, config), paths)
+}
+
+/// Checks resolved output `paths` against each other and against the `inputs` (field, path) of
+/// the run.toml at `config` (see the module documentation). Local. Touches nothing.
+pub fn check_paths(config: &Path, inputs: &[(String, PathBuf)], paths: OutputPaths) -> Result<OutputPaths> {
+    let outputs: Vec<(&str, &PathBuf)> = [(paths.data_field, &paths.potential), ("output.report", &paths.report)]
         .into_iter()
         .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
         .collect();
@@ -120,9 +130,9 @@ pub fn check(cfg: &RunConfig, config: &Path) -> Result<OutputPaths> {
         message: format!("{a} and {b} name the same file ({}): {what}; choose another path for {a}", path.display()),
     };
     for (field, path, id) in &ids {
-        for (input, input_path) in inputs(cfg, config) {
-            if identity(&input_path).as_ref() == Some(id) {
-                return Err(same("the run would overwrite its input", field, &input, path));
+        for (input, input_path) in inputs {
+            if identity(input_path).as_ref() == Some(id) {
+                return Err(same("the run would overwrite its input", field, input, path));
             }
         }
     }
@@ -179,7 +189,7 @@ impl Staged {
             p.as_ref().map(|p| StagedFile { field, path: p.clone(), temp: temp_name(p, &tag) })
         };
         let staged = Staged {
-            potential: stage("output.potential", &paths.potential),
+            potential: stage(paths.data_field, &paths.potential),
             report: stage("output.report", &paths.report),
             owner,
             committed: false,
@@ -199,7 +209,7 @@ impl Staged {
         let opened = match (&staged.potential, owner) {
             (Some(f), false) => fs::OpenOptions::new().write(true).open(&f.temp).map(drop).map_err(|e| Error::Io {
                 path: f.temp.clone(),
-                message: format!("output.potential: this rank cannot open the file rank 0 created: {e}"),
+                message: format!("{}: this rank cannot open the file rank 0 created: {e}", f.field),
             }),
             _ => Ok(()),
         };

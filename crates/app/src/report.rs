@@ -138,19 +138,13 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-fn min_avg_max(v: (f64, f64, f64)) -> Value {
+pub(crate) fn min_avg_max(v: (f64, f64, f64)) -> Value {
     json!({"min": v.0, "avg": v.1, "max": v.2})
 }
 
-/// The JSON report.
-pub fn build(r: &ReportInputs) -> Value {
-    let (p, prob) = (r.params, r.prob);
-    let nt = prob.targets_total();
-    let total = r.stats.total.2;
-    let timings: Map<String, Value> =
-        r.stats.rows.iter().map(|&(s, lo, avg, hi)| (s.name().to_string(), min_avg_max((lo, avg, hi)))).collect();
-    let communication: Map<String, Value> = r
-        .traffic
+/// The report's `communication` object: per stage, bytes per rank, messages and seconds.
+pub(crate) fn communication(traffic: &[TrafficStats]) -> Map<String, Value> {
+    traffic
         .iter()
         .map(|t| {
             (
@@ -163,7 +157,17 @@ pub fn build(r: &ReportInputs) -> Value {
                 }),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The JSON report.
+pub fn build(r: &ReportInputs) -> Value {
+    let (p, prob) = (r.params, r.prob);
+    let nt = prob.targets_total();
+    let total = r.stats.total.2;
+    let timings: Map<String, Value> =
+        r.stats.rows.iter().map(|&(s, lo, avg, hi)| (s.name().to_string(), min_avg_max((lo, avg, hi)))).collect();
+    let communication = communication(r.traffic);
     json!({
         "provenance": r.provenance.to_json(),
         "kernel": prob.kernel.name(),

@@ -72,17 +72,39 @@ fn distributed_axes_fft_matches_the_defining_sums() {
 #[test]
 fn distributed_poisson_matches_one_process() {
     let cases = [
-        ("unb,unb,even,unb,per,per", "chat2", "1"),
-        ("unb,odd,unb,unb,unb,unb", "hej4", "3"),
-        ("even,odd,per,per,odd,odd", "chat2", "3"),
-        ("per,per,unb,even,unb,unb", "hej6", "1"),
+        ("unb,unb,even,unb,per,per", "chat2", "scalar", ""),
+        ("unb,odd,unb,unb,unb,unb", "hej4", "vector", ""),
+        ("even,odd,per,per,odd,odd", "chat2", "vector", ""),
+        ("per,per,unb,even,unb,unb", "hej6", "scalar", ""),
+        ("per,per,unb,unb,unb,unb", "hej4", "curl", ""),
+        // a vorticity between symmetry planes normal to y, semi-unbounded along z: per component
+        (
+            "per,per,odd,odd,even,unb",
+            "chat2",
+            "curl-fd2",
+            "per,per,odd,odd,odd,unb,per,per,even,even,odd,unb,per,per,odd,odd,even,unb",
+        ),
     ];
     for ranks in 1..=4 {
-        for (i, (bc, green, comps)) in cases.iter().enumerate() {
+        for (i, (bc, green, field, comp_bc)) in cases.iter().enumerate() {
             let layout = if ranks > 1 && i % 2 == 1 { "pencil" } else { "slab" };
             let backend = if (i + ranks) % 2 == 0 { "alltoallv" } else { "persistent" };
-            let args =
-                ["poisson", "--bc", bc, "--green", green, "--comps", comps, "--layout", layout, "--backend", backend];
+            let mut args = vec![
+                "poisson",
+                "--bc",
+                bc,
+                "--green",
+                green,
+                "--field",
+                field,
+                "--layout",
+                layout,
+                "--backend",
+                backend,
+            ];
+            if !comp_bc.is_empty() {
+                args.extend(["--component-bc", comp_bc]);
+            }
             ok(ranks, &args);
         }
     }

@@ -45,18 +45,37 @@ pub struct AxisSpec {
     pub line: usize,
     /// First slot of the data in the line (0 on the real-to-complex axis).
     pub data_offset: usize,
+    /// First slot of the backward transform in the line (`fft_offset` unless a backward kind
+    /// of another parity reads the spectrum at a shifted place, see
+    /// [`with_backward_offsets`](Self::with_backward_offsets)).
+    pub backward_fft_offset: usize,
+    /// First slot of the backward transform's data in the line (`data_offset` unless shifted).
+    pub backward_data_offset: usize,
 }
 
 impl AxisSpec {
     /// A periodic axis of `n` points: DFT of length `n`, no padding.
     pub fn periodic(n: usize) -> Self {
-        Self { n, transform: AxisTransform::Dft, fft_len: n, fft_offset: 0, line: n, data_offset: 0 }
+        Self::plain(n, AxisTransform::Dft, n, 0, n, 0)
+    }
+
+    fn plain(n: usize, transform: AxisTransform, fft_len: usize, fft_offset: usize, line: usize, data: usize) -> Self {
+        Self {
+            n,
+            transform,
+            fft_len,
+            fft_offset,
+            line,
+            data_offset: data,
+            backward_fft_offset: fft_offset,
+            backward_data_offset: data,
+        }
     }
 
     /// `n` points zero-padded to a DFT of length `fft_len`, data first (Hockney-Eastwood
     /// doubling with `fft_len = 2 n`).
     pub fn padded_dft(n: usize, fft_len: usize) -> Self {
-        Self { n, transform: AxisTransform::Dft, fft_len, fft_offset: 0, line: fft_len, data_offset: 0 }
+        Self::plain(n, AxisTransform::Dft, fft_len, 0, fft_len, 0)
     }
 
     /// A real-to-real axis: data at `data_offset` in a line of `line` slots, the transform
@@ -70,12 +89,29 @@ impl AxisSpec {
         line: usize,
         data_offset: usize,
     ) -> Self {
-        Self { n, transform: AxisTransform::R2r { forward, backward }, fft_len, fft_offset, line, data_offset }
+        Self::plain(n, AxisTransform::R2r { forward, backward }, fft_len, fft_offset, line, data_offset)
+    }
+
+    /// The same axis with the backward transform over `fft_len` slots from `fft_offset` and its
+    /// data from `data_offset`: a backward kind of the other parity (a DST-III after a DCT-II,
+    /// as a derivative along a symmetric axis calls for) reads the spectrum one slot further
+    /// along a line whose slots are aligned by wavenumber.
+    pub fn with_backward_offsets(self, fft_offset: usize, data_offset: usize) -> Self {
+        Self { backward_fft_offset: fft_offset, backward_data_offset: data_offset, ..self }
+    }
+
+    /// The transform's and the data's first slots in direction `forward`.
+    pub fn offsets(&self, forward: bool) -> (usize, usize) {
+        if forward {
+            (self.fft_offset, self.data_offset)
+        } else {
+            (self.backward_fft_offset, self.backward_data_offset)
+        }
     }
 
     /// An axis of `n` points carried without a transform.
     pub fn identity(n: usize) -> Self {
-        Self { n, transform: AxisTransform::Identity, fft_len: n, fft_offset: 0, line: n, data_offset: 0 }
+        Self::plain(n, AxisTransform::Identity, n, 0, n, 0)
     }
 
     /// The line's slots when the axis is (`r2c`) or is not the real-to-complex axis.
@@ -101,12 +137,26 @@ impl AxisSpec {
             return bad("at least one data point".into());
         }
         match self.transform {
-            AxisTransform::Identity if self.fft_len != self.n || self.line != self.n || self.data_offset != 0 => {
+            AxisTransform::Identity
+                if self.fft_len != self.n
+                    || self.line != self.n
+                    || self.data_offset != 0
+                    || self.backward_data_offset != 0 =>
+            {
                 bad("an identity axis without padding".into())
             }
-            _ if self.data_offset + self.n > self.line => bad("data inside the line".into()),
-            AxisTransform::R2r { .. } | AxisTransform::Dft if self.fft_offset + self.fft_len > self.line => {
+            _ if self.data_offset.max(self.backward_data_offset) + self.n > self.line => {
+                bad("data inside the line".into())
+            }
+            AxisTransform::R2r { .. } | AxisTransform::Dft
+                if self.fft_offset.max(self.backward_fft_offset) + self.fft_len > self.line =>
+            {
                 bad("the transform inside the line".into())
+            }
+            AxisTransform::Dft
+                if self.backward_fft_offset != self.fft_offset || self.backward_data_offset != self.data_offset =>
+            {
+                bad("the same offsets in both directions on a DFT axis".into())
             }
             AxisTransform::Dft if self.fft_len < self.n => bad("a DFT at least as long as the data".into()),
             _ => Ok(()),

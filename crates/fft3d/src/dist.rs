@@ -600,21 +600,18 @@ impl<T: FftReal> DistFft<T> {
         Par::with_threads(self.opts.threads)
     }
 
-    /// Zeroes the part of each T0 row that the a0 transform reads but the data do not cover.
+    /// Zeroes each T0 row outside its data, so that every slot the forward transform does not
+    /// write holds zero (a backward transform of the other parity, reading the spectrum one slot
+    /// further along, then reads zero there).
     fn clear_row_padding(&mut self, comps: usize) {
         let a = self.axes[0];
         if a.transform == AxisTransform::Identity {
             return;
         }
         let (row, [_, yl, zl]) = (self.row_stride(), self.t0.local());
-        // reals of the data and of the transform within a row
-        let (data, fft) = if self.r2c {
-            (0..a.n, 0..a.fft_len)
-        } else {
-            let nf = self.nf;
-            (nf * a.data_offset..nf * (a.data_offset + a.n), nf * a.fft_offset..nf * (a.fft_offset + a.fft_len))
-        };
-        if data.start <= fft.start && data.end >= fft.end {
+        // reals of the data within a row
+        let data = if self.r2c { 0..a.n } else { self.nf * a.data_offset..self.nf * (a.data_offset + a.n) };
+        if data.start == 0 && data.end >= row {
             return;
         }
         let cs = self.cs;
@@ -622,8 +619,8 @@ impl<T: FftReal> DistFft<T> {
         for c in 0..comps {
             for r in 0..yl * zl {
                 let base = c * cs + r * row;
-                buf[base + fft.start.min(data.start)..base + data.start].fill(T::ZERO);
-                buf[base + data.end..base + fft.end.max(data.end)].fill(T::ZERO);
+                buf[base..base + data.start].fill(T::ZERO);
+                buf[base + data.end..base + row].fill(T::ZERO);
             }
         }
     }
@@ -718,7 +715,8 @@ impl<T: FftReal> DistFft<T> {
         let k = usize::from(dir == Dir::Backward && comps != self.opts.forward_components);
         let par = self.par();
         let (py, nf, cs) = (self.grid.dims[0], self.nf, self.cs);
-        let (l0, l1, n1, d1) = (self.lines[0], self.lines[1], self.axes[1].n, self.axes[1].data_offset);
+        let (l0, l1, n1, d1) =
+            (self.lines[0], self.lines[1], self.axes[1].n, self.axes[1].offsets(dir == Dir::Forward).1);
         let (t0, t1) = (self.t0, self.t1);
         let [_, yl0, zl0] = t0.local();
         let xl1 = t1.local()[0];
@@ -763,7 +761,8 @@ impl<T: FftReal> DistFft<T> {
         let k = usize::from(dir == Dir::Backward && comps != self.opts.forward_components);
         let par = self.par();
         let (pz, nf, cs) = (self.grid.dims[1], self.nf, self.cs);
-        let (l1, l2, n2, d2) = (self.lines[1], self.lines[2], self.axes[2].n, self.axes[2].data_offset);
+        let (l1, l2, n2, d2) =
+            (self.lines[1], self.lines[2], self.axes[2].n, self.axes[2].offsets(dir == Dir::Forward).1);
         let (t1, t2) = (self.t1, self.t2);
         let [xl1, _, zl1] = t1.local();
         let yl2 = t2.local()[1];
@@ -841,11 +840,11 @@ impl<T: FftReal> Planner<'_, T> {
                     Kind::R2c => ((1, 1), vec![(rows, 2 * l0, l0), (comps, cs, cs / 2)], 0),
                     Kind::C2r => ((1, 1), vec![(rows, l0, 2 * l0), (comps, cs / 2, cs)], 0),
                     Kind::C2cForward | Kind::C2cBackward => {
-                        ((1, 1), vec![(rows, l0, l0), (comps, cs / 2, cs / 2)], 2 * a.fft_offset)
+                        ((1, 1), vec![(rows, l0, l0), (comps, cs / 2, cs / 2)], 2 * a.offsets(forward).0)
                     }
-                    Kind::R2r(_) if nf == 1 => ((1, 1), vec![(rows, l0, l0), (comps, cs, cs)], a.fft_offset),
+                    Kind::R2r(_) if nf == 1 => ((1, 1), vec![(rows, l0, l0), (comps, cs, cs)], a.offsets(forward).0),
                     Kind::R2r(_) => {
-                        ((2, 2), vec![(rows, 2 * l0, 2 * l0), (comps, cs, cs), (2, 1, 1)], 2 * a.fft_offset)
+                        ((2, 2), vec![(rows, 2 * l0, 2 * l0), (comps, cs, cs), (2, 1, 1)], 2 * a.offsets(forward).0)
                     }
                 };
                 // SAFETY: the offset lies inside the buffer (validated axis, cs >= the T0 block).
@@ -869,7 +868,7 @@ impl<T: FftReal> Planner<'_, T> {
                 let a = self.axes[1];
                 let lines = Lines {
                     n: a.fft_len,
-                    start: m * a.fft_offset * xl1,
+                    start: m * a.offsets(forward).0 * xl1,
                     stride: m * xl1,
                     width: m * xl1,
                     outer: (comps, comp),
@@ -887,7 +886,7 @@ impl<T: FftReal> Planner<'_, T> {
                 let a = self.axes[2];
                 let lines = Lines {
                     n: a.fft_len,
-                    start: m * a.fft_offset * plane,
+                    start: m * a.offsets(forward).0 * plane,
                     stride: m * plane,
                     width: m * plane,
                     outer: (comps, comp),

@@ -87,8 +87,11 @@ impl AxisClass {
         matches!(self, AxisClass::Periodic | AxisClass::Symmetric { .. })
     }
 
-    /// The field's transform of `n` cells.
-    pub fn field_axis(self, n: usize) -> AxisSpec {
+    /// The field's transform of `n` cells. `aligned`: the slots of both parities carry the
+    /// same wavenumber (the rotational mode's derivatives map one parity to the other slot by
+    /// slot): the DCT-II/DST-II pair of a symmetric axis then sits in a line of `N + 1` slots
+    /// with the DST one slot further along (slot `s` is mode `s` of either), instead of `N`.
+    pub fn field_axis(self, n: usize, aligned: bool) -> AxisSpec {
         use R2rKind::{Dct2, Dct3, Dct4, Dst2, Dst3, Dst4};
         match self {
             AxisClass::Periodic => AxisSpec::periodic(n),
@@ -99,7 +102,13 @@ impl AxisClass {
                     (Bc::Even, Bc::Odd) => (Dct4, Dct4),
                     _ => (Dst4, Dst4),
                 };
-                AxisSpec::r2r(n, f, b, n, 0, n, 0)
+                let two = matches!(f, Dct2 | Dst2);
+                if aligned && two {
+                    let shift = usize::from(f == Dst2);
+                    AxisSpec::r2r(n, f, b, n, shift, n + 1, shift)
+                } else {
+                    AxisSpec::r2r(n, f, b, n, 0, n, 0)
+                }
             }
             AxisClass::SemiUnbounded { sym, sym_low } => {
                 // a line of 2N + 1 slots: slot s is DCT-I mode s of the Green's function; the
@@ -112,6 +121,44 @@ impl AxisClass {
             }
             AxisClass::Unbounded => AxisSpec::padded_dft(n, 2 * n),
         }
+    }
+
+    /// The class of the derivative along this axis: even and odd sides swap (a cosine series
+    /// differentiates into a sine series), periodic and unbounded sides stay.
+    pub fn derivative(self) -> Self {
+        let flip = |b: Bc| match b {
+            Bc::Even => Bc::Odd,
+            Bc::Odd => Bc::Even,
+            b => b,
+        };
+        match self {
+            AxisClass::Symmetric { low, high } => AxisClass::Symmetric { low: flip(low), high: flip(high) },
+            AxisClass::SemiUnbounded { sym, sym_low } => AxisClass::SemiUnbounded { sym: flip(sym), sym_low },
+            c => c,
+        }
+    }
+
+    /// Whether `self` and `other` share their spectral slots (the same transform sizes and
+    /// wavenumbers in aligned lines): equal up to the parities of [`derivative`](Self::derivative).
+    pub fn shares_slots(self, other: Self) -> bool {
+        self == other || self.derivative() == other
+    }
+
+    /// The transform of a component whose forward transform is of class `self` and whose
+    /// backward transform (after a derivative) is of class `out`, in aligned lines; `None`
+    /// when they do not share their slots.
+    pub fn field_axis_to(self, out: Self, n: usize) -> Option<AxisSpec> {
+        if !self.shares_slots(out) {
+            return None;
+        }
+        let (f, b) = (self.field_axis(n, true), out.field_axis(n, true));
+        let transform = match (f.transform, b.transform) {
+            (AxisTransform::R2r { forward, .. }, AxisTransform::R2r { backward, .. }) => {
+                AxisTransform::R2r { forward, backward }
+            }
+            (t, _) => t,
+        };
+        Some(AxisSpec { transform, ..f }.with_backward_offsets(b.fft_offset, b.data_offset))
     }
 
     /// The Green's function's transform along the axis, `line` the field's slots along it: the
@@ -128,8 +175,8 @@ impl AxisClass {
     }
 
     /// Wavenumber of spectral slot `s` of the field, `n` cells over length `l`, `r2c` when the
-    /// axis is the real-to-complex one.
-    pub fn wavenumber(self, n: usize, l: f64, s: usize, r2c: bool) -> f64 {
+    /// axis is the real-to-complex one, `aligned` as in [`field_axis`](Self::field_axis).
+    pub fn wavenumber(self, n: usize, l: f64, s: usize, r2c: bool, aligned: bool) -> f64 {
         use std::f64::consts::PI;
         let signed = |m: usize, period: usize| if r2c || m <= period / 2 { m as f64 } else { m as f64 - period as f64 };
         match self {
@@ -137,6 +184,7 @@ impl AxisClass {
             AxisClass::Symmetric { low, high } => {
                 let m = match (low, high) {
                     (Bc::Even, Bc::Even) => s as f64,
+                    (Bc::Odd, Bc::Odd) if aligned => s as f64,
                     (Bc::Odd, Bc::Odd) => s as f64 + 1.0,
                     _ => s as f64 + 0.5,
                 };
@@ -144,6 +192,33 @@ impl AxisClass {
             }
             AxisClass::Unbounded => PI * signed(s, 2 * n) / l,
             AxisClass::SemiUnbounded { .. } => PI * s as f64 / (2.0 * l),
+        }
+    }
+
+    /// Whether slot `s` is the Nyquist mode of a DFT axis of `n` cells (its derivative is
+    /// taken as zero: `+-i k` are equally valid there).
+    pub fn is_nyquist(self, n: usize, s: usize) -> bool {
+        match self {
+            AxisClass::Periodic => n.is_multiple_of(2) && s == n / 2,
+            AxisClass::Unbounded => s == n,
+            _ => false,
+        }
+    }
+
+    /// Whether the axis's transform is a DFT (complex spectrum, derivative `i k`) rather than
+    /// a real-to-real one (derivative `-+k` into the other parity).
+    pub fn is_dft(self) -> bool {
+        matches!(self, AxisClass::Periodic | AxisClass::Unbounded)
+    }
+
+    /// Whether the field along the axis is a cosine series at its first slot (even on the low
+    /// side, or the symmetric side's even series of a semi-unbounded axis): its derivative is
+    /// `-k` times the other parity's series, a sine series' is `+k`.
+    pub fn is_cosine(self) -> bool {
+        match self {
+            AxisClass::Symmetric { low, .. } => low == Bc::Even,
+            AxisClass::SemiUnbounded { sym, .. } => sym == Bc::Even,
+            _ => false,
         }
     }
 

@@ -7,15 +7,17 @@
 //! with a Green's function ([`GreenKind`]: CHAT2, HEJ2..HEJ10, HEJ0, LGF2) computed spectrally.
 //!
 //! - [`bc`]: boundary conditions, axis classes and their transforms.
+//! - [`fields`]: manufactured solutions (the validation's and the application's test fields).
 //! - [`green`]: the Green's functions in their 3-D, 2-D, 1-D and spectral forms.
 //! - [`special`]: the special functions they need.
 //! - [`solver`]: [`PoissonSolver`], plan once, solve many times.
 
 pub mod bc;
+pub mod fields;
 pub mod green;
 pub mod solver;
 pub mod special;
 
 pub use bc::{AxisClass, Bc};
 pub use green::{Green, GreenKind};
-pub use solver::{PoissonOptions, PoissonSolver, PoissonTimes, SolveReport};
+pub use solver::{Differentiation, FieldMode, PoissonOptions, PoissonSolver, PoissonStage, PoissonTimes, SolveReport};

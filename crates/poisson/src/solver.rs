@@ -20,6 +20,55 @@ use parki_fft3d::{proc_grid_limits, AxisSpec, DistFft, DistFftOptions, FftTimes,
 use crate::bc::{AxisClass, Bc};
 use crate::green::{Green, GreenKind};
 
+/// How the rotational mode differentiates `psi` (in spectral space, slot by slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Differentiation {
+    /// `i k` (DFT axes), `-+k` into the other parity (real-to-real axes).
+    Spectral,
+    /// The second-order central difference `(psi(x + h) - psi(x - h)) / 2h`: `k` replaced by
+    /// `sin(k h) / h`. Along unbounded and semi-unbounded axes the neighbours outside the box
+    /// are the free-space solution's (the doubled domain's first padded cells hold it exactly),
+    /// at symmetric sides the mirror images.
+    Fd2,
+}
+
+impl Differentiation {
+    /// Name in run.toml: `spectral`, `fd2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Differentiation::Spectral => "spectral",
+            Differentiation::Fd2 => "fd2",
+        }
+    }
+
+    /// Parses a name of [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Differentiation::Spectral, Differentiation::Fd2].into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// What is solved for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldMode {
+    /// `lap(phi) = f`, one component.
+    Scalar,
+    /// `lap(phi_c) = f_c`, three components in one solve.
+    Vector,
+    /// The rotational (Biot-Savart) mode: `lap(psi) = -omega`, `u = curl(psi)`; the input is
+    /// `omega`, the output `u`.
+    Curl(Differentiation),
+}
+
+impl FieldMode {
+    /// Components of the input and the output.
+    pub fn components(self) -> usize {
+        match self {
+            FieldMode::Scalar => 1,
+            _ => 3,
+        }
+    }
+}
+
 /// What a [`PoissonSolver`] is planned for.
 #[derive(Clone, Debug)]
 pub struct PoissonOptions {
@@ -27,14 +76,19 @@ pub struct PoissonOptions {
     pub lengths: [f64; 3],
     /// Cells per axis.
     pub cells: [usize; 3],
-    /// Boundary conditions per axis: `[low, high]`.
+    /// Boundary conditions per axis: `[low, high]` (of every component unless
+    /// `component_bc` is given).
     pub bc: [[Bc; 2]; 3],
+    /// Boundary conditions per component of a vector right-hand side (`[c][axis][side]`):
+    /// along each axis the components' conditions may differ in their parities only (even
+    /// and odd sides; a vorticity's normal and tangential components at a symmetry plane).
+    pub component_bc: Option<[[[Bc; 2]; 3]; 3]>,
     /// The Green's function.
     pub green: GreenKind,
     /// HEJ smoothing ratio `eps / h` (FLUPS's `alpha`, 2 by default).
     pub alpha: f64,
-    /// Components solved at once (1 scalar, 3 vector).
-    pub components: usize,
+    /// Scalar, vector or rotational.
+    pub field: FieldMode,
     /// Process grid shape.
     pub decomposition: Decomposition,
     /// An explicit process grid `[P_1, P_2]` (memory-order axes), or `None` to choose.
@@ -54,15 +108,26 @@ impl PoissonOptions {
             lengths,
             cells,
             bc,
+            component_bc: None,
             green: GreenKind::Chat2,
             alpha: 2.0,
-            components: 1,
+            field: FieldMode::Scalar,
             decomposition: Decomposition::Auto,
             proc_grid: None,
             backend: Backend::Alltoallv,
             threads: 1,
             rigor: PlanRigor::Estimate,
         }
+    }
+
+    /// Components of the right-hand side and of the solution.
+    pub fn components(&self) -> usize {
+        self.field.components()
+    }
+
+    /// The boundary conditions of component `c` of the right-hand side.
+    pub fn bc_of(&self, c: usize) -> [[Bc; 2]; 3] {
+        self.component_bc.map_or(self.bc, |b| b[c])
     }
 }
 
@@ -73,7 +138,7 @@ pub struct PoissonTimes {
     pub load: f64,
     /// Forward transform (its FFTs and switches are also in `fft`).
     pub forward: f64,
-    /// Multiplying by the Green's spectrum.
+    /// Multiplying by the Green's spectrum (and differentiating, in the rotational mode).
     pub multiply: f64,
     /// Backward transform.
     pub backward: f64,
@@ -85,6 +150,67 @@ pub struct PoissonTimes {
     pub solves: usize,
 }
 
+/// The stages of a solve, for per-stage timing tables (min/avg/max over ranks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PoissonStage {
+    /// Copying the right-hand side into the transform buffers.
+    Load,
+    /// The forward transforms (1-D FFTs and switches).
+    Forward,
+    /// The Green's spectrum (and the curl's derivatives).
+    Multiply,
+    /// The backward transforms.
+    Backward,
+    /// Copying the solution out.
+    Store,
+}
+
+impl parki_core::StageKind for PoissonStage {
+    const ALL: &'static [Self] = &[
+        PoissonStage::Load,
+        PoissonStage::Forward,
+        PoissonStage::Multiply,
+        PoissonStage::Backward,
+        PoissonStage::Store,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            PoissonStage::Load => "load",
+            PoissonStage::Forward => "forward",
+            PoissonStage::Multiply => "multiply",
+            PoissonStage::Backward => "backward",
+            PoissonStage::Store => "store",
+        }
+    }
+}
+
+impl PoissonTimes {
+    /// The stage seconds as a [`StageTimes`](parki_core::StageTimes) record.
+    pub fn stages(&self) -> parki_core::StageTimes<PoissonStage> {
+        let mut t = parki_core::StageTimes::default();
+        t.add(PoissonStage::Load, self.load);
+        t.add(PoissonStage::Forward, self.forward);
+        t.add(PoissonStage::Multiply, self.multiply);
+        t.add(PoissonStage::Backward, self.backward);
+        t.add(PoissonStage::Store, self.store);
+        t
+    }
+
+    /// The times since `earlier` (of the same solver).
+    pub fn since(&self, earlier: &PoissonTimes) -> PoissonTimes {
+        PoissonTimes {
+            load: self.load - earlier.load,
+            forward: self.forward - earlier.forward,
+            multiply: self.multiply - earlier.multiply,
+            backward: self.backward - earlier.backward,
+            store: self.store - earlier.store,
+            fft: FftTimes { fft: self.fft.fft - earlier.fft.fft, switch: self.fft.switch - earlier.fft.switch },
+            solves: self.solves - earlier.solves,
+        }
+    }
+}
+
 /// What a solve found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SolveReport {
@@ -93,25 +219,48 @@ pub struct SolveReport {
     pub mean_removed: Vec<Option<f64>>,
 }
 
+/// The components that share one transform (the same kinds along every axis).
+struct Group {
+    fft: DistFft<f64>,
+    /// The user components in the transform's component order.
+    comps: Vec<usize>,
+    /// The rows of the right-hand side and of the solution.
+    rows_in: Rows,
+    rows_out: Rows,
+}
+
 /// A planned Poisson solve (see the module documentation).
 pub struct PoissonSolver {
     comm: Comm,
     opts: PoissonOptions,
-    classes: [AxisClass; 3],
+    /// Classes of the right-hand side's components, `[c][axis]`.
+    classes: Vec<[AxisClass; 3]>,
+    /// Whether the slots of both parities are aligned (see [`AxisClass::field_axis`]).
+    aligned: bool,
     green: Green,
-    fft: DistFft<f64>,
+    groups: Vec<Group>,
+    /// `(group, component in it)` of each user component.
+    place: Vec<(usize, usize)>,
     /// `G^` times every normalisation, one per local spectral element.
     table: Vec<f64>,
+    /// The rotational mode's derivative factors per memory-order axis over the local spectral
+    /// block (`kappa`: `k` or `sin(k h) / h`, 0 at a DFT axis's Nyquist slot).
+    kappa: [Vec<f64>; 3],
     /// Owned cells per user axis.
     block: [Range<usize>; 3],
-    /// Whether a zero mode exists (every axis periodic or even-even).
-    zero_mode: bool,
+    /// Per component, whether a zero mode exists (every axis periodic or even-even).
+    zero_mode: Vec<bool>,
     times: PoissonTimes,
 }
 
+/// `u_c = sum of sign * d/dx_d psi_p` for the curl: `(c, [(sign, d, p); 2])`.
+const CURL: [[(f64, usize, usize); 2]; 3] =
+    [[(1.0, 1, 2), (-1.0, 2, 1)], [(1.0, 2, 0), (-1.0, 0, 2)], [(1.0, 0, 1), (-1.0, 1, 0)]];
+
 impl PoissonSolver {
     /// Plans the solver (collective over `comm`): checks the options, plans the field's
-    /// transform and computes the Green's spectrum.
+    /// transforms (one per set of components with the same kinds) and computes the Green's
+    /// spectrum.
     pub fn plan(comm: &Comm, opts: PoissonOptions) -> Result<Self> {
         for i in 0..3 {
             if opts.cells[i] == 0 {
@@ -129,11 +278,11 @@ impl PoissonSolver {
                 });
             }
         }
-        if !(opts.components == 1 || opts.components == 3) {
+        if opts.component_bc.is_some() && opts.field == FieldMode::Scalar {
             return Err(Error::OutOfRange {
-                field: "components".into(),
-                value: opts.components.to_string(),
-                allowed: "1 (scalar) or 3 (vector)".into(),
+                field: "problem.bc".into(),
+                value: "conditions per component".into(),
+                allowed: "one pair per axis for a scalar field".into(),
             });
         }
         if !(opts.alpha.is_finite() && opts.alpha > 0.0) {
@@ -143,64 +292,191 @@ impl PoissonSolver {
                 allowed: "a positive smoothing ratio eps/h".into(),
             });
         }
-        let classes = [AxisClass::of(0, opts.bc[0])?, AxisClass::of(1, opts.bc[1])?, AxisClass::of(2, opts.bc[2])?];
+        let comps = opts.components();
+        let mut classes = Vec::with_capacity(comps);
+        for c in 0..comps {
+            let bc = opts.bc_of(c);
+            classes.push([AxisClass::of(0, bc[0])?, AxisClass::of(1, bc[1])?, AxisClass::of(2, bc[2])?]);
+        }
+        let field_name = |c: usize, a: usize| {
+            if opts.component_bc.is_some() {
+                format!("problem.bc[{a}] of component {c}")
+            } else {
+                format!("problem.bc[{a}]")
+            }
+        };
+        for (c, cl) in classes.iter().enumerate().skip(1) {
+            for a in 0..3 {
+                if !cl[a].shares_slots(classes[0][a]) {
+                    return Err(Error::OutOfRange {
+                        field: field_name(c, a),
+                        value: format!("{:?} beside {:?} of component 0", opts.bc_of(c)[a], opts.bc_of(0)[a]),
+                        allowed: "conditions that differ from the other components' in their parities only".into(),
+                    });
+                }
+            }
+        }
+        // the output's classes: the curl's components differentiate the others
+        let out: Vec<[AxisClass; 3]> = match opts.field {
+            FieldMode::Curl(_) => {
+                let mut out = Vec::with_capacity(3);
+                for terms in CURL {
+                    let of = |(_, d, p): (f64, usize, usize)| {
+                        [0, 1, 2].map(|a| if a == d { classes[p][a].derivative() } else { classes[p][a] })
+                    };
+                    let (x, y) = (of(terms[0]), of(terms[1]));
+                    if let Some(a) = (0..3).find(|&a| x[a] != y[a]) {
+                        return Err(Error::OutOfRange {
+                            field: "problem.bc".into(),
+                            value: format!(
+                                "components {} and {} along axis {a}: their derivatives in the curl have different \
+                                 parities ({:?}, {:?})",
+                                terms[0].2, terms[1].2, x[a], y[a]
+                            ),
+                            allowed: "the conditions of a vorticity: at a symmetry plane the normal component even \
+                                      and the tangential ones odd, or the reverse (give them per component)"
+                                .into(),
+                        });
+                    }
+                    out.push(x);
+                }
+                out
+            }
+            _ => classes.clone(),
+        };
+        let aligned = matches!(opts.field, FieldMode::Curl(_)) || classes.iter().any(|c| *c != classes[0]);
         let h = [0, 1, 2].map(|i| opts.lengths[i] / opts.cells[i] as f64);
         let green = Green::new(opts.green, h, opts.alpha)?;
-        let u = classes.iter().filter(|c| !c.is_spectral()).count();
+        let u = classes[0].iter().filter(|c| !c.is_spectral()).count();
         green.check_reduction(u)?;
-        let axes = [0, 1, 2].map(|i| classes[i].field_axis(opts.cells[i]));
-        let limits = proc_grid_limits(&axes, false);
+        // the transforms: one per distinct set of kinds
+        let mut specs: Vec<([AxisSpec; 3], Vec<usize>)> = Vec::new();
+        for c in 0..comps {
+            let axes = [0, 1, 2].map(|a| {
+                let (i, o) = (classes[c][a], out[c][a]);
+                if aligned {
+                    i.field_axis_to(o, opts.cells[a]).expect("classes checked to share slots")
+                } else {
+                    i.field_axis(opts.cells[a], false)
+                }
+            });
+            match specs.iter_mut().find(|(s, _)| *s == axes) {
+                Some((_, v)) => v.push(c),
+                None => specs.push((axes, vec![c])),
+            }
+        }
+        let limits = proc_grid_limits(&specs[0].0, false);
         let pg = ProcGrid::choose(comm.size(), opts.decomposition, opts.proc_grid, limits)?;
-        let fopts = DistFftOptions {
-            forward_components: opts.components,
-            backward_components: opts.components,
-            complex: false,
-            backend: opts.backend,
-            threads: opts.threads.max(1),
-            rigor: opts.rigor,
-        };
-        let fft = DistFft::<f64>::with_axes(comm, axes, pg, fopts)?;
+        let mut groups: Vec<Group> = Vec::with_capacity(specs.len());
+        for (axes, members) in specs {
+            let fopts = DistFftOptions {
+                forward_components: members.len(),
+                backward_components: members.len(),
+                complex: false,
+                backend: opts.backend,
+                threads: opts.threads.max(1),
+                rigor: opts.rigor,
+            };
+            let fft = match groups.first() {
+                None => DistFft::<f64>::with_axes(comm, axes, pg, fopts)?,
+                Some(g) => DistFft::<f64>::with_axes_in_order(comm, axes, g.fft.order(), pg, fopts)?,
+            };
+            groups.push(Group { fft, comps: members, rows_in: Rows::EMPTY, rows_out: Rows::EMPTY });
+        }
+        let mut place = vec![(0, 0); comps];
+        for (g, group) in groups.iter().enumerate() {
+            for (j, &c) in group.comps.iter().enumerate() {
+                place[c] = (g, j);
+            }
+        }
         let zero_mode = classes
             .iter()
-            .all(|c| matches!(c, AxisClass::Periodic | AxisClass::Symmetric { low: Bc::Even, high: Bc::Even }));
+            .map(|cl| {
+                cl.iter()
+                    .all(|c| matches!(c, AxisClass::Periodic | AxisClass::Symmetric { low: Bc::Even, high: Bc::Even }))
+            })
+            .collect();
+        let fft = &groups[0].fft;
         let t0 = fft.topology(0);
         let order = fft.order();
         let mut block = [0..0, 0..0, 0..0];
         block[order[0]] = 0..opts.cells[order[0]];
         block[order[1]] = t0.range(1);
         block[order[2]] = t0.range(2);
+        for g in &mut groups {
+            g.rows_in = Rows::new(&g.fft, &block, &g.comps, comps, true);
+            g.rows_out = Rows::new(&g.fft, &block, &g.comps, comps, false);
+        }
         let mut s = Self {
             comm: comm.clone(),
             opts,
             classes,
+            aligned,
             green,
-            fft,
+            groups,
+            place,
             table: Vec::new(),
+            kappa: [Vec::new(), Vec::new(), Vec::new()],
             block,
             zero_mode,
             times: PoissonTimes::default(),
         };
         s.table = s.green_table(pg)?;
+        if let FieldMode::Curl(d) = s.opts.field {
+            s.kappa = s.derivative_factors(d);
+        }
         Ok(s)
+    }
+
+    /// The transform of the first group (every group has its layout).
+    fn fft(&self) -> &DistFft<f64> {
+        &self.groups[0].fft
+    }
+
+    /// The derivative factors per memory-order axis over the local spectral block.
+    fn derivative_factors(&self, d: Differentiation) -> [Vec<f64>; 3] {
+        let fft = self.fft();
+        let order = fft.order();
+        let t2 = fft.topology(2);
+        let ranges = [t2.range(0), t2.range(1), 0..t2.global[2]];
+        [0, 1, 2].map(|j| {
+            let a = order[j];
+            let (n, l) = (self.opts.cells[a], self.opts.lengths[a]);
+            let h = l / n as f64;
+            let class = self.classes[0][a];
+            ranges[j]
+                .clone()
+                .map(|s| {
+                    if class.is_nyquist(n, s) {
+                        return 0.0;
+                    }
+                    let k = self.wavenumber(a, s);
+                    match d {
+                        Differentiation::Spectral => k,
+                        Differentiation::Fd2 => (k * h).sin() / h,
+                    }
+                })
+                .collect()
+        })
     }
 
     /// Wavenumber of field spectral slot `s` along user axis `a`.
     fn wavenumber(&self, a: usize, s: usize) -> f64 {
-        let r2c = self.fft.is_r2c() && self.fft.order()[0] == a;
-        self.classes[a].wavenumber(self.opts.cells[a], self.opts.lengths[a], s, r2c)
+        let r2c = self.fft().is_r2c() && self.fft().order()[0] == a;
+        self.classes[0][a].wavenumber(self.opts.cells[a], self.opts.lengths[a], s, r2c, self.aligned)
     }
 
     /// The Green's spectrum on this rank's spectral block, normalisations folded in.
     fn green_table(&self, pg: ProcGrid) -> Result<Vec<f64>> {
-        let order = self.fft.order();
-        let field_axes = self.fft.axes();
+        let order = self.fft().order();
+        let field_axes = self.fft().axes();
         let mut lines = [0; 3];
         for j in 0..3 {
-            lines[order[j]] = self.fft.topology(2).global[j];
+            lines[order[j]] = self.fft().topology(2).global[j];
         }
         let n = self.opts.cells;
         let h = [0, 1, 2].map(|i| self.opts.lengths[i] / n[i] as f64);
-        let gaxes: [AxisSpec; 3] = [0, 1, 2].map(|a| self.classes[a].green_axis(n[a], lines[a]));
+        let gaxes: [AxisSpec; 3] = [0, 1, 2].map(|a| self.classes[0][a].green_axis(n[a], lines[a]));
         let gopts = DistFftOptions {
             forward_components: 1,
             backward_components: 0,
@@ -211,8 +487,8 @@ impl PoissonSolver {
         };
         let mut gfft = DistFft::<f64>::with_axes_in_order(&self.comm, gaxes, order, pg, gopts)?;
         // sample the kernel in the Green's real-space topology
-        let spectral: Vec<usize> = (0..3).filter(|&a| self.classes[a].is_spectral()).collect();
-        let physical: Vec<usize> = (0..3).filter(|&a| !self.classes[a].is_spectral()).collect();
+        let spectral: Vec<usize> = (0..3).filter(|&a| self.classes[0][a].is_spectral()).collect();
+        let physical: Vec<usize> = (0..3).filter(|&a| !self.classes[0][a].is_spectral()).collect();
         let t0 = gfft.topology(0);
         let (r1, r2) = (t0.range(1), t0.range(2));
         let n0 = gfft.axes()[0].n;
@@ -224,7 +500,7 @@ impl PoissonSolver {
                     for j in 0..3 {
                         at[order[j]] = idx[j];
                     }
-                    let x: Vec<f64> = physical.iter().map(|&a| self.classes[a].sample(n[a], h[a], at[a])).collect();
+                    let x: Vec<f64> = physical.iter().map(|&a| self.classes[0][a].sample(n[a], h[a], at[a])).collect();
                     let k: Vec<f64> = spectral.iter().map(|&a| self.wavenumber(a, at[a])).collect();
                     let v = match physical.len() {
                         3 => self.green.g3((x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt()),
@@ -244,9 +520,9 @@ impl PoissonSolver {
         gfft.forward();
         // the spectrum, with the normalisations and, where the kernel is given in full Fourier
         // space (HEJ with two unbounded axes, k != 0), its value there
-        let factor: f64 = (0..3).map(|j| self.classes[order[j]].factor(&field_axes[j], h[order[j]])).product();
+        let factor: f64 = (0..3).map(|j| self.classes[0][order[j]].factor(&field_axes[j], h[order[j]])).product();
         let h_physical: f64 = physical.iter().map(|&a| h[a]).product();
-        let t2 = self.fft.topology(2);
+        let t2 = self.fft().topology(2);
         let (s0, s1, l2) = (t2.range(0), t2.range(1), t2.global[2]);
         let mut table = Vec::with_capacity(s0.len() * s1.len() * l2);
         // HEJ with two unbounded axes: given in full Fourier space at k != 0 (on every rank)
@@ -280,7 +556,7 @@ impl PoissonSolver {
 
     /// The process grid.
     pub fn proc_grid(&self) -> ProcGrid {
-        self.fft.proc_grid()
+        self.fft().proc_grid()
     }
 
     /// The cells this rank owns, per axis: the right-hand side and the solution of
@@ -291,60 +567,76 @@ impl PoissonSolver {
 
     /// Values in this rank's block (cells times components).
     pub fn local_len(&self) -> usize {
-        self.block.iter().map(|r| r.len()).product::<usize>() * self.opts.components
+        self.block.iter().map(|r| r.len()).product::<usize>() * self.opts.components()
     }
 
     /// The memory order of the transform's axes (a0 fastest).
     pub fn order(&self) -> [usize; 3] {
-        self.fft.order()
+        self.fft().order()
     }
 
-    /// Bytes held by the plan on this rank (transform buffer and Green's spectrum; the
-    /// switches' exchange buffers come on top).
+    /// The transforms: one per set of components with the same kinds (one for a scalar, and
+    /// for a vector whose components share their conditions).
+    pub fn transforms(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Bytes held by the plan on this rank (transform buffers, Green's spectrum, derivative
+    /// factors; the switches' exchange buffers come on top).
     pub fn bytes(&self) -> usize {
-        self.fft.bytes() + self.table.len() * 8
+        let kappa: usize = self.kappa.iter().map(|k| k.len()).sum();
+        self.groups.iter().map(|g| g.fft.bytes()).sum::<usize>() + (self.table.len() + kappa) * 8
     }
 
-    /// Reals each switch sends to other ranks per transform, `[T0->T1, T1->T2]`.
+    /// Reals each switch sends to other ranks per solve direction, `[T0->T1, T1->T2]`, summed
+    /// over the transforms.
     pub fn switch_elements(&self) -> [usize; 2] {
-        self.fft.switch_elements()
+        self.groups.iter().fold([0, 0], |acc, g| {
+            let e = g.fft.switch_elements();
+            [acc[0] + e[0], acc[1] + e[1]]
+        })
     }
 
     /// Stage times so far.
     pub fn times(&self) -> PoissonTimes {
-        PoissonTimes { fft: self.fft.times(), ..self.times }
+        let fft = self.groups.iter().fold(FftTimes::default(), |acc, g| {
+            let t = g.fft.times();
+            FftTimes { fft: acc.fft + t.fft, switch: acc.switch + t.switch }
+        });
+        PoissonTimes { fft, ..self.times }
     }
 
     /// Solves `lap(phi) = f` for `f = rhs` (this rank's [`local_block`](Self::local_block),
-    /// C order, components fastest) into `phi`, same layout. Collective over the plan's
-    /// communicator.
+    /// C order, components fastest) into `phi`, same layout; in the rotational mode `rhs` is
+    /// `omega` and `phi` receives `u = curl(psi)`, `lap(psi) = -omega`. Collective over the
+    /// plan's communicator.
     pub fn solve(&mut self, rhs: &[f64], phi: &mut [f64]) -> Result<SolveReport> {
         // checked on every rank and agreed, so that a bad block stops every rank
         self.comm.agree(self.check_rhs(rhs, phi))?;
-        let comps = self.opts.components;
-        let rows = self.rows();
+        let comps = self.opts.components();
 
         let t = Instant::now();
         let mut report = SolveReport { mean_removed: vec![None; comps] };
-        if self.zero_mode {
+        if self.zero_mode.iter().any(|&z| z) {
             let total = self.opts.cells.iter().product::<usize>() as f64;
-            let mut sums = vec![0.0; comps];
+            let mut sums = [0.0; 3];
             let mut max = 0.0f64;
             for (q, &v) in rhs.iter().enumerate() {
                 sums[q % comps] += v;
                 max = max.max(v.abs());
             }
-            self.comm.all_reduce_f64(&mut sums, parki_comm::ReduceOp::Sum);
+            self.comm.all_reduce_f64(&mut sums[..comps], parki_comm::ReduceOp::Sum);
             let max = self.comm.max(max);
-            for (c, sum) in sums.into_iter().enumerate() {
-                let mean = sum / total;
+            for c in (0..comps).filter(|&c| self.zero_mode[c]) {
+                let mean = sums[c] / total;
                 if mean.abs() > 1e-12 * max {
                     report.mean_removed[c] = Some(mean);
                 }
             }
         }
-        {
-            let data = self.fft.data_mut();
+        for g in &mut self.groups {
+            let rows = g.rows_in;
+            let data = g.fft.data_mut();
             rows.for_each(|row, user| {
                 for i0 in 0..rows.n0 {
                     data[row + i0] = rhs[user + i0 * rows.stride0];
@@ -353,42 +645,104 @@ impl PoissonSolver {
         }
         self.times.load += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        self.fft.forward();
+        for g in &mut self.groups {
+            g.fft.forward();
+        }
         self.times.forward += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let nf = self.fft.element_reals();
-        let cs = self.fft.component_stride();
-        {
-            let table = &self.table;
-            let data = self.fft.data_mut();
-            for c in 0..comps {
-                let part = &mut data[c * cs..c * cs + nf * table.len()];
-                if nf == 2 {
-                    for (v, g) in part.chunks_exact_mut(2).zip(table) {
-                        v[0] *= g;
-                        v[1] *= g;
-                    }
-                } else {
-                    for (v, g) in part.iter_mut().zip(table) {
-                        *v *= g;
-                    }
-                }
-            }
+        // the rotational mode solves lap(psi) = -omega
+        let sign = if matches!(self.opts.field, FieldMode::Curl(_)) { -1.0 } else { 1.0 };
+        for g in &mut self.groups {
+            multiply(&mut g.fft, g.comps.len(), &self.table, sign);
+        }
+        if matches!(self.opts.field, FieldMode::Curl(_)) {
+            self.curl();
         }
         self.times.multiply += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        self.fft.backward();
+        for g in &mut self.groups {
+            g.fft.backward();
+        }
         self.times.backward += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let data = self.fft.data();
-        rows.for_each(|row, user| {
-            for i0 in 0..rows.n0 {
-                phi[user + i0 * rows.stride0] = data[row + i0];
-            }
-        });
+        for g in &self.groups {
+            let rows = g.rows_out;
+            let data = g.fft.data();
+            rows.for_each(|row, user| {
+                for i0 in 0..rows.n0 {
+                    phi[user + i0 * rows.stride0] = data[row + i0];
+                }
+            });
+        }
         self.times.store += t.elapsed().as_secs_f64();
         self.times.solves += 1;
         Ok(report)
+    }
+
+    /// `u^ = curl(psi^)` in place, slot by slot: along a DFT axis `d/dx = i kappa`, along a
+    /// real-to-real axis `-kappa` from a cosine series into the sine series of the same slot
+    /// and `+kappa` the other way (the aligned lines make the slots match, and each
+    /// component's backward transform is of its derivative's parity).
+    fn curl(&mut self) {
+        let fft = self.fft();
+        let (nf, cs) = (fft.element_reals(), fft.component_stride());
+        let order = fft.order();
+        // per user axis: its memory-order position, and whether it is a DFT axis
+        let mut pos = [0; 3];
+        for (j, &a) in order.iter().enumerate() {
+            pos[a] = j;
+        }
+        let dft = [0, 1, 2].map(|a| self.classes[0][a].is_dft());
+        // the real-to-real derivative's sign of component p along axis a
+        let r2r_sign: [[f64; 3]; 3] =
+            [0, 1, 2].map(|p| [0, 1, 2].map(|a| if self.classes[p][a].is_cosine() { -1.0 } else { 1.0 }));
+        let place = [self.place[0], self.place[1], self.place[2]];
+        let [k0, k1, k2] = &self.kappa;
+        let mut bufs: [&mut [f64]; 3] = [&mut [], &mut [], &mut []];
+        for (b, g) in bufs.iter_mut().zip(self.groups.iter_mut()) {
+            *b = g.fft.data_mut();
+        }
+        let mut t = 0;
+        for &z in k2.iter() {
+            for &y in k1.iter() {
+                for &x in k0.iter() {
+                    let kappa_mem = [x, y, z];
+                    let kappa = [kappa_mem[pos[0]], kappa_mem[pos[1]], kappa_mem[pos[2]]];
+                    // psi^ of the three components: (re, im), im 0 on real data
+                    let mut psi = [[0.0; 2]; 3];
+                    for p in 0..3 {
+                        let (g, j) = place[p];
+                        let at = j * cs + nf * t;
+                        psi[p][0] = bufs[g][at];
+                        if nf == 2 {
+                            psi[p][1] = bufs[g][at + 1];
+                        }
+                    }
+                    for (c, terms) in CURL.iter().enumerate() {
+                        let mut u = [0.0; 2];
+                        for &(sign, d, p) in terms {
+                            let v = psi[p];
+                            if dft[d] {
+                                // i kappa (re + i im) = -kappa im + i kappa re
+                                u[0] -= sign * kappa[d] * v[1];
+                                u[1] += sign * kappa[d] * v[0];
+                            } else {
+                                let m = sign * r2r_sign[p][d] * kappa[d];
+                                u[0] += m * v[0];
+                                u[1] += m * v[1];
+                            }
+                        }
+                        let (g, j) = place[c];
+                        let at = j * cs + nf * t;
+                        bufs[g][at] = u[0];
+                        if nf == 2 {
+                            bufs[g][at + 1] = u[1];
+                        }
+                    }
+                    t += 1;
+                }
+            }
+        }
     }
 
     /// This rank's check of a solve's arguments: lengths and finite values.
@@ -400,7 +754,8 @@ impl PoissonSolver {
                 value: format!("{} values in, {} out", rhs.len(), phi.len()),
                 allowed: format!(
                     "{len} values: this rank's block {:?} times {} components",
-                    self.block, self.opts.components
+                    self.block,
+                    self.opts.components()
                 ),
             });
         }
@@ -413,38 +768,35 @@ impl PoissonSolver {
         }
         Ok(())
     }
+}
 
-    /// Where the a0 rows of the real-space block are, in the transform's buffer and in the
-    /// caller's C-order block.
-    fn rows(&self) -> Rows {
-        let comps = self.opts.components;
-        let order = self.fft.order();
-        let ext = self.block.clone().map(|r| r.len());
-        // element stride of each memory-order axis in the caller's C-order block
-        let user_stride = [ext[1] * ext[2], ext[2], 1];
-        let stride = order.map(|a| user_stride[a] * comps);
-        let [_, yl, zl] = self.fft.topology(0).local();
-        let a0 = self.fft.axes()[0];
-        debug_assert!(self.fft.element_reals() == 1 || self.fft.is_r2c(), "real rows: one real per slot");
-        Rows {
-            comps,
-            yl,
-            zl,
-            n0: a0.n,
-            first: a0.data_offset,
-            row_stride: self.fft.row_stride(),
-            component_stride: self.fft.component_stride(),
-            stride0: stride[0],
-            stride: [stride[1], stride[2]],
+/// Multiplies each of the `comps` spectra of `fft` by `sign * table`.
+fn multiply(fft: &mut DistFft<f64>, comps: usize, table: &[f64], sign: f64) {
+    let nf = fft.element_reals();
+    let cs = fft.component_stride();
+    let data = fft.data_mut();
+    for c in 0..comps {
+        let part = &mut data[c * cs..c * cs + nf * table.len()];
+        if nf == 2 {
+            for (v, g) in part.chunks_exact_mut(2).zip(table) {
+                v[0] *= sign * g;
+                v[1] *= sign * g;
+            }
+        } else {
+            for (v, g) in part.iter_mut().zip(table) {
+                *v *= sign * g;
+            }
         }
     }
 }
 
-/// The a0 rows of a solver's real-space block: `n0` values each, `stride0` apart in the
+/// The a0 rows of a transform's real-space block: `n0` values each, `stride0` apart in the
 /// caller's block, contiguous from the row's data offset in the transform's buffer.
 #[derive(Clone, Copy)]
 struct Rows {
+    /// Components of the transform (at most 3), and the user component of each.
     comps: usize,
+    user: [usize; 3],
     yl: usize,
     zl: usize,
     n0: usize,
@@ -456,13 +808,54 @@ struct Rows {
 }
 
 impl Rows {
+    const EMPTY: Rows = Rows {
+        comps: 0,
+        user: [0; 3],
+        yl: 0,
+        zl: 0,
+        n0: 0,
+        first: 0,
+        row_stride: 0,
+        component_stride: 0,
+        stride0: 0,
+        stride: [0, 0],
+    };
+
+    /// The rows of `fft` for the caller's `block` of `user_comps` components, the transform's
+    /// components being the user components `members`; `forward`: where the right-hand side
+    /// goes in, else where the solution comes out.
+    fn new(fft: &DistFft<f64>, block: &[Range<usize>; 3], members: &[usize], user_comps: usize, forward: bool) -> Rows {
+        let order = fft.order();
+        let ext = block.clone().map(|r| r.len());
+        // element stride of each memory-order axis in the caller's C-order block
+        let user_stride = [ext[1] * ext[2], ext[2], 1];
+        let stride = order.map(|a| user_stride[a] * user_comps);
+        let [_, yl, zl] = fft.topology(0).local();
+        let a0 = fft.axes()[0];
+        debug_assert!(fft.element_reals() == 1 || fft.is_r2c(), "real rows: one real per slot");
+        let mut user = [0; 3];
+        user[..members.len()].copy_from_slice(members);
+        Rows {
+            comps: members.len(),
+            user,
+            yl,
+            zl,
+            n0: a0.n,
+            first: a0.offsets(forward).1,
+            row_stride: fft.row_stride(),
+            component_stride: fft.component_stride(),
+            stride0: stride[0],
+            stride: [stride[1], stride[2]],
+        }
+    }
+
     /// Calls `f(buffer offset, caller offset)` for the first value of every row.
     fn for_each(&self, mut f: impl FnMut(usize, usize)) {
         for c in 0..self.comps {
             for i2 in 0..self.zl {
                 for i1 in 0..self.yl {
                     let row = c * self.component_stride + (i2 * self.yl + i1) * self.row_stride + self.first;
-                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + c);
+                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + self.user[c]);
                 }
             }
         }

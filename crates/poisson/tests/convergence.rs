@@ -1,57 +1,12 @@
 //! Convergence on manufactured solutions (digest seed-002 §5 and §9 item 4):
 //! `phi = phi_x(x) phi_y(y) phi_z(z)`, `f = lap(phi)` analytically, per axis a function that
-//! satisfies its boundary conditions: `sin(2 pi x / L)` (periodic, odd-odd), `cos(2 pi x / L)`
-//! (even-even), `cos(3 pi x / 2L)` (even-odd), `sin(3 pi x / 2L)` (odd-even), the compact blob
-//! `exp(C (1 - 1/(1 - u^2)))` (unbounded), and a blob with its even or odd image about the
-//! symmetric side (semi-unbounded). The observed order between two resolutions is asserted in
+//! satisfies its boundary conditions ([`parki_poisson::fields`]: sines and cosines on
+//! spectral axes, a compact blob on unbounded ones, a blob and its image on semi-unbounded ones). The observed order between two resolutions is asserted in
 //! a band around the kernel's nominal order, or machine precision where the kernel is exact.
 
-use std::f64::consts::PI;
-
 use parki_comm::Comm;
+use parki_poisson::fields::Manufactured;
 use parki_poisson::{Bc, GreenKind, PoissonOptions, PoissonSolver};
-
-const C: f64 = 10.0;
-
-/// The blob of half-width `s` centred at `c`, and its second derivative.
-fn blob(x: f64, c: f64, s: f64) -> (f64, f64) {
-    let u = (x - c) / s;
-    if u.abs() >= 1.0 {
-        return (0.0, 0.0);
-    }
-    let u2 = u * u;
-    let v = (C * (1.0 - 1.0 / (1.0 - u2))).exp();
-    let d2 = v * 2.0 * C * (2.0 * (C - 1.0) * u2 + 3.0 * u2 * u2 - 1.0) / ((u2 - 1.0).powi(4) * s * s);
-    (v, d2)
-}
-
-/// `(phi, phi'')` along an axis of length `l` with conditions `[lo, hi]`.
-fn axis_fn(bc: [Bc; 2], l: f64, x: f64) -> (f64, f64) {
-    let trig = |k: f64, cos: bool| {
-        let (s, c) = (k * x).sin_cos();
-        if cos {
-            (c, -k * k * c)
-        } else {
-            (s, -k * k * s)
-        }
-    };
-    match bc {
-        [Bc::Periodic, _] | [Bc::Odd, Bc::Odd] => trig(2.0 * PI / l, false),
-        [Bc::Even, Bc::Even] => trig(2.0 * PI / l, true),
-        [Bc::Even, Bc::Odd] => trig(1.5 * PI / l, true),
-        [Bc::Odd, Bc::Even] => trig(1.5 * PI / l, false),
-        [Bc::Unbounded, Bc::Unbounded] => blob(x, 0.5 * l, 0.5 * l),
-        [s, Bc::Unbounded] | [Bc::Unbounded, s] => {
-            let low = bc[1] == Bc::Unbounded;
-            let sign = if s == Bc::Even { 1.0 } else { -1.0 };
-            let (c, image) = if low { (0.3 * l, -0.3 * l) } else { (0.7 * l, 1.3 * l) };
-            let (a, a2) = blob(x, c, 0.5 * l);
-            let (b, b2) = blob(x, image, 0.5 * l);
-            (a + sign * b, a2 + sign * b2)
-        }
-        _ => unreachable!(),
-    }
-}
 
 /// Relative max error of a solve at `n` cells per axis.
 fn error(bc: [[Bc; 2]; 3], green: GreenKind, n: usize) -> f64 {
@@ -61,16 +16,15 @@ fn error(bc: [[Bc; 2]; 3], green: GreenKind, n: usize) -> f64 {
     opts.green = green;
     let mut solver = PoissonSolver::plan(&Comm::single(), opts).unwrap();
     let h = 1.0 / n as f64;
-    let f1: Vec<Vec<(f64, f64)>> =
-        (0..3).map(|a| (0..n).map(|i| axis_fn(bc[a], l[a], (i as f64 + 0.5) * h)).collect()).collect();
+    let m = Manufactured::new(l, bc);
     let mut rhs = Vec::with_capacity(n * n * n);
     let mut want = Vec::with_capacity(n * n * n);
     for i in 0..n {
         for j in 0..n {
             for k in 0..n {
-                let (x, y, z) = (f1[0][i], f1[1][j], f1[2][k]);
-                rhs.push(x.1 * y.0 * z.0 + x.0 * y.1 * z.0 + x.0 * y.0 * z.1);
-                want.push(x.0 * y.0 * z.0);
+                let s = m.at([i, j, k].map(|q| (q as f64 + 0.5) * h));
+                rhs.push(s.laplacian);
+                want.push(s.value);
             }
         }
     }

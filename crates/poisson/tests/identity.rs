@@ -7,7 +7,7 @@
 use std::f64::consts::PI;
 
 use parki_comm::Comm;
-use parki_poisson::{AxisClass, Bc, Green, GreenKind, PoissonOptions, PoissonSolver};
+use parki_poisson::{AxisClass, Bc, FieldMode, Green, GreenKind, PoissonOptions, PoissonSolver};
 use parki_reference::transforms::{apply_along_axis, Transform1d};
 
 fn bcs(s: &str) -> [[Bc; 2]; 3] {
@@ -121,7 +121,7 @@ fn check(bc: &str, green: GreenKind, lengths: [f64; 3], comps: usize) -> f64 {
     let cells = [6, 5, 4];
     let mut opts = PoissonOptions::new(lengths, cells, bcs(bc));
     opts.green = green;
-    opts.components = comps;
+    opts.field = if comps == 3 { FieldMode::Vector } else { FieldMode::Scalar };
     let comm = Comm::single();
     let mut solver = PoissonSolver::plan(&comm, opts.clone()).unwrap();
     let total = cells.iter().product::<usize>();

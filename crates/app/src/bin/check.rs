@@ -86,9 +86,12 @@ enum Command {
         /// Green's function.
         #[arg(long, default_value = "chat2")]
         green: String,
-        /// Components (1 or 3).
-        #[arg(long, default_value_t = 1)]
-        comps: usize,
+        /// scalar, vector, curl (spectral derivatives) or curl-fd2.
+        #[arg(long, default_value = "scalar")]
+        field: String,
+        /// Eighteen conditions, six per component (vector and curl fields).
+        #[arg(long, value_delimiter = ',')]
+        component_bc: Vec<String>,
         /// slab, pencil or auto.
         #[arg(long, default_value = "auto")]
         layout: String,
@@ -629,16 +632,18 @@ fn check_fft_axes(
 
 /// `poisson`: the largest difference of the distributed solution from the one-process one,
 /// relative to its largest value.
+#[allow(clippy::too_many_arguments)]
 fn check_poisson(
     world: &Comm,
     grid: &[usize],
     bc: &[String],
     green: &str,
-    comps: usize,
+    field: &str,
+    component_bc: &[String],
     layout: &str,
     backend: &str,
 ) -> Result<f64, String> {
-    use parki_poisson::{Bc, GreenKind, PoissonOptions, PoissonSolver};
+    use parki_poisson::{Bc, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
     if grid.len() != 3 || bc.len() != 6 {
         return Err("--grid: three sizes; --bc: six conditions".into());
     }
@@ -650,7 +655,24 @@ fn check_poisson(
     if opts.green != GreenKind::Chat2 {
         opts.lengths = cells.map(|n| n as f64 / 10.0);
     }
-    opts.components = comps;
+    opts.field = match field {
+        "scalar" => FieldMode::Scalar,
+        "vector" => FieldMode::Vector,
+        "curl" => FieldMode::Curl(Differentiation::Spectral),
+        "curl-fd2" => FieldMode::Curl(Differentiation::Fd2),
+        f => return Err(format!("--field: unknown field {f}")),
+    };
+    let comps = opts.components();
+    if !component_bc.is_empty() {
+        if component_bc.len() != 18 {
+            return Err("--component-bc: eighteen conditions, six per component".into());
+        }
+        let b: Vec<Bc> = component_bc
+            .iter()
+            .map(|s| Bc::parse(s).ok_or(format!("--component-bc: unknown condition {s}")))
+            .collect::<Result<_, _>>()?;
+        opts.component_bc = Some([0, 1, 2].map(|c| [0, 1, 2].map(|a| [b[6 * c + 2 * a], b[6 * c + 2 * a + 1]])));
+    }
     opts.decomposition = Decomposition::parse(layout).ok_or(format!("layout = {layout}"))?;
     opts.backend = Backend::parse(backend).ok_or(format!("backend = {backend}"))?;
     let value = |c: usize, p: [usize; 3]| {
@@ -693,7 +715,7 @@ fn check_poisson(
     }
     let err = world.max(err);
     if world.rank() == 0 {
-        println!("poisson {bc:?} {green} x{comps} on {:?}: {err:.2e}", dist.proc_grid().dims);
+        println!("poisson {bc:?} {green} {field} on {:?}: {err:.2e}", dist.proc_grid().dims);
     }
     Ok(err)
 }
@@ -714,8 +736,8 @@ fn main() -> ExitCode {
         Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
             check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
         }
-        Command::Poisson { grid, bc, green, comps, layout, backend } => {
-            check_poisson(&world, &grid, &bc, &green, comps, &layout, &backend)
+        Command::Poisson { grid, bc, green, field, component_bc, layout, backend } => {
+            check_poisson(&world, &grid, &bc, &green, &field, &component_bc, &layout, &backend)
                 .and_then(|e| {
                     if e <= 1e-13 {
                         Ok(())
