@@ -494,13 +494,7 @@ impl Run<'_> {
         };
         let report = report::build(&inputs);
         if let Some(path) = self.staged.report() {
-            let written = if comm.rank() == 0 {
-                let text = serde_json::to_string_pretty(&report).expect("report serialises");
-                std::fs::write(path, text + "\n").map_err(|e| Error::Io { path: path.into(), message: e.to_string() })
-            } else {
-                Ok(())
-            };
-            comm.agree(written)?;
+            report::write(comm, path, &report)?;
         }
         Ok(RunSummary { table: report::table(&inputs), report })
     }
@@ -512,9 +506,7 @@ impl Run<'_> {
 fn write_potential(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f64]) -> Result<()> {
     let total = prob.targets_total();
     let shape: Vec<usize> = if dim == 1 { vec![total] } else { vec![total, dim] };
-    let created = if comm.rank() == 0 { npy::create(path, &shape) } else { Ok(0) };
-    // only rank 0 knows the header length
-    let offset = comm.max(comm.agree(created)? as u64) as usize;
+    let offset = outputs::create_npy(comm, path, &shape)?;
     let rows = &prob.target_rows;
     let written = if rows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, rows.start, dim, u) };
     comm.agree(written)

@@ -191,17 +191,6 @@ impl RunConfig {
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
         let cfg: RunConfig =
             toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
-        let three = |field: &str, len: usize, shown: String| -> Result<()> {
-            if len == 3 {
-                Ok(())
-            } else {
-                Err(Error::Shape {
-                    field: field.into(),
-                    expected: "3 entries, one per axis (x, y, z)".into(),
-                    found: format!("{len} entr{}: {shown}", if len == 1 { "y" } else { "ies" }),
-                })
-            }
-        };
         let p = &cfg.problem;
         if let Some(e) = p.equation.as_deref().filter(|&e| e != "particles") {
             return Err(Error::OutOfRange {
@@ -212,12 +201,26 @@ impl RunConfig {
                     .into(),
             });
         }
-        three("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
-        three("problem.periodic", p.periodic.len(), format!("{:?}", p.periodic))?;
+        three_entries("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
+        three_entries("problem.periodic", p.periodic.len(), format!("{:?}", p.periodic))?;
         if cfg.run.repeat == Some(0) {
             return Err(repeat_error("run.repeat"));
         }
         Ok(cfg)
+    }
+}
+
+/// Errors unless a per-axis list (`field`, `len` entries, shown as `shown`) has exactly 3
+/// entries, one per axis.
+pub fn three_entries(field: &str, len: usize, shown: String) -> Result<()> {
+    if len == 3 {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            field: field.into(),
+            expected: "3 entries, one per axis (x, y, z)".into(),
+            found: format!("{len} entr{}: {shown}", if len == 1 { "y" } else { "ies" }),
+        })
     }
 }
 

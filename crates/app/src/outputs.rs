@@ -144,6 +144,14 @@ pub fn check_paths(config: &Path, inputs: &[(String, PathBuf)], paths: OutputPat
     Ok(paths)
 }
 
+/// Creates the float64 `.npy` file of `shape` at `path` at its full length (rank 0) for every
+/// rank to write its part into; returns the offset of its first value on every rank (only
+/// rank 0 knows the header's length). Collective, agreed.
+pub fn create_npy(comm: &Comm, path: &Path, shape: &[usize]) -> Result<usize> {
+    let created = if comm.rank() == 0 { crate::npy::create(path, shape) } else { Ok(0) };
+    Ok(comm.max(comm.agree(created)? as u64) as usize)
+}
+
 /// One output being written: its place and its temporary file in the same directory.
 #[derive(Debug)]
 struct StagedFile {

@@ -22,10 +22,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::app::{check_grid, parallel_options, plural, warn, word, Log, RunArgs, RunSummary};
-use crate::config::{repeat_error, resolve, ParallelSection};
+use crate::config::{repeat_error, resolve, three_entries, ParallelSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
-use crate::report::{communication, min_avg_max, Provenance};
+use crate::report::{self, communication, min_avg_max, Provenance};
 
 /// A Poisson run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -130,19 +130,8 @@ impl PoissonConfig {
     /// The solver options the file asks for (every field checked and named in errors).
     pub fn options(&self, threads: Option<usize>) -> Result<PoissonOptions> {
         let p = &self.problem;
-        let three = |field: &str, len: usize, shown: String| -> Result<()> {
-            if len == 3 {
-                Ok(())
-            } else {
-                Err(Error::Shape {
-                    field: field.into(),
-                    expected: "3 entries, one per axis (x, y, z)".into(),
-                    found: shown,
-                })
-            }
-        };
-        three("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
-        three("problem.grid", p.grid.len(), format!("{:?}", p.grid))?;
+        three_entries("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;
+        three_entries("problem.grid", p.grid.len(), format!("{:?}", p.grid))?;
         if let Some(i) = (0..3).find(|&i| p.grid[i] < 1) {
             return Err(Error::OutOfRange {
                 field: format!("problem.grid[{i}]"),
@@ -496,8 +485,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     }
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if comps == 1 { cells.to_vec() } else { vec![cells[0], cells[1], cells[2], 3] };
-        let created = if comm.rank() == 0 { npy::create(path, &shape) } else { Ok(0) };
-        let offset = comm.max(comm.agree(created)? as u64) as usize;
+        let offset = outputs::create_npy(comm, path, &shape)?;
         comm.agree(npy::write_block(path, offset, cells, comps, &block, &phi))?;
     }
     let total_cells = cells.iter().product::<usize>() as f64;
@@ -542,13 +530,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "warnings": warnings,
     });
     if let Some(path) = staged.report() {
-        let written = if comm.rank() == 0 {
-            let text = serde_json::to_string_pretty(&report_json).expect("report serialises");
-            std::fs::write(path, text + "\n").map_err(|e| Error::Io { path: path.into(), message: e.to_string() })
-        } else {
-            Ok(())
-        };
-        comm.agree(written)?;
+        report::write(comm, path, &report_json)?;
     }
     let mut table = stats.table();
     table += &format!(

@@ -142,6 +142,18 @@ pub(crate) fn min_avg_max(v: (f64, f64, f64)) -> Value {
     json!({"min": v.0, "avg": v.1, "max": v.2})
 }
 
+/// Writes `report` as pretty JSON into `path` (rank 0). Collective, agreed.
+pub fn write(comm: &parki_comm::Comm, path: &Path, report: &Value) -> parki_core::Result<()> {
+    let written = if comm.rank() == 0 {
+        let text = serde_json::to_string_pretty(report).expect("report serialises");
+        std::fs::write(path, text + "\n")
+            .map_err(|e| parki_core::Error::Io { path: path.into(), message: e.to_string() })
+    } else {
+        Ok(())
+    };
+    comm.agree(written)
+}
+
 /// The report's `communication` object: per stage, bytes per rank, messages and seconds.
 pub(crate) fn communication(traffic: &[TrafficStats]) -> Map<String, Value> {
     traffic
