@@ -77,6 +77,9 @@ fn distributed_poisson_matches_one_process() {
         ("even,odd,per,per,odd,odd", "chat2", "vector", ""),
         ("per,per,unb,even,unb,unb", "hej6", "scalar", ""),
         ("per,per,unb,unb,unb,unb", "hej4", "curl", ""),
+        // LGF2 with three and with two unbounded axes (the lattice tables on every rank)
+        ("unb,unb,even,unb,unb,unb", "lgf2", "scalar", ""),
+        ("unb,unb,unb,unb,per,per", "lgf2", "vector", ""),
         // a vorticity between symmetry planes normal to y, semi-unbounded along z: per component
         (
             "per,per,odd,odd,even,unb",

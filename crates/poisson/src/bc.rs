@@ -231,6 +231,16 @@ impl AxisClass {
         }
     }
 
+    /// The largest sample offset `|x| / h` of [`sample`](Self::sample) along a non-spectral axis
+    /// of `n` cells: `N` (unbounded), `2N` (semi-unbounded).
+    pub fn sample_extent(self, n: usize) -> usize {
+        match self {
+            AxisClass::Unbounded => n,
+            AxisClass::SemiUnbounded { .. } => 2 * n,
+            _ => 0,
+        }
+    }
+
     /// The factor of the axis in the Green's spectrum: the inverse of the transform pair's
     /// logical length, times the quadrature weight `h` on non-spectral axes.
     pub fn factor(self, spec: &AxisSpec, h: f64) -> f64 {

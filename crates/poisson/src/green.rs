@@ -109,7 +109,7 @@ impl Green {
         let ok = match self.kind {
             GreenKind::Chat2 | GreenKind::Hej(_) => true,
             GreenKind::Hej0 => u == 0 || u == 3,
-            GreenKind::Lgf2 => u == 0,
+            GreenKind::Lgf2 => true,
         };
         if ok {
             Ok(())
@@ -117,14 +117,15 @@ impl Green {
             Err(Error::Unsupported {
                 what: format!(
                     "green = \"{}\" with {u} unbounded or semi-unbounded axes (available: chat2 and hej2..hej10 for \
-                     every combination, hej0 fully unbounded or fully spectral, lgf2 fully spectral)",
+                     every combination, hej0 fully unbounded or fully spectral)",
                     self.kind.name()
                 ),
             })
         }
     }
 
-    /// `G(r)`, three non-spectral axes (digest §3.2, B.1).
+    /// `G(r)`, three non-spectral axes (digest §3.2, B.1). LGF2 is not radial: the solver takes
+    /// it from [`crate::lgf::Lattice3`]; here it falls back to CHAT2's form, its continuum limit.
     pub fn g3(&self, r: f64) -> f64 {
         match self.kind {
             GreenKind::Chat2 | GreenKind::Lgf2 => {
@@ -198,7 +199,8 @@ impl Green {
                 Some((r.ln() - rm(p2) * (-0.5 * p2).exp() + 0.5 * e1(0.5 * p2)) / (2.0 * PI))
             }
             _ => {
-                // CHAT2 (HEJ0 and LGF2 are refused by check_reduction)
+                // CHAT2 (HEJ0 is refused by check_reduction; the solver takes LGF2 from
+                // crate::lgf::Lattice2 at k = 0 and from the spectral form elsewhere)
                 if r > 0.0 {
                     Some(if k == 0.0 { r.ln() / (2.0 * PI) } else { -k0(k * r) / (2.0 * PI) })
                 } else if k == 0.0 {

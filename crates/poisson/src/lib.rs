@@ -9,12 +9,14 @@
 //! - [`bc`]: boundary conditions, axis classes and their transforms.
 //! - [`fields`]: manufactured solutions (the validation's and the application's test fields).
 //! - [`green`]: the Green's functions in their 3-D, 2-D, 1-D and spectral forms.
+//! - [`lgf`]: the lattice Green's functions of LGF2.
 //! - [`special`]: the special functions they need.
 //! - [`solver`]: [`PoissonSolver`], plan once, solve many times.
 
 pub mod bc;
 pub mod fields;
 pub mod green;
+pub mod lgf;
 pub mod solver;
 pub mod special;
 

@@ -19,6 +19,7 @@ use parki_fft3d::{proc_grid_limits, AxisSpec, DistFft, DistFftOptions, FftTimes,
 
 use crate::bc::{AxisClass, Bc};
 use crate::green::{Green, GreenKind};
+use crate::lgf::{screened_1d, Lattice2, Lattice3};
 
 /// How the rotational mode differentiates `psi` (in spectral space, slot by slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -492,6 +493,14 @@ impl PoissonSolver {
         let t0 = gfft.topology(0);
         let (r1, r2) = (t0.range(1), t0.range(2));
         let n0 = gfft.axes()[0].n;
+        // LGF2 with two or three non-spectral axes: the lattice tables, up to the largest offset
+        let extent = physical.iter().map(|&a| self.classes[0][a].sample_extent(n[a])).max().unwrap_or(0);
+        let (lattice3, lattice2) = match (self.green.kind, physical.len()) {
+            (GreenKind::Lgf2, 3) => (Some(Lattice3::new(extent)), None),
+            (GreenKind::Lgf2, 2) => (None, Some(Lattice2::new(extent))),
+            _ => (None, None),
+        };
+        let offset = |x: f64, h: f64| (x / h).round() as i64;
         for i2 in r2.clone() {
             for i1 in r1.clone() {
                 for i0 in 0..n0 {
@@ -502,14 +511,34 @@ impl PoissonSolver {
                     }
                     let x: Vec<f64> = physical.iter().map(|&a| self.classes[0][a].sample(n[a], h[a], at[a])).collect();
                     let k: Vec<f64> = spectral.iter().map(|&a| self.wavenumber(a, at[a])).collect();
+                    let hp = |j: usize| h[physical[j]];
                     let v = match physical.len() {
-                        3 => self.green.g3((x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt()),
-                        2 => {
-                            let cell = [h[physical[0]], h[physical[1]]];
-                            // None: given in full Fourier space instead (filled in below)
-                            self.green.g2((x[0] * x[0] + x[1] * x[1]).sqrt(), k[0], cell).unwrap_or(0.0)
+                        3 => match &lattice3 {
+                            Some(l) => l.theta([0, 1, 2].map(|j| offset(x[j], hp(j)))) / hp(0),
+                            None => self.green.g3((x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt()),
+                        },
+                        2 => match &lattice2 {
+                            // k != 0: given in full Fourier space instead (filled in below)
+                            Some(l) if k[0] == 0.0 => l.green([0, 1].map(|j| offset(x[j], hp(j))), hp(0)),
+                            Some(_) => 0.0,
+                            None => {
+                                let cell = [hp(0), hp(1)];
+                                // None: given in full Fourier space instead (filled in below)
+                                self.green.g2((x[0] * x[0] + x[1] * x[1]).sqrt(), k[0], cell).unwrap_or(0.0)
+                            }
+                        },
+                        1 => {
+                            if self.green.kind == GreenKind::Lgf2 {
+                                let hs = [h[spectral[0]], h[spectral[1]]];
+                                let sigma = (0..2)
+                                    .map(|j| (2.0 * (0.5 * k[j] * hs[j]).sin() / hs[j]).powi(2))
+                                    .sum::<f64>()
+                                    .sqrt();
+                                screened_1d(offset(x[0], hp(0)), sigma, hp(0))
+                            } else {
+                                self.green.g1(x[0], (k[0] * k[0] + k[1] * k[1]).sqrt())
+                            }
                         }
-                        1 => self.green.g1(x[0], (k[0] * k[0] + k[1] * k[1]).sqrt()),
                         _ => self.green.spectral([k[0], k[1], k[2]]),
                     };
                     let r = gfft.real_index(i0, i1 - r1.start, i2 - r2.start);
@@ -525,8 +554,9 @@ impl PoissonSolver {
         let t2 = self.fft().topology(2);
         let (s0, s1, l2) = (t2.range(0), t2.range(1), t2.global[2]);
         let mut table = Vec::with_capacity(s0.len() * s1.len() * l2);
-        // HEJ with two unbounded axes: given in full Fourier space at k != 0 (on every rank)
-        let spectral_missing = matches!(self.green.kind, GreenKind::Hej(_)) && physical.len() == 2;
+        // HEJ and LGF2 with two unbounded axes: given in full Fourier space at k != 0 (on every
+        // rank), the approximation B.12 of FLUPS
+        let spectral_missing = matches!(self.green.kind, GreenKind::Hej(_) | GreenKind::Lgf2) && physical.len() == 2;
         for i2 in 0..l2 {
             for i1 in s1.clone() {
                 for i0 in s0.clone() {
