@@ -80,8 +80,9 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
   [problem]
   equation = \"poisson\"
   box = [1.0, 1.0, 2.0]
-  grid = [64, 64, 128]        # cells per axis; values at cell centres (i + 1/2) h
-  centering = \"cell\"
+  grid = [64, 64, 128]        # cells per axis
+  centering = \"cell\"          # values at cell centres (i + 1/2) h; \"node\": at the nodes
+                              # i h, N + 1 per axis (N on a periodic one), 0 on odd sides
   bc = [[\"unb\", \"unb\"], [\"even\", \"odd\"], [\"per\", \"per\"]]   # per axis [low, high]:
                               # per, even, odd, unb; a side may list one word per component
                               # of a vector or curl field: [\"odd\", \"even\", \"odd\"]

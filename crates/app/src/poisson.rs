@@ -17,7 +17,7 @@ use parki_comm::{Comm, StageStats, TrafficStats};
 use parki_core::{Error, Result, StageKind, StageName};
 use parki_fft3d::{FftStage, PlanRigor};
 use parki_poisson::fields::{curl, Manufactured, Sample, COMPONENT_AMPLITUDES};
-use parki_poisson::{Bc, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
+use parki_poisson::{Bc, Centering, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -146,23 +146,8 @@ impl PoissonConfig {
                 allowed: "a positive finite length".into(),
             });
         }
-        match p.centering.as_deref() {
-            None | Some("cell") => {}
-            Some("node") => {
-                return Err(Error::Unsupported {
-                    what: "problem.centering = \"node\": node-centred data are not implemented yet; use \"cell\" \
-                           (values at cell centres (i + 1/2) h)"
-                        .into(),
-                })
-            }
-            Some(c) => {
-                return Err(Error::OutOfRange {
-                    field: "problem.centering".into(),
-                    value: format!("\"{c}\""),
-                    allowed: "\"cell\"".into(),
-                })
-            }
-        }
+        let centering = word("problem.centering", p.centering.as_deref(), Centering::parse, "\"cell\" or \"node\"")?
+            .unwrap_or(Centering::Cell);
         let field = p.field.as_deref().unwrap_or("scalar");
         let diff = word(
             "problem.differentiation",
@@ -195,6 +180,7 @@ impl PoissonConfig {
         let mut o = PoissonOptions::new(lengths, cells, bc);
         o.component_bc = component_bc;
         o.field = mode;
+        o.centering = centering;
         o.green = word(
             "problem.green",
             p.green.as_deref(),
@@ -285,13 +271,14 @@ fn rhs_source(cfg: &PoissonConfig, config: &Path, opts: &PoissonOptions) -> Resu
         (Some(f), None) => {
             let path = resolve(config, f);
             let h = npy::read_header(&path, "input.rhs")?;
-            let n = opts.cells;
+            let n = opts.extents();
             let want: Vec<usize> = if comps == 1 { n.to_vec() } else { vec![n[0], n[1], n[2], 3] };
             if h.shape != want || h.fortran {
                 return Err(Error::Shape {
                     field: format!("input.rhs ({})", path.display()),
                     expected: format!(
-                        "shape {want:?} in C order (problem.grid{})",
+                        "shape {want:?} in C order (problem.grid{}{})",
+                        if opts.centering == Centering::Node { " + 1 nodes per non-periodic axis" } else { "" },
                         if comps == 3 { ", 3 components" } else { "" }
                     ),
                     found: format!("shape {:?}{}", h.shape, if h.fortran { " in Fortran order" } else { "" }),
@@ -333,12 +320,13 @@ fn generate(
     block: &[std::ops::Range<usize>; 3],
 ) -> (Vec<f64>, Vec<f64>) {
     let h = [0, 1, 2].map(|a| opts.lengths[a] / opts.cells[a] as f64);
+    let shift = if opts.centering == Centering::Node { 0.0 } else { 0.5 };
     let len = block.iter().map(|r| r.len()).product::<usize>() * fields.len();
     let (mut f, mut exact) = (Vec::with_capacity(len), Vec::with_capacity(len));
     for i in block[0].clone() {
         for j in block[1].clone() {
             for k in block[2].clone() {
-                let x = [(i as f64 + 0.5) * h[0], (j as f64 + 0.5) * h[1], (k as f64 + 0.5) * h[2]];
+                let x = [(i as f64 + shift) * h[0], (j as f64 + shift) * h[1], (k as f64 + shift) * h[2]];
                 match opts.field {
                     FieldMode::Curl(_) => {
                         let s: [Sample; 3] = [0, 1, 2].map(|c| fields[c].at(x));
@@ -410,10 +398,11 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let cells = opts.cells;
     let comps = opts.components();
     log.line(&format!(
-        "poisson {}x{}x{} cells on {} rank{}, bc {}, green {}, field {}",
+        "poisson {}x{}x{} cells ({}-centred) on {} rank{}, bc {}, green {}, field {}",
         cells[0],
         cells[1],
         cells[2],
+        opts.centering.name(),
         comm.size(),
         plural(comm.size()),
         bc_text(&opts),
@@ -484,9 +473,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         log.line(&format!("error against the exact solution: relative L2 {l2:.3e}, relative max {max:.3e}"));
     }
     if let Some(path) = staged.potential() {
-        let shape: Vec<usize> = if comps == 1 { cells.to_vec() } else { vec![cells[0], cells[1], cells[2], 3] };
+        let n = opts.extents();
+        let shape: Vec<usize> = if comps == 1 { n.to_vec() } else { vec![n[0], n[1], n[2], 3] };
         let offset = outputs::create_npy(comm, path, &shape)?;
-        comm.agree(npy::write_block(path, offset, cells, comps, &block, &phi))?;
+        comm.agree(npy::write_block(path, offset, n, comps, &block, &phi))?;
     }
     let total_cells = cells.iter().product::<usize>() as f64;
     let bytes = comm.sum(solver.bytes() as u64) as usize;
@@ -499,7 +489,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "equation": "poisson",
         "box": opts.lengths,
         "grid": cells,
-        "centering": "cell",
+        "centering": opts.centering.name(),
         "bc": bc_text(&opts),
         "green": opts.green.name(),
         "alpha": opts.alpha,

@@ -80,6 +80,9 @@ fn distributed_poisson_matches_one_process() {
         // LGF2 with three and with two unbounded axes (the lattice tables on every rank)
         ("unb,unb,even,unb,unb,unb", "lgf2", "scalar", ""),
         ("unb,unb,unb,unb,per,per", "lgf2", "vector", ""),
+        // node-centred data: the odd sides' pinned nodes, DCT-I/DST-I/DCT-III/DST-III lines
+        ("odd,unb,even,odd,per,per", "lgf2", "node", ""),
+        ("even,even,odd,even,unb,odd", "chat2", "node-vector", ""),
         // a vorticity between symmetry planes normal to y, semi-unbounded along z: per component
         (
             "per,per,odd,odd,even,unb",
@@ -92,6 +95,11 @@ fn distributed_poisson_matches_one_process() {
         for (i, (bc, green, field, comp_bc)) in cases.iter().enumerate() {
             let layout = if ranks > 1 && i % 2 == 1 { "pencil" } else { "slab" };
             let backend = if (i + ranks) % 2 == 0 { "alltoallv" } else { "persistent" };
+            let (centering, field) = match *field {
+                "node" => ("node", "scalar"),
+                "node-vector" => ("node", "vector"),
+                f => ("cell", f),
+            };
             let mut args = vec![
                 "poisson",
                 "--bc",
@@ -100,6 +108,8 @@ fn distributed_poisson_matches_one_process() {
                 green,
                 "--field",
                 field,
+                "--centering",
+                centering,
                 "--layout",
                 layout,
                 "--backend",

@@ -1,6 +1,6 @@
 //! Boundary conditions per axis and what they make of the axis: its class, its transforms
 //! for the field and for the Green's function, its wavenumbers and its normalisation (digest
-//! seed-002 §2.1, cell-centred data).
+//! seed-002 §2.1, cell- and node-centred data).
 
 use parki_core::{Error, Result};
 use parki_fft3d::{AxisSpec, AxisTransform, R2rKind};
@@ -36,6 +36,32 @@ impl Bc {
 
     fn is_symmetric(self) -> bool {
         matches!(self, Bc::Even | Bc::Odd)
+    }
+}
+
+/// Where the data sit: at cell centres `(i + 1/2) h`, `N` values per axis, or at the nodes
+/// `i h`, `N + 1` values per axis (`N` on a periodic axis, whose node `N` is node 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Centering {
+    /// Cell-centred.
+    #[default]
+    Cell,
+    /// Node-centred.
+    Node,
+}
+
+impl Centering {
+    /// Name in run.toml: `cell`, `node`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Centering::Cell => "cell",
+            Centering::Node => "node",
+        }
+    }
+
+    /// Parses a name of [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Centering::Cell, Centering::Node].into_iter().find(|c| c.name() == s)
     }
 }
 
@@ -120,6 +146,86 @@ impl AxisClass {
                 AxisSpec::r2r(n, f, b, 2 * n, shift, 2 * n + 1, data)
             }
             AxisClass::Unbounded => AxisSpec::padded_dft(n, 2 * n),
+        }
+    }
+
+    /// The low and high boundary conditions of the axis.
+    pub fn sides(self) -> [Bc; 2] {
+        match self {
+            AxisClass::Periodic => [Bc::Periodic; 2],
+            AxisClass::Symmetric { low, high } => [low, high],
+            AxisClass::SemiUnbounded { sym, sym_low: true } => [sym, Bc::Unbounded],
+            AxisClass::SemiUnbounded { sym, sym_low: false } => [Bc::Unbounded, sym],
+            AxisClass::Unbounded => [Bc::Unbounded; 2],
+        }
+    }
+
+    /// Data points along the axis of `n` cells: `N` cell centres, or `N + 1` nodes (`N` on a
+    /// periodic axis).
+    pub fn extent(self, n: usize, centering: Centering) -> usize {
+        match (centering, self) {
+            (Centering::Node, AxisClass::Periodic) | (Centering::Cell, _) => n,
+            (Centering::Node, _) => n + 1,
+        }
+    }
+
+    /// The nodes an odd side pins to zero (node 0 and/or node `N`): they carry no unknown, the
+    /// transform skips them, the solution is 0 there and the right-hand side there is ignored.
+    pub fn pinned_nodes(self, n: usize) -> [Option<usize>; 2] {
+        let [low, high] = self.sides();
+        [(low == Bc::Odd).then_some(0), (high == Bc::Odd).then_some(n)]
+    }
+
+    /// The field's transform of `n` cells with node-centred data (FLUPS's node transforms): the
+    /// line holds node `i` at slot `i` (slot `N + i` where a semi-unbounded axis is symmetric on
+    /// its high side), and the transform skips the nodes an odd side pins to zero:
+    ///
+    /// - even-even: DCT-I of the `N + 1` nodes, mode `s` at slot `s`;
+    /// - odd-odd: DST-I of nodes `1..N-1`, mode `s` (its entry `s - 1`) at slot `s`;
+    /// - even-odd: DCT-III forward, DCT-II backward, of nodes `0..N-1`, mode `s + 1/2` at slot `s`;
+    /// - odd-even: DST-III forward, DST-II backward, of nodes `1..N`, mode `s - 1/2` at slot `s`;
+    /// - periodic: DFT of the `N` nodes; unbounded: the `N + 1` nodes padded to a DFT of `2N`;
+    /// - semi-unbounded: the `N + 1` nodes in a line of `2N + 1`, a DCT-I over all of it (even
+    ///   side) or a DST-I over slots `1..2N-1` (odd side): slot `s` is mode `s` of the Green's
+    ///   DCT-I, as for cell-centred data.
+    pub fn node_axis(self, n: usize) -> AxisSpec {
+        use R2rKind::{Dct1, Dct2, Dct3, Dst1, Dst2, Dst3};
+        match self {
+            AxisClass::Periodic => AxisSpec::periodic(n),
+            AxisClass::Symmetric { low, high } => match (low, high) {
+                (Bc::Even, Bc::Even) => AxisSpec::r2r(n + 1, Dct1, Dct1, n + 1, 0, n + 1, 0),
+                (Bc::Odd, Bc::Odd) => AxisSpec::r2r(n + 1, Dst1, Dst1, n - 1, 1, n + 1, 0),
+                (Bc::Even, Bc::Odd) => AxisSpec::r2r(n + 1, Dct3, Dct2, n, 0, n + 1, 0),
+                _ => AxisSpec::r2r(n + 1, Dst3, Dst2, n, 1, n + 1, 0),
+            },
+            AxisClass::SemiUnbounded { sym, sym_low } => {
+                let data = if sym_low { 0 } else { n };
+                if sym == Bc::Odd {
+                    AxisSpec::r2r(n + 1, Dst1, Dst1, 2 * n - 1, 1, 2 * n + 1, data)
+                } else {
+                    AxisSpec::r2r(n + 1, Dct1, Dct1, 2 * n + 1, 0, 2 * n + 1, data)
+                }
+            }
+            AxisClass::Unbounded => AxisSpec::padded_dft(n + 1, 2 * n),
+        }
+    }
+
+    /// Wavenumber of spectral slot `s` of node-centred data (the slots of
+    /// [`node_axis`](Self::node_axis)); the unbounded and semi-unbounded axes' are those of
+    /// cell-centred data.
+    pub fn node_wavenumber(self, n: usize, l: f64, s: usize, r2c: bool) -> f64 {
+        use std::f64::consts::PI;
+        match self {
+            AxisClass::Symmetric { low, high } => {
+                let m = match (low, high) {
+                    (Bc::Even, Bc::Odd) => s as f64 + 0.5,
+                    // slot 0 carries no mode (node 0 is pinned): any finite value
+                    (Bc::Odd, Bc::Even) => (s as f64 - 0.5).abs(),
+                    _ => s as f64,
+                };
+                PI * m / l
+            }
+            c => c.wavenumber(n, l, s, r2c, false),
         }
     }
 

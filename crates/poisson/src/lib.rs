@@ -1,7 +1,7 @@
 //! Grid Poisson solver with per-axis boundary conditions over the distributed FFT, after
 //! FLUPS (Caprace, Gillis & Chatelain; digest `seed-002-flups.md`).
 //!
-//! `lap(phi) = f` on a uniform cell-centred grid in a box, each axis periodic, symmetric
+//! `lap(phi) = f` on a uniform grid (cell- or node-centred) in a box, each axis periodic, symmetric
 //! (even or odd on each side), unbounded, or semi-unbounded (unbounded on one side, even or
 //! odd on the other): 10 classes per axis, 1000 combinations. The solution is the convolution
 //! with a Green's function ([`GreenKind`]: CHAT2, HEJ2..HEJ10, HEJ0, LGF2) computed spectrally.
@@ -20,6 +20,6 @@ pub mod lgf;
 pub mod solver;
 pub mod special;
 
-pub use bc::{AxisClass, Bc};
+pub use bc::{AxisClass, Bc, Centering};
 pub use green::{Green, GreenKind};
 pub use solver::{Differentiation, FieldMode, PoissonOptions, PoissonSolver, PoissonStage, PoissonTimes, SolveReport};

@@ -17,7 +17,7 @@ use parki_core::{Error, Result};
 use parki_decomp::{Decomposition, ProcGrid};
 use parki_fft3d::{proc_grid_limits, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor};
 
-use crate::bc::{AxisClass, Bc};
+use crate::bc::{AxisClass, Bc, Centering};
 use crate::green::{Green, GreenKind};
 use crate::lgf::{screened_1d, Lattice2, Lattice3};
 
@@ -77,6 +77,8 @@ pub struct PoissonOptions {
     pub lengths: [f64; 3],
     /// Cells per axis.
     pub cells: [usize; 3],
+    /// Cell- or node-centred data ([`PoissonOptions::extents`] values per axis).
+    pub centering: Centering,
     /// Boundary conditions per axis: `[low, high]` (of every component unless
     /// `component_bc` is given).
     pub bc: [[Bc; 2]; 3],
@@ -108,6 +110,7 @@ impl PoissonOptions {
         Self {
             lengths,
             cells,
+            centering: Centering::Cell,
             bc,
             component_bc: None,
             green: GreenKind::Chat2,
@@ -124,6 +127,14 @@ impl PoissonOptions {
     /// Components of the right-hand side and of the solution.
     pub fn components(&self) -> usize {
         self.field.components()
+    }
+
+    /// Data points per axis: the cells, or the nodes (`N + 1`, `N` on a periodic axis).
+    pub fn extents(&self) -> [usize; 3] {
+        [0, 1, 2].map(|a| match AxisClass::of(a, self.bc[a]) {
+            Ok(c) => c.extent(self.cells[a], self.centering),
+            Err(_) => self.cells[a],
+        })
     }
 
     /// The boundary conditions of component `c` of the right-hand side.
@@ -228,6 +239,8 @@ struct Group {
     /// The rows of the right-hand side and of the solution.
     rows_in: Rows,
     rows_out: Rows,
+    /// Node-centred data: the nodes pinned to zero.
+    pinned: Pinned,
 }
 
 /// A planned Poisson solve (see the module documentation).
@@ -317,6 +330,36 @@ impl PoissonSolver {
                 }
             }
         }
+        let node = opts.centering == Centering::Node;
+        if node {
+            if let FieldMode::Curl(_) = opts.field {
+                return Err(Error::Unsupported {
+                    what: "problem.centering = \"node\" with field = \"curl\" (node-centred data are solved for \
+                           scalar and vector fields; the rotational mode takes cell-centred data)"
+                        .into(),
+                });
+            }
+            for a in 0..3 {
+                let odd_odd = AxisClass::Symmetric { low: Bc::Odd, high: Bc::Odd };
+                if opts.cells[a] < 2 && classes.iter().any(|c| c[a] == odd_odd) {
+                    return Err(Error::OutOfRange {
+                        field: "problem.grid".into(),
+                        value: format!("{:?}", opts.cells),
+                        allowed: format!("at least 2 cells along axis {a}, odd on both sides with node-centred data"),
+                    });
+                }
+                // even-odd and odd-even node transforms put their modes one slot apart
+                let kinds = |l: Bc, h: Bc| classes.iter().any(|c| c[a] == AxisClass::Symmetric { low: l, high: h });
+                if kinds(Bc::Even, Bc::Odd) && kinds(Bc::Odd, Bc::Even) {
+                    return Err(Error::Unsupported {
+                        what: format!(
+                            "problem.bc[{a}]: components even-odd and odd-even along the same axis with node-centred \
+                             data"
+                        ),
+                    });
+                }
+            }
+        }
         // the output's classes: the curl's components differentiate the others
         let out: Vec<[AxisClass; 3]> = match opts.field {
             FieldMode::Curl(_) => {
@@ -355,7 +398,9 @@ impl PoissonSolver {
         for c in 0..comps {
             let axes = [0, 1, 2].map(|a| {
                 let (i, o) = (classes[c][a], out[c][a]);
-                if aligned {
+                if node {
+                    i.node_axis(opts.cells[a])
+                } else if aligned {
                     i.field_axis_to(o, opts.cells[a]).expect("classes checked to share slots")
                 } else {
                     i.field_axis(opts.cells[a], false)
@@ -382,7 +427,8 @@ impl PoissonSolver {
                 None => DistFft::<f64>::with_axes(comm, axes, pg, fopts)?,
                 Some(g) => DistFft::<f64>::with_axes_in_order(comm, axes, g.fft.order(), pg, fopts)?,
             };
-            groups.push(Group { fft, comps: members, rows_in: Rows::EMPTY, rows_out: Rows::EMPTY });
+            let pinned = Pinned::new(&fft, &classes[members[0]], opts.cells, opts.centering);
+            groups.push(Group { fft, comps: members, rows_in: Rows::EMPTY, rows_out: Rows::EMPTY, pinned });
         }
         let mut place = vec![(0, 0); comps];
         for (g, group) in groups.iter().enumerate() {
@@ -401,7 +447,7 @@ impl PoissonSolver {
         let t0 = fft.topology(0);
         let order = fft.order();
         let mut block = [0..0, 0..0, 0..0];
-        block[order[0]] = 0..opts.cells[order[0]];
+        block[order[0]] = 0..opts.extents()[order[0]];
         block[order[1]] = t0.range(1);
         block[order[2]] = t0.range(2);
         for g in &mut groups {
@@ -464,7 +510,11 @@ impl PoissonSolver {
     /// Wavenumber of field spectral slot `s` along user axis `a`.
     fn wavenumber(&self, a: usize, s: usize) -> f64 {
         let r2c = self.fft().is_r2c() && self.fft().order()[0] == a;
-        self.classes[0][a].wavenumber(self.opts.cells[a], self.opts.lengths[a], s, r2c, self.aligned)
+        let (class, n, l) = (self.classes[0][a], self.opts.cells[a], self.opts.lengths[a]);
+        match self.opts.centering {
+            Centering::Cell => class.wavenumber(n, l, s, r2c, self.aligned),
+            Centering::Node => class.node_wavenumber(n, l, s, r2c),
+        }
     }
 
     /// The Green's spectrum on this rank's spectral block, normalisations folded in.
@@ -649,11 +699,26 @@ impl PoissonSolver {
         let mut report = SolveReport { mean_removed: vec![None; comps] };
         if self.zero_mode.iter().any(|&z| z) {
             let total = self.opts.cells.iter().product::<usize>() as f64;
+            // the mean is the zero mode: the trapezoidal rule on node-centred even-even axes
+            let weights = [0, 1, 2].map(|a| {
+                let ends = self.opts.centering == Centering::Node
+                    && self.classes[0][a] == AxisClass::Symmetric { low: Bc::Even, high: Bc::Even };
+                let n = self.opts.cells[a];
+                self.block[a].clone().map(|u| if ends && (u == 0 || u == n) { 0.5 } else { 1.0 }).collect::<Vec<f64>>()
+            });
             let mut sums = [0.0; 3];
             let mut max = 0.0f64;
-            for (q, &v) in rhs.iter().enumerate() {
-                sums[q % comps] += v;
-                max = max.max(v.abs());
+            let mut q = 0;
+            for w0 in &weights[0] {
+                for w1 in &weights[1] {
+                    for w2 in &weights[2] {
+                        for sum in sums.iter_mut().take(comps) {
+                            *sum += w0 * w1 * w2 * rhs[q];
+                            max = max.max(rhs[q].abs());
+                            q += 1;
+                        }
+                    }
+                }
             }
             self.comm.all_reduce_f64(&mut sums[..comps], parki_comm::ReduceOp::Sum);
             let max = self.comm.max(max);
@@ -666,10 +731,19 @@ impl PoissonSolver {
         }
         for g in &mut self.groups {
             let rows = g.rows_in;
+            let pinned = &g.pinned;
             let data = g.fft.data_mut();
-            rows.for_each(|row, user| {
-                for i0 in 0..rows.n0 {
-                    data[row + i0] = rhs[user + i0 * rows.stride0];
+            rows.for_each_indexed(|row, user, i1, i2| {
+                let line = &mut data[row..row + rows.n0];
+                if pinned.rows[0].contains(&i1) || pinned.rows[1].contains(&i2) {
+                    line.fill(0.0);
+                    return;
+                }
+                for (i0, v) in line.iter_mut().enumerate() {
+                    *v = rhs[user + i0 * rows.stride0];
+                }
+                for &p in &pinned.line {
+                    line[p] = 0.0;
                 }
             });
         }
@@ -822,6 +896,35 @@ fn multiply(fft: &mut DistFft<f64>, comps: usize, table: &[f64], sign: f64) {
 
 /// The a0 rows of a transform's real-space block: `n0` values each, `stride0` apart in the
 /// caller's block, contiguous from the row's data offset in the transform's buffer.
+/// The nodes an odd side pins to zero (node-centred data), in a group's first topology: their
+/// indices along memory axis 0, and the local rows along memory axes 1 and 2.
+#[derive(Clone, Debug, Default)]
+struct Pinned {
+    line: Vec<usize>,
+    rows: [Vec<usize>; 2],
+}
+
+impl Pinned {
+    fn new(fft: &DistFft<f64>, classes: &[AxisClass; 3], cells: [usize; 3], centering: Centering) -> Self {
+        let mut p = Pinned::default();
+        if centering == Centering::Cell {
+            return p;
+        }
+        let order = fft.order();
+        let t0 = fft.topology(0);
+        for (j, &a) in order.iter().enumerate() {
+            for node in classes[a].pinned_nodes(cells[a]).into_iter().flatten() {
+                if j == 0 {
+                    p.line.push(node);
+                } else if t0.range(j).contains(&node) {
+                    p.rows[j - 1].push(node - t0.range(j).start);
+                }
+            }
+        }
+        p
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Rows {
     /// Components of the transform (at most 3), and the user component of each.
@@ -881,11 +984,16 @@ impl Rows {
 
     /// Calls `f(buffer offset, caller offset)` for the first value of every row.
     fn for_each(&self, mut f: impl FnMut(usize, usize)) {
+        self.for_each_indexed(|row, user, _, _| f(row, user));
+    }
+
+    /// As [`for_each`](Self::for_each), with the row's local indices along memory axes 1 and 2.
+    fn for_each_indexed(&self, mut f: impl FnMut(usize, usize, usize, usize)) {
         for c in 0..self.comps {
             for i2 in 0..self.zl {
                 for i1 in 0..self.yl {
                     let row = c * self.component_stride + (i2 * self.yl + i1) * self.row_stride + self.first;
-                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + self.user[c]);
+                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + self.user[c], i1, i2);
                 }
             }
         }

@@ -92,6 +92,9 @@ enum Command {
         /// Eighteen conditions, six per component (vector and curl fields).
         #[arg(long, value_delimiter = ',')]
         component_bc: Vec<String>,
+        /// cell or node.
+        #[arg(long, default_value = "cell")]
+        centering: String,
         /// slab, pencil or auto.
         #[arg(long, default_value = "auto")]
         layout: String,
@@ -640,10 +643,11 @@ fn check_poisson(
     green: &str,
     field: &str,
     component_bc: &[String],
+    centering: &str,
     layout: &str,
     backend: &str,
 ) -> Result<f64, String> {
-    use parki_poisson::{Bc, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
+    use parki_poisson::{Bc, Centering, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
     if grid.len() != 3 || bc.len() != 6 {
         return Err("--grid: three sizes; --bc: six conditions".into());
     }
@@ -673,6 +677,8 @@ fn check_poisson(
             .collect::<Result<_, _>>()?;
         opts.component_bc = Some([0, 1, 2].map(|c| [0, 1, 2].map(|a| [b[6 * c + 2 * a], b[6 * c + 2 * a + 1]])));
     }
+    opts.centering = Centering::parse(centering).ok_or(format!("--centering: unknown centring {centering}"))?;
+    let extents = opts.extents();
     opts.decomposition = Decomposition::parse(layout).ok_or(format!("layout = {layout}"))?;
     opts.backend = Backend::parse(backend).ok_or(format!("backend = {backend}"))?;
     let value = |c: usize, p: [usize; 3]| {
@@ -706,7 +712,7 @@ fn check_poisson(
         for y in block[1].clone() {
             for z in block[2].clone() {
                 for c in 0..comps {
-                    let w = whole[((x * cells[1] + y) * cells[2] + z) * comps + c];
+                    let w = whole[((x * extents[1] + y) * extents[2] + z) * comps + c];
                     err = err.max((phi[q] - w).abs() / scale);
                     q += 1;
                 }
@@ -715,7 +721,7 @@ fn check_poisson(
     }
     let err = world.max(err);
     if world.rank() == 0 {
-        println!("poisson {bc:?} {green} {field} on {:?}: {err:.2e}", dist.proc_grid().dims);
+        println!("poisson {bc:?} {green} {field} {centering} on {:?}: {err:.2e}", dist.proc_grid().dims);
     }
     Ok(err)
 }
@@ -736,8 +742,8 @@ fn main() -> ExitCode {
         Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
             check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
         }
-        Command::Poisson { grid, bc, green, field, component_bc, layout, backend } => {
-            check_poisson(&world, &grid, &bc, &green, &field, &component_bc, &layout, &backend)
+        Command::Poisson { grid, bc, green, field, component_bc, centering, layout, backend } => {
+            check_poisson(&world, &grid, &bc, &green, &field, &component_bc, &centering, &layout, &backend)
                 .and_then(|e| {
                     if e <= 1e-13 {
                         Ok(())
