@@ -38,7 +38,7 @@ use parki_decomp::{split_range, GridTopology, ProcGrid, RowLayout, SpectralBlock
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::axes::{memory_order, AxisSpec, AxisTransform};
-use crate::ffi::{Kind, Plan1d};
+use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
 use crate::{FftReal, PlanRigor};
 
@@ -202,8 +202,20 @@ struct AxisPlans<T: FftReal> {
 /// How the transforms run: FFTW's batched 3-D plans on one rank (periodic real grid, no
 /// switch, the grid is the whole `GridLayout`), 1-D transforms between the switches otherwise.
 enum Engine<T: FftReal> {
-    Whole { forward: crate::ffi::Plan<T>, backward: crate::ffi::Plan<T> },
-    Pencils { forward: Box<AxisPlans<T>>, backward: Box<AxisPlans<T>> },
+    Whole {
+        forward: crate::ffi::Plan<T>,
+        backward: crate::ffi::Plan<T>,
+    },
+    /// One rank, every axis a real-to-real transform over its whole line: one FFTW 3-D r2r plan
+    /// per direction (no switch, no padding; the T0 and T2 layouts coincide).
+    WholeR2r {
+        forward: Plan1d<T>,
+        backward: Plan1d<T>,
+    },
+    Pencils {
+        forward: Box<AxisPlans<T>>,
+        backward: Box<AxisPlans<T>>,
+    },
 }
 
 struct Switch<T: FftReal> {
@@ -235,6 +247,28 @@ pub struct DistFft<T: FftReal> {
     sw1: [Switch<T>; 2],
     sw2: [Switch<T>; 2],
     times: FftTimes,
+}
+
+/// The forward and backward kinds per memory-order axis when one 3-D real-to-real plan does the
+/// whole transform: one rank, real data, every axis real-to-real over its whole line (no
+/// padding, no offsets, the same slots both ways).
+fn whole_r2r_kinds(axes: &[AxisSpec; 3], ranks: usize, complex: bool) -> Option<[[R2rKind; 3]; 2]> {
+    if ranks != 1 || complex {
+        return None;
+    }
+    let mut kinds = [[R2rKind::Dct1; 3]; 2];
+    for (j, a) in axes.iter().enumerate() {
+        let AxisTransform::R2r { forward, backward } = a.transform else {
+            return None;
+        };
+        let plain = a.n == a.fft_len && a.n == a.line && a.fft_offset == 0 && a.data_offset == 0;
+        if !plain || a.backward_fft_offset != 0 || a.backward_data_offset != 0 {
+            return None;
+        }
+        kinds[0][j] = forward;
+        kinds[1][j] = backward;
+    }
+    Some(kinds)
 }
 
 /// Zeroes, in each of `comps` components (`cs` reals apart) and `outer` groups, the slots of a
@@ -390,6 +424,15 @@ impl<T: FftReal> DistFft<T> {
             let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
             let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
             Engine::Whole { forward, backward }
+        } else if let Some(kinds) = whole_r2r_kinds(&axes, grid.ranks(), opts.complex) {
+            // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
+            let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
+            let plan = |k: [R2rKind; 3], comps: usize| {
+                Plan1d::r2r_nd(&dims, &[k[2], k[1], k[0]], &[(comps, cs, cs)], ptr, threads, opts.rigor)
+            };
+            let forward = plan(kinds[0], opts.forward_components)?;
+            let backward = plan(kinds[1], opts.backward_components)?;
+            Engine::WholeR2r { forward, backward }
         } else {
             let planner = Planner { axes: &axes, r2c, nf, cs, t0, t1, t2, ptr, threads, rigor: opts.rigor };
             let forward = Box::new(planner.plans(opts.forward_components, true)?);
@@ -637,6 +680,13 @@ impl<T: FftReal> DistFft<T> {
             self.times.fft += t.elapsed().as_secs_f64();
             return;
         }
+        if let Engine::WholeR2r { forward, .. } = &self.engine {
+            let t = Instant::now();
+            // SAFETY: the plan was made for this buffer's layout and component count.
+            unsafe { forward.execute(p) };
+            self.times.fft += t.elapsed().as_secs_f64();
+            return;
+        }
         self.clear_row_padding(comps);
         let t = Instant::now();
         if let Engine::Pencils { forward, .. } = &self.engine {
@@ -678,6 +728,12 @@ impl<T: FftReal> DistFft<T> {
         match &self.engine {
             Engine::Whole { backward, .. } => {
                 // SAFETY: the plan was made for this buffer's layout and component count.
+                unsafe { backward.execute(p) };
+                self.times.fft += t.elapsed().as_secs_f64();
+                return;
+            }
+            Engine::WholeR2r { backward, .. } => {
+                // SAFETY: the plan was made for this buffer's layout and the backward components.
                 unsafe { backward.execute(p) };
                 self.times.fft += t.elapsed().as_secs_f64();
                 return;

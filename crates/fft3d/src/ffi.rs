@@ -64,6 +64,16 @@ pub trait FftReal: Real + parki_comm::Pod + Default {
     /// Executes a guru plan on `data`.
     #[doc(hidden)]
     unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut Self);
+    /// Plans an in-place multi-dimensional real-to-real transform: `dims` are
+    /// `(n, input stride, output stride)` slowest first, one kind each, over the loops `howmany`.
+    #[doc(hidden)]
+    unsafe fn plan_guru_r2r(
+        dims: &[(isize, isize, isize)],
+        kinds: &[R2rKind],
+        howmany: &[(isize, isize, isize)],
+        data: *mut Self,
+        flags: u32,
+    ) -> Self::RawPlan;
 }
 
 /// Kind of a 1-D transform.
@@ -248,6 +258,30 @@ macro_rules! impl_fft_real {
                     }
                 }
             }
+            unsafe fn plan_guru_r2r(
+                dims: &[(isize, isize, isize)],
+                kinds: &[R2rKind],
+                howmany: &[(isize, isize, isize)],
+                data: *mut $t,
+                flags: u32,
+            ) -> Self::RawPlan {
+                let d: Vec<sys::$iodim> = dims.iter().map(|&(n, is, os)| sys::$iodim { n, is, os }).collect();
+                let loops: Vec<sys::$iodim> = howmany.iter().map(|&(n, is, os)| sys::$iodim { n, is, os }).collect();
+                let k: Vec<_> = kinds.iter().map(|k| k.fftw()).collect();
+                // SAFETY: the caller describes an in-place layout inside `data`.
+                unsafe {
+                    sys::$g_r2r(
+                        d.len() as c_int,
+                        d.as_ptr(),
+                        loops.len() as c_int,
+                        loops.as_ptr(),
+                        data,
+                        data,
+                        k.as_ptr(),
+                        flags,
+                    )
+                }
+            }
             unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut $t) {
                 let c = data as *mut $complex;
                 // SAFETY: same layout as planned (caller's contract).
@@ -421,6 +455,39 @@ impl<T: FftReal> Plan1d<T> {
         rigor: PlanRigor,
     ) -> Result<Self> {
         Self::with_flags(kind, n, stride, howmany, data, 1, planner_flags(rigor) | FFTW_UNALIGNED)
+    }
+
+    /// A multi-dimensional in-place real-to-real plan (see [`FftReal::plan_guru_r2r`]) on
+    /// `threads` threads; no plan when a loop count or a size is zero.
+    pub(crate) fn r2r_nd(
+        dims: &[(usize, usize, usize)],
+        kinds: &[R2rKind],
+        howmany: &[(usize, usize, usize)],
+        data: *mut T,
+        threads: usize,
+        rigor: PlanRigor,
+    ) -> Result<Self> {
+        let kind = Kind::R2r(kinds[0]);
+        if dims.iter().chain(howmany).any(|h| h.0 == 0) {
+            return Ok(Self { raw: None, kind });
+        }
+        let conv = |v: &[(usize, usize, usize)]| -> Vec<(isize, isize, isize)> {
+            v.iter().map(|&(a, b, c)| (a as isize, b as isize, c as isize)).collect()
+        };
+        let raw = {
+            let _lock = fftw::FFTW_MUTEX.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: under the planner mutex; the caller's layout lies inside `data`.
+            unsafe {
+                T::plan_with_nthreads(threads.max(1) as c_int);
+                T::plan_guru_r2r(&conv(dims), kinds, &conv(howmany), data, planner_flags(rigor))
+            }
+        };
+        if T::is_null(raw) {
+            return Err(Error::Resource {
+                message: format!("FFTW could not plan a {}-D real-to-real transform", dims.len()),
+            });
+        }
+        Ok(Self { raw: Some(Owned(raw)), kind })
     }
 
     fn with_flags(
