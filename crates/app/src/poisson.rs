@@ -57,7 +57,7 @@ pub struct PoissonProblem {
     pub box_lengths: Vec<f64>,
     /// Cells per axis (3).
     pub grid: Vec<i64>,
-    /// `"cell"` (default).
+    /// `"cell"` (default) or `"node"`.
     pub centering: Option<String>,
     /// Per axis `[low, high]`; a side is a word (every component) or three words (one per
     /// component of a vector or curl field).

@@ -16,6 +16,7 @@ pub mod isa;
 pub mod kernel;
 pub mod memory;
 pub mod par;
+pub mod quadrature;
 pub mod real;
 pub mod sources;
 pub mod timing;

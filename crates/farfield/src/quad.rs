@@ -2,36 +2,13 @@
 
 use std::sync::OnceLock;
 
+use parki_core::quadrature::gauss_legendre;
+
 const N: usize = 16;
 
-fn nodes() -> &'static ([f64; N], [f64; N]) {
-    static NODES: OnceLock<([f64; N], [f64; N])> = OnceLock::new();
-    NODES.get_or_init(|| {
-        let mut x = [0.0; N];
-        let mut w = [0.0; N];
-        for i in 0..N {
-            // Newton on P_N from the Chebyshev guess
-            let mut z = (std::f64::consts::PI * (i as f64 + 0.75) / (N as f64 + 0.5)).cos();
-            let mut dp = 0.0;
-            for _ in 0..100 {
-                let (mut p0, mut p1) = (1.0, z);
-                for k in 2..=N {
-                    let p2 = ((2 * k - 1) as f64 * z * p1 - (k - 1) as f64 * p0) / k as f64;
-                    p0 = p1;
-                    p1 = p2;
-                }
-                dp = N as f64 * (z * p1 - p0) / (z * z - 1.0);
-                let dz = p1 / dp;
-                z -= dz;
-                if dz.abs() < 1e-16 {
-                    break;
-                }
-            }
-            x[i] = z;
-            w[i] = 2.0 / ((1.0 - z * z) * dp * dp);
-        }
-        (x, w)
-    })
+fn nodes() -> &'static (Vec<f64>, Vec<f64>) {
+    static NODES: OnceLock<(Vec<f64>, Vec<f64>)> = OnceLock::new();
+    NODES.get_or_init(|| gauss_legendre(N))
 }
 
 /// `int_a^b f` with 16-point Gauss–Legendre on `panels` equal panels.

@@ -668,23 +668,29 @@ impl<T: FftReal> DistFft<T> {
         }
     }
 
+    /// Runs the whole transform in `dir` when one FFTW plan does it (the one-rank engines);
+    /// `false` when the transform runs as 1-D passes between switches.
+    fn run_whole(&mut self, dir: Dir) -> bool {
+        let p = self.data.as_mut_slice().as_mut_ptr();
+        let forward = dir == Dir::Forward;
+        let t = Instant::now();
+        match &self.engine {
+            // SAFETY: the plan was made for this buffer's layout and its direction's components.
+            Engine::Whole { forward: f, backward: b } => unsafe { if forward { f } else { b }.execute(p) },
+            // SAFETY: as above.
+            Engine::WholeR2r { forward: f, backward: b } => unsafe { if forward { f } else { b }.execute(p) },
+            Engine::Pencils { .. } => return false,
+        }
+        self.times.fft += t.elapsed().as_secs_f64();
+        true
+    }
+
     /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
     pub fn forward(&mut self) {
         let p = self.data.as_mut_slice().as_mut_ptr();
         let par = self.par();
         let comps = self.opts.forward_components;
-        if let Engine::Whole { forward, .. } = &self.engine {
-            let t = Instant::now();
-            // SAFETY: the plan was made for this buffer's layout and component count.
-            unsafe { forward.execute(p) };
-            self.times.fft += t.elapsed().as_secs_f64();
-            return;
-        }
-        if let Engine::WholeR2r { forward, .. } = &self.engine {
-            let t = Instant::now();
-            // SAFETY: the plan was made for this buffer's layout and component count.
-            unsafe { forward.execute(p) };
-            self.times.fft += t.elapsed().as_secs_f64();
+        if self.run_whole(Dir::Forward) {
             return;
         }
         self.clear_row_padding(comps);
@@ -723,26 +729,15 @@ impl<T: FftReal> DistFft<T> {
         if c == 0 {
             return;
         }
+        if self.run_whole(Dir::Backward) {
+            return;
+        }
         let par = self.par();
         let t = Instant::now();
-        match &self.engine {
-            Engine::Whole { backward, .. } => {
-                // SAFETY: the plan was made for this buffer's layout and component count.
-                unsafe { backward.execute(p) };
-                self.times.fft += t.elapsed().as_secs_f64();
-                return;
-            }
-            Engine::WholeR2r { backward, .. } => {
-                // SAFETY: the plan was made for this buffer's layout and the backward components.
-                unsafe { backward.execute(p) };
-                self.times.fft += t.elapsed().as_secs_f64();
-                return;
-            }
-            Engine::Pencils { backward, .. } => {
-                if let Some(z) = &backward.a2 {
-                    // SAFETY: the a2 lines were planned for the T2 layout of the spectrum.
-                    unsafe { z.execute(p, par) };
-                }
+        if let Engine::Pencils { backward, .. } = &self.engine {
+            if let Some(z) = &backward.a2 {
+                // SAFETY: the a2 lines were planned for the T2 layout of the spectrum.
+                unsafe { z.execute(p, par) };
             }
         }
         self.times.fft += t.elapsed().as_secs_f64();

@@ -22,6 +22,8 @@
 
 use std::f64::consts::PI;
 
+use parki_core::quadrature::gauss_legendre;
+
 use crate::special::EULER_GAMMA;
 
 /// Nodes per Gauss-Legendre panel.
@@ -30,37 +32,6 @@ const PANEL_NODES: usize = 32;
 const TAIL_TERMS: usize = 12;
 /// The largest `max(m_i)` of the 3-D table; B.8 beyond.
 pub const TABLE_EXTENT_3D: usize = 63;
-
-/// Gauss-Legendre nodes and weights on `[-1, 1]` (Newton on `P_n`).
-pub fn gauss_legendre(n: usize) -> (Vec<f64>, Vec<f64>) {
-    let (mut x, mut w) = (vec![0.0; n], vec![0.0; n]);
-    for i in 0..n.div_ceil(2) {
-        let mut z = (PI * (i as f64 + 0.75) / (n as f64 + 0.5)).cos();
-        let mut dp = 0.0;
-        for _ in 0..100 {
-            // P_n(z) and P_n'(z) by the three-term recurrence
-            let (mut p0, mut p1) = (1.0, z);
-            for k in 2..=n {
-                let p2 = ((2 * k - 1) as f64 * z * p1 - (k - 1) as f64 * p0) / k as f64;
-                p0 = p1;
-                p1 = p2;
-            }
-            let p = if n == 0 { 1.0 } else { p1 };
-            let pm = if n == 1 { 1.0 } else { p0 };
-            dp = n as f64 * (z * p - pm) / (z * z - 1.0);
-            let dz = p / dp;
-            z -= dz;
-            if dz.abs() < 1e-16 {
-                break;
-            }
-        }
-        x[i] = -z;
-        x[n - 1 - i] = z;
-        w[i] = 2.0 / ((1.0 - z * z) * dp * dp);
-        w[n - 1 - i] = w[i];
-    }
-    (x, w)
-}
 
 /// The scaled modified Bessel functions `e^{-x} I_n(x)`, `n = 0..out.len()`, `x >= 0`, by
 /// Miller's backward recurrence `I_{n-1} = I_{n+1} + (2n / x) I_n`, normalised with
@@ -126,6 +97,22 @@ fn series_product(a: &[f64; TAIL_TERMS], b: &[f64; TAIL_TERMS]) -> [f64; TAIL_TE
         }
     }
     c
+}
+
+/// The tail of a `d`-fold product of Hankel expansions beyond `T`:
+/// `int_T^inf (4 pi t)^{-d/2} sum_k c_k (2t)^{-k} dt = sum_k c_k w_k`, with
+/// `w_k = 2^{-k} T^{1 - d/2 - k} / ((k + d/2 - 1) (4 pi)^{d/2})`; `w_0 = 0` for `d = 2`, whose
+/// leading terms cancel in `Theta2`.
+fn tail_weights(d: usize, t_end: f64) -> [f64; TAIL_TERMS] {
+    let half = d as f64 / 2.0;
+    std::array::from_fn(|k| {
+        let p = k as f64 + half - 1.0;
+        if p == 0.0 {
+            0.0
+        } else {
+            0.5f64.powi(k as i32) * t_end.powf(-p) / (p * (4.0 * PI).powf(half))
+        }
+    })
 }
 
 /// Quadrature over `t` in `(0, T)` with the Bessel functions of orders `0..=extent` at `x = 2t`.
@@ -214,14 +201,8 @@ impl Lattice3 {
     pub fn new(extent: usize) -> Self {
         let e = extent.min(TABLE_EXTENT_3D);
         let q = BesselQuadrature::new(e, 25.0 * ((e * e) as f64).max(16.0));
-        let tail_at = |c: [f64; TAIL_TERMS]| {
-            // int_T^inf (4 pi t)^{-3/2} sum_k c_k (2t)^{-k} dt
-            let t = q.t_end;
-            (0..TAIL_TERMS)
-                .map(|k| c[k] * 0.5f64.powi(k as i32) * t.powf(-(k as f64) - 0.5) / (k as f64 + 0.5))
-                .sum::<f64>()
-                / (4.0 * PI).powf(1.5)
-        };
+        let weights = tail_weights(3, q.t_end);
+        let tail_at = |c: [f64; TAIL_TERMS]| c.iter().zip(&weights).map(|(c, w)| c * w).sum::<f64>();
         let coeffs: Vec<[f64; TAIL_TERMS]> = (0..=e).map(hankel).collect();
         let s = e + 1;
         let mut table = vec![0.0; s * s * s];
@@ -266,17 +247,14 @@ impl Lattice2 {
         let q = BesselQuadrature::new(e, 25.0 * (e * e) as f64);
         let coeffs: Vec<[f64; TAIL_TERMS]> = (0..=e).map(hankel).collect();
         let origin = series_product(&coeffs[0], &coeffs[0]);
+        let weights = tail_weights(2, q.t_end);
         let s = e + 1;
         let mut table = vec![0.0; s * s];
         for a in 0..=e {
             for b in 0..=a {
                 let c = series_product(&coeffs[a], &coeffs[b]);
                 // int_T^inf (4 pi t)^{-1} sum_{k >= 1} (c0_k - c_k) (2t)^{-k} dt
-                let t = q.t_end;
-                let tail = (1..TAIL_TERMS)
-                    .map(|k| (origin[k] - c[k]) * 0.5f64.powi(k as i32) * t.powi(-(k as i32)) / k as f64)
-                    .sum::<f64>()
-                    / (4.0 * PI);
+                let tail = (1..TAIL_TERMS).map(|k| (origin[k] - c[k]) * weights[k]).sum::<f64>();
                 let v = q.sum(|i| i[0] * i[0] - i[a] * i[b]) + tail;
                 table[a * s + b] = v;
                 table[b * s + a] = v;
@@ -313,18 +291,8 @@ pub fn screened_1d(n: i64, sigma: f64, h: f64) -> f64 {
 mod tests {
     use std::f64::consts::PI;
 
-    use super::{gauss_legendre, scaled_bessel_i, screened_1d, theta3_asymptotic, Lattice2, Lattice3};
+    use super::{scaled_bessel_i, screened_1d, theta3_asymptotic, Lattice2, Lattice3};
     use crate::special::EULER_GAMMA;
-
-    #[test]
-    fn gauss_legendre_integrates_polynomials() {
-        let (x, w) = gauss_legendre(32);
-        for p in [0, 1, 2, 10, 31, 62] {
-            let s: f64 = x.iter().zip(&w).map(|(x, w)| w * x.powi(p)).sum();
-            let want = if p % 2 == 1 { 0.0 } else { 2.0 / (p + 1) as f64 };
-            assert!((s - want).abs() < 1e-14, "x^{p}: {s} vs {want}");
-        }
-    }
 
     #[test]
     fn scaled_bessel_values() {

@@ -700,18 +700,17 @@ impl PoissonSolver {
         if self.zero_mode.iter().any(|&z| z) {
             let total = self.opts.cells.iter().product::<usize>() as f64;
             // the mean is the zero mode: the trapezoidal rule on node-centred even-even axes
-            let weights = [0, 1, 2].map(|a| {
-                let ends = self.opts.centering == Centering::Node
-                    && self.classes[0][a] == AxisClass::Symmetric { low: Bc::Even, high: Bc::Even };
-                let n = self.opts.cells[a];
-                self.block[a].clone().map(|u| if ends && (u == 0 || u == n) { 0.5 } else { 1.0 }).collect::<Vec<f64>>()
+            let ends = [0, 1, 2].map(|a| {
+                self.opts.centering == Centering::Node
+                    && self.classes[0][a] == AxisClass::Symmetric { low: Bc::Even, high: Bc::Even }
             });
+            let weight = |a: usize, u: usize| if ends[a] && (u == 0 || u == self.opts.cells[a]) { 0.5 } else { 1.0 };
             let mut sums = [0.0; 3];
             let mut max = 0.0f64;
             let mut q = 0;
-            for w0 in &weights[0] {
-                for w1 in &weights[1] {
-                    for w2 in &weights[2] {
+            for w0 in self.block[0].clone().map(|u| weight(0, u)) {
+                for w1 in self.block[1].clone().map(|u| weight(1, u)) {
+                    for w2 in self.block[2].clone().map(|u| weight(2, u)) {
                         for sum in sums.iter_mut().take(comps) {
                             *sum += w0 * w1 * w2 * rhs[q];
                             max = max.max(rhs[q].abs());
