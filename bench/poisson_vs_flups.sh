@@ -7,11 +7,17 @@
 #   FLUPS_DRIVER=/work/scratch/flups/driver_estimate SIZES="64 128" RANKS="1 2" ROUNDS=2 \
 #     bash bench/poisson_vs_flups.sh [out.md]
 #
-# Both codes: CHAT2, cell-centred unit cube, 1 thread per rank, FFTW_ESTIMATE planning, the
+# PLAN (estimate | measure) is parki-dist's run.fft_plan; FLUPS fixes its FFTW flag at compile
+# time, so give the driver built with the matching flag: FFTW_ESTIMATE with PLAN=estimate, and
+# FLUPS's production default (FFTW_PATIENT) against PLAN=measure (each code's tuned planner).
+#
+# Both codes: CHAT2, cell-centred unit cube, 1 thread per rank, the
 # same right-hand side family (a compact blob along unbounded axes, sines/cosines elsewhere),
-# solve time = min over REPEAT solves (FLUPS) or the last of REPEAT solves (parki-dist) of the
-# slowest rank, copy in and out included in both. Cases: unb (all sides unbounded), ppu
-# (periodic x, y; unbounded z), even (all sides even).
+# solve time = min over REPEAT solves of the slowest rank's time (both codes), copy in and out
+# included in both. Cases: unb (all sides unbounded), ppu
+# (periodic x, y; unbounded z), even (all sides even). Memory: both codes' heap growth over their
+# setup (glibc mallinfo2: live arena and mmapped bytes), per unknown, summed over ranks; ours
+# also as the plan's own count of its buffers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -22,6 +28,7 @@ RANKS=${RANKS:-1 2}
 CASES=${CASES:-unb ppu even}
 ROUNDS=${ROUNDS:-2}
 REPEAT=${REPEAT:-5}
+PLAN=${PLAN:-estimate}
 out=${1:-/dev/stdout}
 cargo build --release -q -p parki-app
 tmp=$(mktemp -d)
@@ -51,17 +58,18 @@ generate = { field = "blob" }
 [run]
 threads = 1
 repeat = $REPEAT
+fft_plan = "$PLAN"
 TOML
         mpirun --oversubscribe -n "$np" ./target/release/parki-dist run "$tmp/run.toml" --quiet --json \
-          | python3 -c "import json,sys; r=json.load(sys.stdin); print(json.dumps({'code':'parki','n':$n,'bc':'$c','ranks':$np,'solve':r['solve_seconds']['max'],'plan':r['plan_seconds'],'bpu':r['memory']['bytes_per_unknown'],'err':r['error']['relative_max']}))" \
+          | python3 -c "import json,sys; r=json.load(sys.stdin); print(json.dumps({'code':'parki','n':$n,'bc':'$c','ranks':$np,'solve':r['solve_best_seconds'],'plan':r['plan_seconds'],'bpu':r['memory']['bytes_per_unknown'],'heap':r['memory']['heap_bytes_per_unknown'],'err':r['error']['relative_max']}))" \
           >> "$tmp/parki.jsonl"
       done
     done
   done
 done
-python3 - "$tmp" "$(git rev-parse --short HEAD)" > "$out" <<'PY'
+python3 - "$tmp" "$(git rev-parse --short HEAD)" "$PLAN" "$FLUPS_DRIVER" > "$out" <<'PY'
 import json, sys
-tmp, head = sys.argv[1], sys.argv[2]
+tmp, head, plan, driver = sys.argv[1:5]
 best = {}
 for line in open(f"{tmp}/flups.jsonl"):
     d = json.loads(line); k = (d["n"], d["bc"], d["ranks"])
@@ -73,14 +81,15 @@ for line in open(f"{tmp}/parki.jsonl"):
     v = best.setdefault(k, {})
     if "parki" not in v or d["solve"] < v["parki"]["solve"]:
         v["parki"] = d
-print(f"parki-dist {head} against FLUPS (CHAT2, 1 thread per rank, FFTW_ESTIMATE, best of rounds)\n")
-print("| N | bc | ranks | FLUPS solve s | parki solve s | ratio parki/FLUPS | FLUPS err | parki err | FLUPS heap B/unknown | parki plan B/unknown |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print(f"parki-dist {head} (fft_plan = {plan}) against FLUPS ({driver}), CHAT2, 1 thread per rank, best of rounds\n")
+print("| N | bc | ranks | FLUPS solve s | parki solve s | ratio parki/FLUPS | FLUPS err | parki err | FLUPS heap B/unknown | parki heap B/unknown | parki plan B/unknown |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for k in sorted(best):
     f, p = best[k].get("flups"), best[k].get("parki")
     if not f or not p:
         continue
     print(f"| {k[0]} | {k[1]} | {k[2]} | {f['solve_min_s']:.4f} | {p['solve']:.4f} | {p['solve']/f['solve_min_s']:.2f} | "
-          f"{f['max_rel_error']:.2e} | {p['err']:.2e} | {f.get('heap_bytes_per_unknown', float('nan')):.0f} | {p['bpu']:.1f} |")
+          f"{f['max_rel_error']:.2e} | {p['err']:.2e} | {f.get('heap_bytes_per_unknown', float('nan')):.0f} | "
+          f"{p['heap'] if p['heap'] is not None else float('nan'):.0f} | {p['bpu']:.1f} |")
 PY
 rm -rf "$tmp"

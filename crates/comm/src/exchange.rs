@@ -9,7 +9,10 @@
 //!   block is unpacked as soon as `MPI_Waitany` returns it, while the others are in flight.
 //!
 //! The plan owns both buffers (`A` and `B`): forward sends from `A` and receives into `B`,
-//! backward the reverse, through the same buffers and requests in opposite roles.
+//! backward the reverse, through the same buffers and requests in opposite roles. The self
+//! block, which no message carries, is held once, at the end of `B`: it is packed there and
+//! unpacked from there in both directions, so the buffers hold the local block 1.5 times on
+//! two ranks instead of twice.
 //!
 //! rsmpi 0.8 has no persistent requests, so the persistent backend calls `MPI_Send_init`,
 //! `MPI_Recv_init`, `MPI_Start`, `MPI_Startall`, `MPI_Waitany`, `MPI_Waitall` and
@@ -64,23 +67,33 @@ pub enum Dir {
     Backward,
 }
 
+/// One side's blocks: the peers' blocks contiguous in rank order from offset 0 (the layout
+/// `MPI_Alltoallv` sees, with a zero count for this rank), then the self block when this side
+/// holds it.
 #[derive(Clone, Debug)]
 struct Side {
     counts: Vec<usize>,
+    /// `counts` with this rank's entry zero.
+    peer_counts: Vec<usize>,
     offsets: Vec<usize>,
+    /// Elements in the peers' blocks.
+    peers_len: usize,
     len: usize,
 }
 
 impl Side {
-    fn new(counts: &[usize]) -> Self {
-        let mut offsets = Vec::with_capacity(counts.len() + 1);
+    fn new(counts: &[usize], me: usize, holds_self: bool) -> Self {
+        let mut offsets = vec![0; counts.len()];
         let mut acc = 0;
-        for &c in counts {
-            offsets.push(acc);
+        for (peer, &c) in counts.iter().enumerate().filter(|&(p, _)| p != me) {
+            offsets[peer] = acc;
             acc += c;
         }
-        offsets.push(acc);
-        Self { counts: counts.to_vec(), offsets, len: acc }
+        offsets[me] = acc;
+        let mut peer_counts = counts.to_vec();
+        peer_counts[me] = 0;
+        let len = if holds_self { acc + counts[me] } else { acc };
+        Self { counts: counts.to_vec(), peer_counts, offsets, peers_len: acc, len }
     }
 }
 
@@ -127,7 +140,8 @@ impl<T: Pod + Default> ExchangePlan<T> {
         assert_eq!(a_counts.len(), comm.size(), "one A count per rank");
         assert_eq!(b_counts.len(), comm.size(), "one B count per rank");
         assert_eq!(a_counts[comm.rank()], b_counts[comm.rank()], "self block sizes differ");
-        let (side_a, side_b) = (Side::new(a_counts), Side::new(b_counts));
+        let me = comm.rank();
+        let (side_a, side_b) = (Side::new(a_counts, me, false), Side::new(b_counts, me, true));
         #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
         let mut plan = Self {
             comm: comm.clone(),
@@ -190,10 +204,15 @@ impl<T: Pod + Default> ExchangePlan<T> {
         self.backend
     }
 
+    /// Bytes of the plan's two buffers.
+    pub fn bytes(&self) -> usize {
+        (self.a.len() + self.b.len()) * std::mem::size_of::<T>()
+    }
+
     /// Elements sent to other ranks per call in direction `dir`.
     pub fn elements_sent(&self, dir: Dir) -> usize {
         let s = if dir == Dir::Forward { &self.side_a } else { &self.side_b };
-        s.len - s.counts[self.comm.rank()]
+        s.peers_len
     }
 
     /// Executes in direction `dir`: `pack(peer, block)` fills the block for each peer with a
@@ -216,7 +235,7 @@ impl<T: Pod + Default> ExchangePlan<T> {
         };
         let t = Instant::now();
         let size = self.comm.size();
-        let sent = ss.len - ss.counts[me];
+        let sent = ss.peers_len;
         let msgs = (0..size).filter(|&r| r != me && ss.counts[r] > 0).count() as u64;
         let bytes = (sent * std::mem::size_of::<T>()) as u64;
         let persistent = self.backend == Backend::Persistent && size > 1;
@@ -237,13 +256,12 @@ impl<T: Pod + Default> ExchangePlan<T> {
                 }
             }
         }
-        // self block first: packed, then copied to the other side (by MPI_Alltoallv itself when
-        // it runs)
+        // the self block first, packed where it is unpacked from: the end of B (past the peers'
+        // blocks that MPI reads or writes)
+        let (b_ptr, sb) = (self.b.as_mut_ptr(), &self.side_b);
+        let self_block = || block(b_ptr, sb, me);
         if ss.counts[me] > 0 {
-            pack(me, block(src, ss, me));
-            if persistent || size == 1 {
-                block(dst, ds, me).copy_from_slice(block(src, ss, me));
-            }
+            pack(me, self_block());
         }
         if persistent {
             #[cfg(feature = "mpi")]
@@ -262,7 +280,7 @@ impl<T: Pod + Default> ExchangePlan<T> {
                     k += 1;
                 }
                 if ds.counts[me] > 0 {
-                    unpack(me, block(dst, ds, me));
+                    unpack(me, self_block());
                 }
                 let n = self.reqs[ri].raw.len();
                 for _ in 0..n {
@@ -297,13 +315,15 @@ impl<T: Pod + Default> ExchangePlan<T> {
                 pack(peer, block(src, ss, peer));
             }
             if size > 1 {
-                // SAFETY: whole buffers, no block borrowed across the call.
-                let (s, d) =
-                    unsafe { (std::slice::from_raw_parts(src, ss.len), std::slice::from_raw_parts_mut(dst, ds.len)) };
-                self.comm.alltoallv_known(s, &ss.counts, d, &ds.counts);
+                // SAFETY: the peers' blocks of both buffers (the self block lies past them), no
+                // block borrowed across the call.
+                let (s, d) = unsafe {
+                    (std::slice::from_raw_parts(src, ss.peers_len), std::slice::from_raw_parts_mut(dst, ds.peers_len))
+                };
+                self.comm.alltoallv_known(s, &ss.peer_counts, d, &ds.peer_counts);
             }
             for peer in (0..size).filter(|&p| ds.counts[p] > 0) {
-                unpack(peer, block(dst, ds, peer));
+                unpack(peer, if peer == me { self_block() } else { block(dst, ds, peer) });
             }
         }
         if persistent {

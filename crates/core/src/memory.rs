@@ -1,4 +1,4 @@
-//! Large buffers: 2 MiB aligned, backed by transparent huge pages where the kernel offers them
+//! Large buffers: 2 MiB aligned from 32 MiB up, backed by transparent huge pages where the kernel offers them
 //! (`madvise(MADV_HUGEPAGE)` on Linux), and first touched in parallel at allocation. Grids of
 //! gigabytes otherwise spend seconds in single-threaded 4 KiB page faults on first use.
 
@@ -9,7 +9,22 @@ use crate::error::{Error, Result};
 
 const ALIGN: usize = 2 << 20;
 
-/// A fixed-length heap buffer of `T`, 2 MiB aligned, filled in parallel at creation.
+/// Buffers from this size up are aligned to a huge page; smaller ones to a cache line, so that
+/// the alignment slack (up to 2 MiB per buffer, which the allocator reserves) stays below 1/16
+/// of the buffer.
+const HUGE_FROM: usize = 16 * ALIGN;
+
+/// The alignment of a buffer of `bytes`.
+fn alignment(bytes: usize) -> usize {
+    if bytes >= HUGE_FROM {
+        ALIGN
+    } else {
+        64
+    }
+}
+
+/// A fixed-length heap buffer of `T`, 2 MiB aligned from 32 MiB up (64 bytes below), filled in
+/// parallel at creation.
 pub struct HugeBuffer<T> {
     ptr: NonNull<T>,
     len: usize,
@@ -69,7 +84,7 @@ impl<T: Copy + Send + Sync> HugeBuffer<T> {
 
     fn layout(len: usize) -> Option<Layout> {
         let bytes = len.checked_mul(std::mem::size_of::<T>())?;
-        Layout::from_size_align(bytes, ALIGN.max(std::mem::align_of::<T>())).ok()
+        Layout::from_size_align(bytes, alignment(bytes).max(std::mem::align_of::<T>())).ok()
     }
 }
 
@@ -100,9 +115,9 @@ impl<T> HugeBuffer<T> {
 impl<T> Drop for HugeBuffer<T> {
     fn drop(&mut self) {
         if self.len > 0 && std::mem::size_of::<T>() > 0 {
-            let layout =
-                Layout::from_size_align(self.len * std::mem::size_of::<T>(), ALIGN.max(std::mem::align_of::<T>()))
-                    .expect("layout of a live buffer");
+            let bytes = self.len * std::mem::size_of::<T>();
+            let layout = Layout::from_size_align(bytes, alignment(bytes).max(std::mem::align_of::<T>()))
+                .expect("layout of a live buffer");
             // SAFETY: allocated in `new` with this layout.
             unsafe { dealloc(self.ptr.as_ptr() as *mut u8, layout) };
         }
@@ -170,6 +185,37 @@ pub fn available_memory() -> usize {
         .unwrap_or(8_000_000_000)
 }
 
+/// Heap bytes in use by this process: glibc's `mallinfo2` (bytes in allocated arena chunks
+/// plus mmapped chunks), so that a plan's heap growth can be measured as FLUPS's benchmark
+/// driver measures it; `None` off glibc.
+pub fn heap_in_use() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        /// glibc's `struct mallinfo2` (glibc 2.33 and later).
+        #[repr(C)]
+        struct MallInfo2 {
+            arena: usize,
+            ordblks: usize,
+            smblks: usize,
+            hblks: usize,
+            hblkhd: usize,
+            usmblks: usize,
+            fsmblks: usize,
+            uordblks: usize,
+            fordblks: usize,
+            keepcost: usize,
+        }
+        extern "C" {
+            fn mallinfo2() -> MallInfo2;
+        }
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
+        let m = unsafe { mallinfo2() };
+        Some(m.uordblks + m.hblkhd)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
 /// Asks the kernel to back `[ptr, ptr + bytes)` with transparent huge pages (Linux; a no-op
 /// elsewhere or when the kernel declines).
 fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
@@ -194,10 +240,12 @@ mod tests {
 
     #[test]
     fn filled_aligned_and_writable() {
-        let mut b = HugeBuffer::new(3_000_001, 1.5f64, 3);
-        assert_eq!(b.len(), 3_000_001);
+        let mut b = HugeBuffer::new(5_000_001, 1.5f64, 3);
+        assert_eq!(b.len(), 5_000_001);
         assert!(b.as_slice().iter().all(|&v| v == 1.5));
         assert_eq!(b.as_slice().as_ptr() as usize % (2 << 20), 0);
+        let small = HugeBuffer::new(1000, 0.5f64, 1);
+        assert_eq!(small.as_slice().as_ptr() as usize % 64, 0);
         b.as_mut_slice()[7] = 2.0;
         assert_eq!(b.as_slice()[7], 2.0);
         let e = HugeBuffer::new(0, 0u32, 2);

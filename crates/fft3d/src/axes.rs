@@ -169,15 +169,24 @@ impl AxisSpec {
 /// unpadded axis, otherwise axis 0;
 /// the others follow unpadded before padded (stable), so that the zero padding appears as
 /// late as possible and the early transforms skip it (FLUPS's `dimorder` §2.4, with the r2c
-/// axis contiguous).
+/// axis contiguous). Ties go to the lower axis (x fastest, the Ewald grid's layout).
 pub fn memory_order(axes: &[AxisSpec; 3]) -> [usize; 3] {
+    memory_order_by(axes, [0, 1, 2])
+}
+
+/// As [`memory_order`], ties going to the axes in `preference` order (most preferred first):
+/// `[2, 1, 0]` for data in C order, whose last axis is contiguous, so that a transform's
+/// contiguous axis is the caller's wherever the transform kinds allow it and loading and
+/// storing the caller's block copy contiguous runs.
+pub fn memory_order_by(axes: &[AxisSpec; 3], preference: [usize; 3]) -> [usize; 3] {
     let dft = |a: &AxisSpec| a.transform == AxisTransform::Dft;
-    let first = (0..3)
+    let first = preference
+        .into_iter()
         .find(|&i| dft(&axes[i]) && !axes[i].is_padded())
-        .or_else(|| (0..3).find(|&i| dft(&axes[i])))
-        .or_else(|| (0..3).find(|&i| !axes[i].is_padded()))
-        .unwrap_or(0);
-    let mut rest: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+        .or_else(|| preference.into_iter().find(|&i| dft(&axes[i])))
+        .or_else(|| preference.into_iter().find(|&i| !axes[i].is_padded()))
+        .unwrap_or(preference[0]);
+    let mut rest: Vec<usize> = preference.into_iter().filter(|&i| i != first).collect();
     rest.sort_by_key(|&i| axes[i].is_padded());
     [first, rest[0], rest[1]]
 }
@@ -185,7 +194,11 @@ pub fn memory_order(axes: &[AxisSpec; 3]) -> [usize; 3] {
 /// The largest process grid `[P_1, P_2]` a transform of `axes` can run on (every rank owning
 /// part of every topology): `P_1 <= min(n_1, L_0)` and `P_2 <= min(n_2, L_1)` in memory order.
 pub fn proc_grid_limits(axes: &[AxisSpec; 3], complex: bool) -> [usize; 2] {
-    let order = memory_order(axes);
+    proc_grid_limits_in_order(axes, memory_order(axes), complex)
+}
+
+/// As [`proc_grid_limits`] for the memory order `order`.
+pub fn proc_grid_limits_in_order(axes: &[AxisSpec; 3], order: [usize; 3], complex: bool) -> [usize; 2] {
     let a = order.map(|i| axes[i]);
     let r2c = !complex && a[0].transform == AxisTransform::Dft;
     [a[1].n.min(a[0].line_slots(r2c)), a[2].n.min(a[1].line)]
@@ -193,7 +206,7 @@ pub fn proc_grid_limits(axes: &[AxisSpec; 3], complex: bool) -> [usize; 2] {
 
 #[cfg(test)]
 mod tests {
-    use super::{memory_order, AxisSpec};
+    use super::{memory_order, memory_order_by, AxisSpec};
     use crate::ffi::R2rKind;
 
     #[test]
@@ -208,6 +221,14 @@ mod tests {
         assert_eq!(memory_order(&[s, e, e]), [1, 2, 0]);
         assert_eq!(memory_order(&[s, s, e]), [2, 0, 1]);
         assert_eq!(memory_order(&[s, s, s]), [0, 1, 2]);
+        // C-order preference: the last axis first wherever the kinds tie
+        let c = [2, 1, 0];
+        assert_eq!(memory_order_by(&[e, e, e], c), [2, 1, 0]);
+        assert_eq!(memory_order_by(&[u, u, u], c), [2, 1, 0]);
+        assert_eq!(memory_order_by(&[p, p, u], c), [1, 0, 2]);
+        assert_eq!(memory_order_by(&[u, e, p], c), [2, 1, 0]);
+        assert_eq!(memory_order_by(&[s, s, e], c), [2, 1, 0]);
+        assert_eq!(memory_order_by(&[e, s, s], c), [0, 2, 1]);
     }
 
     #[test]

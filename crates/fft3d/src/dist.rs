@@ -463,8 +463,11 @@ impl<T: FftReal> DistFft<T> {
             let b: Vec<usize> = (0..pz).map(|i| nf * comps * split_range(n[2], pz, i).len() * yl2 * xl1).collect();
             Switch { plan: Some(ExchangePlan::new(&sub2, &a, &b, opts.backend)) }
         };
-        let sw1 = [switch1(opts.forward_components), switch1(opts.backward_components.max(1))];
-        let sw2 = [switch2(opts.forward_components), switch2(opts.backward_components.max(1))];
+        // the backward switches reuse the forward ones when they move as many components
+        let backward = opts.backward_components.max(1);
+        let same = backward == opts.forward_components;
+        let sw1 = [switch1(opts.forward_components), if same { Switch { plan: None } } else { switch1(backward) }];
+        let sw2 = [switch2(opts.forward_components), if same { Switch { plan: None } } else { switch2(backward) }];
         Ok(Self {
             comm: comm.clone(),
             grid,
@@ -595,9 +598,11 @@ impl<T: FftReal> DistFft<T> {
         self.data.as_mut_slice()
     }
 
-    /// Bytes of the local buffer (the switches' exchange buffers come on top).
+    /// Bytes of the local buffer and of the switches' exchange buffers.
     pub fn bytes(&self) -> usize {
-        self.cs * self.opts.forward_components * T::BYTES
+        let switches: usize =
+            self.sw1.iter().chain(&self.sw2).filter_map(|s| s.plan.as_ref()).map(ExchangePlan::bytes).sum();
+        self.cs * self.opts.forward_components * T::BYTES + switches
     }
 
     /// Seconds spent so far (see [`FftTimes`]).

@@ -15,7 +15,7 @@ use std::time::Instant;
 use parki_comm::{Backend, Comm};
 use parki_core::{Error, Result};
 use parki_decomp::{Decomposition, ProcGrid};
-use parki_fft3d::{proc_grid_limits, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor};
+use parki_fft3d::{memory_order_by, proc_grid_limits_in_order, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor};
 
 use crate::bc::{AxisClass, Bc, Centering};
 use crate::green::{Green, GreenKind};
@@ -411,7 +411,10 @@ impl PoissonSolver {
                 None => specs.push((axes, vec![c])),
             }
         }
-        let limits = proc_grid_limits(&specs[0].0, false);
+        // the caller's block is C order: its last axis contiguous in the transforms' memory
+        // wherever their kinds allow, so that loading and storing copy contiguous runs
+        let order = memory_order_by(&specs[0].0, [2, 1, 0]);
+        let limits = proc_grid_limits_in_order(&specs[0].0, order, false);
         let pg = ProcGrid::choose(comm.size(), opts.decomposition, opts.proc_grid, limits)?;
         let mut groups: Vec<Group> = Vec::with_capacity(specs.len());
         for (axes, members) in specs {
@@ -423,10 +426,7 @@ impl PoissonSolver {
                 threads: opts.threads.max(1),
                 rigor: opts.rigor,
             };
-            let fft = match groups.first() {
-                None => DistFft::<f64>::with_axes(comm, axes, pg, fopts)?,
-                Some(g) => DistFft::<f64>::with_axes_in_order(comm, axes, g.fft.order(), pg, fopts)?,
-            };
+            let fft = DistFft::<f64>::with_axes_in_order(comm, axes, order, pg, fopts)?;
             let pinned = Pinned::new(&fft, &classes[members[0]], opts.cells, opts.centering);
             groups.push(Group { fft, comps: members, rows_in: Rows::EMPTY, rows_out: Rows::EMPTY, pinned });
         }
@@ -443,9 +443,7 @@ impl PoissonSolver {
                     .all(|c| matches!(c, AxisClass::Periodic | AxisClass::Symmetric { low: Bc::Even, high: Bc::Even }))
             })
             .collect();
-        let fft = &groups[0].fft;
-        let t0 = fft.topology(0);
-        let order = fft.order();
+        let t0 = groups[0].fft.topology(0);
         let mut block = [0..0, 0..0, 0..0];
         block[order[0]] = 0..opts.extents()[order[0]];
         block[order[1]] = t0.range(1);
@@ -661,8 +659,8 @@ impl PoissonSolver {
         self.groups.len()
     }
 
-    /// Bytes held by the plan on this rank (transform buffers, Green's spectrum, derivative
-    /// factors; the switches' exchange buffers come on top).
+    /// Bytes held by the plan on this rank: transform buffers, the switches' exchange buffers,
+    /// the Green's spectrum and the derivative factors.
     pub fn bytes(&self) -> usize {
         let kappa: usize = self.kappa.iter().map(|k| k.len()).sum();
         self.groups.iter().map(|g| g.fft.bytes()).sum::<usize>() + (self.table.len() + kappa) * 8
@@ -705,46 +703,41 @@ impl PoissonSolver {
                     && self.classes[0][a] == AxisClass::Symmetric { low: Bc::Even, high: Bc::Even }
             });
             let weight = |a: usize, u: usize| if ends[a] && (u == 0 || u == self.opts.cells[a]) { 0.5 } else { 1.0 };
-            let mut sums = [0.0; 3];
-            let mut max = 0.0f64;
-            let mut q = 0;
+            // per component the weighted sum, then the sum of magnitudes: one reduction
+            let mut sums = [0.0; 6];
+            let run = self.block[2].len() * comps;
+            let mut rows = rhs.chunks_exact(run.max(1));
             for w0 in self.block[0].clone().map(|u| weight(0, u)) {
                 for w1 in self.block[1].clone().map(|u| weight(1, u)) {
-                    for w2 in self.block[2].clone().map(|u| weight(2, u)) {
-                        for sum in sums.iter_mut().take(comps) {
-                            *sum += w0 * w1 * w2 * rhs[q];
-                            max = max.max(rhs[q].abs());
-                            q += 1;
+                    let Some(row) = rows.next() else { continue };
+                    let (mut s, a) = row_sums(row, comps);
+                    for (k, u) in [self.block[2].start, self.block[2].end.max(1) - 1].into_iter().enumerate() {
+                        if weight(2, u) != 1.0 && (k == 0 || self.block[2].len() > 1) {
+                            let at = (u - self.block[2].start) * comps;
+                            for c in 0..comps {
+                                s[c] -= 0.5 * row[at + c];
+                            }
                         }
+                    }
+                    for c in 0..comps {
+                        sums[c] += w0 * w1 * s[c];
+                        sums[3 + c] += a[c];
                     }
                 }
             }
-            self.comm.all_reduce_f64(&mut sums[..comps], parki_comm::ReduceOp::Sum);
-            let max = self.comm.max(max);
+            self.comm.all_reduce_f64(&mut sums, parki_comm::ReduceOp::Sum);
             for c in (0..comps).filter(|&c| self.zero_mode[c]) {
                 let mean = sums[c] / total;
-                if mean.abs() > 1e-12 * max {
+                if mean.abs() > 1e-12 * sums[3 + c] / total {
                     report.mean_removed[c] = Some(mean);
                 }
             }
         }
         for g in &mut self.groups {
             let rows = g.rows_in;
-            let pinned = &g.pinned;
             let data = g.fft.data_mut();
-            rows.for_each_indexed(|row, user, i1, i2| {
-                let line = &mut data[row..row + rows.n0];
-                if pinned.rows[0].contains(&i1) || pinned.rows[1].contains(&i2) {
-                    line.fill(0.0);
-                    return;
-                }
-                for (i0, v) in line.iter_mut().enumerate() {
-                    *v = rhs[user + i0 * rows.stride0];
-                }
-                for &p in &pinned.line {
-                    line[p] = 0.0;
-                }
-            });
+            rows.load(rhs, data);
+            g.pinned.zero(&rows, data);
         }
         self.times.load += t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -769,13 +762,7 @@ impl PoissonSolver {
         self.times.backward += t.elapsed().as_secs_f64();
         let t = Instant::now();
         for g in &self.groups {
-            let rows = g.rows_out;
-            let data = g.fft.data();
-            rows.for_each(|row, user| {
-                for i0 in 0..rows.n0 {
-                    phi[user + i0 * rows.stride0] = data[row + i0];
-                }
-            });
+            g.rows_out.store(g.fft.data(), phi);
         }
         self.times.store += t.elapsed().as_secs_f64();
         self.times.solves += 1;
@@ -873,6 +860,36 @@ impl PoissonSolver {
     }
 }
 
+/// Per component, the sum of the values of `row` (`comps` interleaved components) and the
+/// sum of their magnitudes; four partial sums per scalar row so that the loop vectorises.
+fn row_sums(row: &[f64], comps: usize) -> ([f64; 3], [f64; 3]) {
+    let (mut s, mut a) = ([0.0; 3], [0.0; 3]);
+    if comps == 1 {
+        let (mut s4, mut a4) = ([0.0; 4], [0.0; 4]);
+        let mut chunks = row.chunks_exact(4);
+        for ch in &mut chunks {
+            for k in 0..4 {
+                s4[k] += ch[k];
+                a4[k] += ch[k].abs();
+            }
+        }
+        for &v in chunks.remainder() {
+            s4[0] += v;
+            a4[0] += v.abs();
+        }
+        s[0] = s4.iter().sum();
+        a[0] = a4.iter().sum();
+    } else {
+        for point in row.chunks_exact(comps) {
+            for (c, &v) in point.iter().enumerate() {
+                s[c] += v;
+                a[c] += v.abs();
+            }
+        }
+    }
+    (s, a)
+}
+
 /// Multiplies each of the `comps` spectra of `fft` by `sign * table`.
 fn multiply(fft: &mut DistFft<f64>, comps: usize, table: &[f64], sign: f64) {
     let nf = fft.element_reals();
@@ -893,8 +910,6 @@ fn multiply(fft: &mut DistFft<f64>, comps: usize, table: &[f64], sign: f64) {
     }
 }
 
-/// The a0 rows of a transform's real-space block: `n0` values each, `stride0` apart in the
-/// caller's block, contiguous from the row's data offset in the transform's buffer.
 /// The nodes an odd side pins to zero (node-centred data), in a group's first topology: their
 /// indices along memory axis 0, and the local rows along memory axes 1 and 2.
 #[derive(Clone, Debug, Default)]
@@ -922,13 +937,43 @@ impl Pinned {
         }
         p
     }
+
+    /// Zeroes the pinned nodes of `data`, whose rows are `rows`.
+    fn zero(&self, rows: &Rows, data: &mut [f64]) {
+        if self.line.is_empty() && self.rows.iter().all(|r| r.is_empty()) {
+            return;
+        }
+        for c in 0..rows.comps {
+            for i2 in 0..rows.zl {
+                for i1 in 0..rows.yl {
+                    let row = rows.row(c, i1, i2);
+                    let line = &mut data[row..row + rows.n0];
+                    if self.rows[0].contains(&i1) || self.rows[1].contains(&i2) {
+                        line.fill(0.0);
+                    } else {
+                        for &p in &self.line {
+                            line[p] = 0.0;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
+/// Rows copied together between the caller's block and a transform when memory axis 0 is not
+/// the caller's contiguous axis: per value of `i0` the tile reads (or writes) this many
+/// neighbouring values, one cache line of f64.
+const TILE: usize = 8;
+
+/// The a0 rows of a transform's real-space block: `n0` values each, `stride0` apart in the
+/// caller's block, contiguous from the row's data offset in the transform's buffer.
 #[derive(Clone, Copy)]
 struct Rows {
     /// Components of the transform (at most 3), and the user component of each.
     comps: usize,
     user: [usize; 3],
+    user_comps: usize,
     yl: usize,
     zl: usize,
     n0: usize,
@@ -943,6 +988,7 @@ impl Rows {
     const EMPTY: Rows = Rows {
         comps: 0,
         user: [0; 3],
+        user_comps: 0,
         yl: 0,
         zl: 0,
         n0: 0,
@@ -970,6 +1016,7 @@ impl Rows {
         Rows {
             comps: members.len(),
             user,
+            user_comps,
             yl,
             zl,
             n0: a0.n,
@@ -981,20 +1028,83 @@ impl Rows {
         }
     }
 
-    /// Calls `f(buffer offset, caller offset)` for the first value of every row.
-    fn for_each(&self, mut f: impl FnMut(usize, usize)) {
-        self.for_each_indexed(|row, user, _, _| f(row, user));
+    /// The buffer offset of the first value of component `c`'s row at local `(i1, i2)`.
+    #[inline]
+    fn row(&self, c: usize, i1: usize, i2: usize) -> usize {
+        c * self.component_stride + (i2 * self.yl + i1) * self.row_stride + self.first
     }
 
-    /// As [`for_each`](Self::for_each), with the row's local indices along memory axes 1 and 2.
-    fn for_each_indexed(&self, mut f: impl FnMut(usize, usize, usize, usize)) {
-        for c in 0..self.comps {
-            for i2 in 0..self.zl {
-                for i1 in 0..self.yl {
-                    let row = c * self.component_stride + (i2 * self.yl + i1) * self.row_stride + self.first;
-                    f(row, i1 * self.stride[0] + i2 * self.stride[1] + self.user[c], i1, i2);
+    /// The caller's offset of the first value of component `c`'s row at local `(i1, i2)`.
+    #[inline]
+    fn user(&self, c: usize, i1: usize, i2: usize) -> usize {
+        i1 * self.stride[0] + i2 * self.stride[1] + self.user[c]
+    }
+
+    /// Calls `f(tile)` with the `(buffer offset, caller offset)` of rows to be copied
+    /// together, every row once. When the caller's contiguous axis is memory axis 0 a tile is
+    /// the components at one `(i1, i2)`: their rows interleave in the caller's block. Otherwise
+    /// it is the components at up to [`TILE`] neighbours along the memory axis of smaller
+    /// caller stride, so that for each `i0` the tile touches neighbouring values of the
+    /// caller's block instead of one cache line per value (a blocked transpose).
+    fn for_each_tile(&self, mut f: impl FnMut(&[(usize, usize)])) {
+        let mut tile = [(0, 0); 3 * TILE];
+        let (along_i1, run) = if self.stride0 <= self.user_comps {
+            (true, 1)
+        } else {
+            (self.stride[0] <= self.stride[1], TILE.div_ceil(self.comps).max(1))
+        };
+        let (outer, inner) = if along_i1 { (self.zl, self.yl) } else { (self.yl, self.zl) };
+        for o in 0..outer {
+            let mut start = 0;
+            while start < inner {
+                let end = (start + run).min(inner);
+                let mut k = 0;
+                for i in start..end {
+                    let (i1, i2) = if along_i1 { (i, o) } else { (o, i) };
+                    for c in 0..self.comps {
+                        tile[k] = (self.row(c, i1, i2), self.user(c, i1, i2));
+                        k += 1;
+                    }
                 }
+                f(&tile[..k]);
+                start = end;
             }
         }
+    }
+
+    /// Copies the caller's `rhs` into the rows of `data`.
+    fn load(&self, rhs: &[f64], data: &mut [f64]) {
+        let (n0, s0) = (self.n0, self.stride0);
+        self.for_each_tile(|tile| {
+            if s0 == 1 {
+                for &(row, user) in tile {
+                    data[row..row + n0].copy_from_slice(&rhs[user..user + n0]);
+                }
+            } else {
+                for i0 in 0..n0 {
+                    for &(row, user) in tile {
+                        data[row + i0] = rhs[user + i0 * s0];
+                    }
+                }
+            }
+        });
+    }
+
+    /// Copies the rows of `data` into the caller's `phi`.
+    fn store(&self, data: &[f64], phi: &mut [f64]) {
+        let (n0, s0) = (self.n0, self.stride0);
+        self.for_each_tile(|tile| {
+            if s0 == 1 {
+                for &(row, user) in tile {
+                    phi[user..user + n0].copy_from_slice(&data[row..row + n0]);
+                }
+            } else {
+                for i0 in 0..n0 {
+                    for &(row, user) in tile {
+                        phi[user + i0 * s0] = data[row + i0];
+                    }
+                }
+            }
+        });
     }
 }
