@@ -486,9 +486,9 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         let offset = outputs::create_npy(comm, path, &shape)?;
         comm.agree(npy::write_block(path, offset, n, comps, &block, &phi))?;
     }
-    let total_cells = cells.iter().product::<usize>() as f64;
+    let unknowns = (cells.iter().product::<usize>() * comps) as f64;
     let bytes = comm.sum(solver.bytes() as u64) as usize;
-    let heap_total = heap_growth.map(|h| comm.sum(h));
+    let heap_per_unknown = heap_growth.map(|h| comm.sum(h) as f64 / unknowns);
     let switch = solver.switch_elements().map(|e| comm.sum(e as u64) as usize * 8);
     let provenance = Provenance::new(&args.config, &args.command_line, started, comm.size());
     let timings: serde_json::Map<String, Value> =
@@ -521,8 +521,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "switch_seconds": min_avg_max(fft_stats[1]),
         "memory": {
             "plan_bytes_total": bytes,
-            "bytes_per_unknown": bytes as f64 / (total_cells * comps as f64),
-            "heap_bytes_per_unknown": heap_total.map(|h| h as f64 / (total_cells * comps as f64)),
+            "bytes_per_unknown": bytes as f64 / unknowns,
+            "heap_bytes_per_unknown": heap_per_unknown,
         },
         "switch_bytes_per_solve": {"t0_t1": 2 * switch[0], "t1_t2": 2 * switch[1]},
         "communication": communication(&traffic),
@@ -549,12 +549,11 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         table += &TrafficStats::table(&traffic);
         table += &format!("process grid {:?} ({}), switch backend {}\n", pg.dims, pg.kind(), opts.backend.name());
     }
-    let heap_text =
-        heap_total.map_or(String::new(), |h| format!(" (heap growth {:.1})", h as f64 / (total_cells * comps as f64)));
+    let heap_text = heap_per_unknown.map_or(String::new(), |h| format!(" (heap growth {h:.1})"));
     table += &format!(
         "plan {plan_seconds:.3} s, memory {:.1} bytes per unknown{heap_text}, {:.4e} unknowns/s per solve\n",
-        bytes as f64 / (total_cells * comps as f64),
-        total_cells * comps as f64 / stats.total.2.max(f64::MIN_POSITIVE)
+        bytes as f64 / unknowns,
+        unknowns / stats.total.2.max(f64::MIN_POSITIVE)
     );
     if let Some((l2, max)) = err {
         table += &format!("error against the exact solution: relative L2 {l2:.3e}, relative max {max:.3e}\n");

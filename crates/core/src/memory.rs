@@ -81,14 +81,15 @@ impl<T: Copy + Send + Sync> HugeBuffer<T> {
         });
         Ok(Self { ptr, len })
     }
+}
 
+impl<T> HugeBuffer<T> {
+    /// The allocation's layout for `len` elements (the same at allocation and at drop).
     fn layout(len: usize) -> Option<Layout> {
         let bytes = len.checked_mul(std::mem::size_of::<T>())?;
         Layout::from_size_align(bytes, alignment(bytes).max(std::mem::align_of::<T>())).ok()
     }
-}
 
-impl<T> HugeBuffer<T> {
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -115,9 +116,7 @@ impl<T> HugeBuffer<T> {
 impl<T> Drop for HugeBuffer<T> {
     fn drop(&mut self) {
         if self.len > 0 && std::mem::size_of::<T>() > 0 {
-            let bytes = self.len * std::mem::size_of::<T>();
-            let layout = Layout::from_size_align(bytes, alignment(bytes).max(std::mem::align_of::<T>()))
-                .expect("layout of a live buffer");
+            let layout = Self::layout(self.len).expect("layout of a live buffer");
             // SAFETY: allocated in `new` with this layout.
             unsafe { dealloc(self.ptr.as_ptr() as *mut u8, layout) };
         }

@@ -711,12 +711,11 @@ impl PoissonSolver {
                 for w1 in self.block[1].clone().map(|u| weight(1, u)) {
                     let Some(row) = rows.next() else { continue };
                     let (mut s, a) = row_sums(row, comps);
-                    for (k, u) in [self.block[2].start, self.block[2].end.max(1) - 1].into_iter().enumerate() {
-                        if weight(2, u) != 1.0 && (k == 0 || self.block[2].len() > 1) {
-                            let at = (u - self.block[2].start) * comps;
-                            for c in 0..comps {
-                                s[c] -= 0.5 * row[at + c];
-                            }
+                    // the end nodes of a node-centred even-even axis 2 weigh 1/2
+                    for u in [0, self.opts.cells[2]].into_iter().filter(|u| ends[2] && self.block[2].contains(u)) {
+                        let at = (u - self.block[2].start) * comps;
+                        for c in 0..comps {
+                            s[c] -= 0.5 * row[at + c];
                         }
                     }
                     for c in 0..comps {
