@@ -10,6 +10,8 @@
 # PLAN (estimate | measure) is parki-dist's run.fft_plan; FLUPS fixes its FFTW flag at compile
 # time, so give the driver built with the matching flag: FFTW_ESTIMATE with PLAN=estimate, and
 # FLUPS's production default (FFTW_PATIENT) against PLAN=measure (each code's tuned planner).
+# R2R (rfft | fftw) is parki-dist's run.r2r: DCT/DST-II/III through real FFTs (the default) or
+# FFTW's r2r as FLUPS computes them.
 #
 # Both codes: CHAT2, cell-centred unit cube, 1 thread per rank, the
 # same right-hand side family (a compact blob along unbounded axes, sines/cosines elsewhere),
@@ -29,6 +31,7 @@ CASES=${CASES:-unb ppu even}
 ROUNDS=${ROUNDS:-2}
 REPEAT=${REPEAT:-5}
 PLAN=${PLAN:-estimate}
+R2R=${R2R:-rfft}
 out=${1:-/dev/stdout}
 cargo build --release -q -p parki-app
 tmp=$(mktemp -d)
@@ -59,6 +62,7 @@ generate = { field = "blob" }
 threads = 1
 repeat = $REPEAT
 fft_plan = "$PLAN"
+r2r = "$R2R"
 TOML
         mpirun --oversubscribe -n "$np" ./target/release/parki-dist run "$tmp/run.toml" --quiet --json \
           | python3 -c "import json,sys; r=json.load(sys.stdin); print(json.dumps({'code':'parki','n':$n,'bc':'$c','ranks':$np,'solve':r['solve_best_seconds'],'plan':r['plan_seconds'],'bpu':r['memory']['bytes_per_unknown'],'heap':r['memory']['heap_bytes_per_unknown'],'err':r['error']['relative_max']}))" \
@@ -67,9 +71,9 @@ TOML
     done
   done
 done
-python3 - "$tmp" "$(git rev-parse --short HEAD)" "$PLAN" "$FLUPS_DRIVER" > "$out" <<'PY'
+python3 - "$tmp" "$(git rev-parse --short HEAD)" "$PLAN" "$FLUPS_DRIVER" "$R2R" > "$out" <<'PY'
 import json, sys
-tmp, head, plan, driver = sys.argv[1:5]
+tmp, head, plan, driver, r2r = sys.argv[1:6]
 best = {}
 for line in open(f"{tmp}/flups.jsonl"):
     d = json.loads(line); k = (d["n"], d["bc"], d["ranks"])
@@ -81,7 +85,7 @@ for line in open(f"{tmp}/parki.jsonl"):
     v = best.setdefault(k, {})
     if "parki" not in v or d["solve"] < v["parki"]["solve"]:
         v["parki"] = d
-print(f"parki-dist {head} (fft_plan = {plan}) against FLUPS ({driver}), CHAT2, 1 thread per rank, best of rounds\n")
+print(f"parki-dist {head} (fft_plan = {plan}, r2r = {r2r}) against FLUPS ({driver}), CHAT2, 1 thread per rank, best of rounds\n")
 print("| N | bc | ranks | FLUPS solve s | parki solve s | ratio parki/FLUPS | FLUPS err | parki err | FLUPS heap B/unknown | parki heap B/unknown | parki plan B/unknown |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for k in sorted(best):

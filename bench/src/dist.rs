@@ -6,6 +6,12 @@
 //! the machine's noise hits all three alike). Prints the time of each (max over ranks), the
 //! ratio to FFTW-MPI, and the bytes every switch sent against the minimum a transpose must
 //! move; appends one JSON line per run to `--json`.
+//!
+//! `r2r`: the forward + backward transform of an all-symmetric grid (DCT-II/III or DST-II/III
+//! along every axis, the Poisson solver's even or odd boxes), through real FFTs (Makhoul's
+//! reordering, the default) against FFTW's own r2r (one 3-D plan on one rank), both planned
+//! and timed in the same process in alternating order; prints both times, their ratio and the
+//! largest difference between their results.
 
 mod fftw_mpi;
 
@@ -15,7 +21,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use parki_comm::{Backend, Comm, ReduceOp, Universe};
 use parki_decomp::{Decomposition, ProcGrid};
-use parki_fft3d::{DistFft, DistFftOptions, PlanRigor};
+use parki_fft3d::{AxisSpec, DistFft, DistFftOptions, PlanRigor, R2rKind, R2rMethod};
 use serde_json::json;
 
 use crate::fftw_mpi::FftwMpi;
@@ -49,6 +55,27 @@ enum Cmd {
         /// Append a JSON line with the results to this file (rank 0).
         #[arg(long)]
         json: Option<std::path::PathBuf>,
+    },
+    /// DCT/DST-II/III of an all-symmetric grid: through real FFTs against FFTW's r2r.
+    R2r {
+        /// Grid `n0,n1,n2`.
+        #[arg(long, value_delimiter = ',', default_value = "256,256,256")]
+        grid: Vec<usize>,
+        /// `dct` (DCT-II forward, DCT-III backward: even sides) or `dst` (odd sides).
+        #[arg(long, default_value = "dct")]
+        kind: String,
+        /// Components transformed at once.
+        #[arg(long, default_value_t = 1)]
+        comps: usize,
+        /// Timed repetitions (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// FFTW_MEASURE plans instead of FFTW_ESTIMATE.
+        #[arg(long)]
+        measure: bool,
+        /// Threads per rank.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
 }
 
@@ -221,6 +248,79 @@ fn bench_fft(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
+fn bench_r2r(
+    world: &Comm,
+    grid: [usize; 3],
+    kind: &str,
+    comps: usize,
+    reps: usize,
+    measure: bool,
+    threads: usize,
+) -> Result<(), String> {
+    let (f, b) = match kind {
+        "dct" => (R2rKind::Dct2, R2rKind::Dct3),
+        "dst" => (R2rKind::Dst2, R2rKind::Dst3),
+        _ => return Err(format!("--kind {kind}: expected dct or dst")),
+    };
+    let axes = grid.map(|n| AxisSpec::r2r(n, f, b, n, 0, n, 0));
+    let order = parki_fft3d::memory_order(&axes);
+    let limits = parki_fft3d::proc_grid_limits_in_order(&axes, order, false);
+    let pg = ProcGrid::choose(world.size(), Decomposition::Auto, None, limits).map_err(|e| e.to_string())?;
+    let rigor = if measure { PlanRigor::Measure } else { PlanRigor::Estimate };
+    let scale = 1.0 / grid.iter().map(|&n| 2.0 * n as f64).product::<f64>();
+    let mut plans = Vec::new();
+    let mut plan_seconds = [0.0; 2];
+    for (k, r2r) in [R2rMethod::RealFft, R2rMethod::Fftw].into_iter().enumerate() {
+        let t = Instant::now();
+        let opts = DistFftOptions { rigor, threads, r2r, ..DistFftOptions::new(comps) };
+        let mut fft = DistFft::<f64>::with_axes_in_order(world, axes, order, pg, opts).map_err(|e| e.to_string())?;
+        plan_seconds[k] = world.max(t.elapsed().as_secs_f64());
+        fft.data_mut().iter_mut().enumerate().for_each(|(i, v)| *v = ((i % 977) as f64).sin());
+        plans.push(fft);
+    }
+    let mut times: [Vec<f64>; 2] = Default::default();
+    for rep in 0..=reps {
+        for k in 0..2 {
+            let which = (k + rep) % 2;
+            let fft = &mut plans[which];
+            let dt = timed(world, &mut || {
+                fft.forward();
+                fft.backward();
+            });
+            fft.data_mut().iter_mut().for_each(|v| *v *= scale);
+            if rep > 0 {
+                times[which].push(dt);
+            }
+        }
+    }
+    // after the same round trips from the same data, both hold the same values
+    let mut diff = [plans[0].data().iter().zip(plans[1].data()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)];
+    world.all_reduce(&mut diff, ReduceOp::Max);
+    if world.rank() == 0 {
+        println!(
+            "{kind} II/III forward + backward, grid {:?} x {comps}, {} rank(s) x {threads} thread(s), process grid {:?}, {} plans",
+            grid,
+            world.size(),
+            pg.dims,
+            if measure { "MEASURE" } else { "ESTIMATE" }
+        );
+        println!("{:<22} {:>10} {:>10} {:>10} {:>10}", "method", "median s", "min s", "plan s", "vs fftw");
+        let base = median(&times[1]);
+        for (k, name) in ["real FFTs (rfft)", "FFTW r2r (fftw)"].iter().enumerate() {
+            println!(
+                "{name:<22} {:>10.4} {:>10.4} {:>10.3} {:>10.3}",
+                median(&times[k]),
+                min(&times[k]),
+                plan_seconds[k],
+                median(&times[k]) / base
+            );
+        }
+        println!("largest difference between the two results: {:.2e}", diff[0]);
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let universe = match Universe::init() {
         Ok(u) => u,
@@ -239,6 +339,13 @@ fn main() -> std::process::ExitCode {
                 Err("--grid: expected mx,my,mz".to_string())
             } else {
                 bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
+            }
+        }
+        Cmd::R2r { grid, kind, comps, reps, measure, threads } => {
+            if grid.len() != 3 {
+                Err("--grid: expected n0,n1,n2".to_string())
+            } else {
+                bench_r2r(&world, [grid[0], grid[1], grid[2]], &kind, comps, reps.max(1), measure, threads.max(1))
             }
         }
     };

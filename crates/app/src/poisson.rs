@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use parki_comm::{Comm, StageStats, TrafficStats};
 use parki_core::{Error, Result, StageKind, StageName};
-use parki_fft3d::{FftStage, PlanRigor};
+use parki_fft3d::{FftStage, PlanRigor, R2rMethod};
 use parki_poisson::fields::{curl, Manufactured, Sample, COMPONENT_AMPLITUDES};
 use parki_poisson::{Bc, Centering, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
 use serde::Deserialize;
@@ -112,6 +112,8 @@ pub struct PoissonRun {
     pub repeat: Option<usize>,
     /// FFTW planning: `"estimate"` (default) or `"measure"`.
     pub fft_plan: Option<String>,
+    /// DCT-II/III and DST-II/III: `"rfft"` (default, through real FFTs) or `"fftw"` (FFTW's r2r).
+    pub r2r: Option<String>,
 }
 
 impl PoissonConfig {
@@ -194,6 +196,7 @@ impl PoissonConfig {
         o.threads = threads.or(self.run.threads).unwrap_or(1).max(1);
         o.rigor = word("run.fft_plan", self.run.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
             .unwrap_or_default();
+        o.r2r = word("run.r2r", self.run.r2r.as_deref(), R2rMethod::parse, "\"rfft\" or \"fftw\"")?.unwrap_or_default();
         let popts = parallel_options(&self.parallel)?;
         o.decomposition = popts.decomposition;
         o.proc_grid = popts.grid;
@@ -511,6 +514,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "memory_order": solver.order(),
         "transforms": solver.transforms(),
         "switch_backend": opts.backend.name(),
+        "fft_plan": opts.rigor.name(),
+        "r2r": opts.r2r.name(),
         "plan_seconds": plan_seconds,
         "read_seconds": read_seconds,
         "solves": repeat,

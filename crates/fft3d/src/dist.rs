@@ -40,6 +40,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 use crate::axes::{memory_order, AxisSpec, AxisTransform};
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
+use crate::makhoul::{self, LineSet, Makhoul};
 use crate::{FftReal, PlanRigor};
 
 /// Options of a distributed transform.
@@ -57,6 +58,36 @@ pub struct DistFftOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub rigor: PlanRigor,
+    /// How the DCT-II/III and DST-II/III are computed.
+    pub r2r: R2rMethod,
+}
+
+/// How the DCT-II/III and DST-II/III axes are transformed (the other real-to-real kinds always
+/// go through FFTW's r2r).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum R2rMethod {
+    /// Through one real-to-complex FFT per line (Makhoul's reordering and twiddle, module
+    /// `makhoul`): FFTW's SIMD r2c codelets instead of its scalar r2r ones.
+    #[default]
+    RealFft,
+    /// FFTW's r2r (REDFT10/01, RODFT10/01); on one rank with every axis real-to-real, one 3-D
+    /// plan.
+    Fftw,
+}
+
+impl R2rMethod {
+    /// Name in run.toml and reports: `"rfft"` or `"fftw"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            R2rMethod::RealFft => "rfft",
+            R2rMethod::Fftw => "fftw",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`R2rMethod::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [R2rMethod::RealFft, R2rMethod::Fftw].into_iter().find(|v| v.name() == s)
+    }
 }
 
 impl DistFftOptions {
@@ -69,6 +100,7 @@ impl DistFftOptions {
             backend: Backend::Alltoallv,
             threads: 1,
             rigor: PlanRigor::Estimate,
+            r2r: R2rMethod::default(),
         }
     }
 }
@@ -192,11 +224,43 @@ struct RowPlan<T: FftReal> {
     offset: usize,
 }
 
-/// The 1-D transforms of one direction, along a0, a1 and a2 (`None`: the identity).
+/// The 1-D transforms along one axis.
+enum Pass<T: FftReal> {
+    /// Contiguous a0 rows, one FFTW plan (threaded by FFTW).
+    Row(RowPlan<T>),
+    /// Strided lines in cache-sized blocks.
+    Lines(BlockedLines<T>),
+    /// A DCT/DST-II/III through real FFTs on per-thread scratch.
+    Makhoul(Makhoul<T>),
+}
+
+impl<T: FftReal> Pass<T> {
+    /// # Safety
+    /// `p` must be the buffer planned for (or one of the same layout), holding the topology the
+    /// pass was planned on.
+    unsafe fn execute(&mut self, p: *mut T, par: Par) {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match self {
+                Pass::Row(x) => x.plan.execute(p.add(x.offset)),
+                Pass::Lines(l) => l.execute(p, par),
+                Pass::Makhoul(m) => m.execute(p, par),
+            }
+        }
+    }
+
+    /// Bytes of scratch the pass holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Pass::Makhoul(m) => m.bytes(),
+            _ => 0,
+        }
+    }
+}
+
+/// The 1-D transforms of one direction along a0, a1 and a2 (`None`: the identity).
 struct AxisPlans<T: FftReal> {
-    a0: Option<RowPlan<T>>,
-    a1: Option<BlockedLines<T>>,
-    a2: Option<BlockedLines<T>>,
+    passes: [Option<Pass<T>>; 3],
 }
 
 /// How the transforms run: FFTW's batched 3-D plans on one rank (periodic real grid, no
@@ -269,6 +333,15 @@ fn whole_r2r_kinds(axes: &[AxisSpec; 3], ranks: usize, complex: bool) -> Option<
         kinds[1][j] = backward;
     }
     Some(kinds)
+}
+
+/// Whether some axis's transform runs through [`Makhoul`] with `method`.
+fn uses_makhoul(axes: &[AxisSpec; 3], method: R2rMethod) -> bool {
+    method == R2rMethod::RealFft
+        && axes.iter().any(|a| match a.transform {
+            AxisTransform::R2r { forward, backward } => makhoul::supports(forward) || makhoul::supports(backward),
+            _ => false,
+        })
 }
 
 /// Zeroes, in each of `comps` components (`cs` reals apart) and `outer` groups, the slots of a
@@ -424,7 +497,9 @@ impl<T: FftReal> DistFft<T> {
             let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
             let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
             Engine::Whole { forward, backward }
-        } else if let Some(kinds) = whole_r2r_kinds(&axes, grid.ranks(), opts.complex) {
+        } else if let Some(kinds) =
+            whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_makhoul(&axes, opts.r2r))
+        {
             // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
             let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
             let plan = |k: [R2rKind; 3], comps: usize| {
@@ -434,7 +509,8 @@ impl<T: FftReal> DistFft<T> {
             let backward = plan(kinds[1], opts.backward_components)?;
             Engine::WholeR2r { forward, backward }
         } else {
-            let planner = Planner { axes: &axes, r2c, nf, cs, t0, t1, t2, ptr, threads, rigor: opts.rigor };
+            let planner =
+                Planner { axes: &axes, r2c, nf, cs, t0, t1, t2, ptr, threads, rigor: opts.rigor, r2r: opts.r2r };
             let forward = Box::new(planner.plans(opts.forward_components, true)?);
             let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
             Engine::Pencils { forward, backward }
@@ -598,11 +674,18 @@ impl<T: FftReal> DistFft<T> {
         self.data.as_mut_slice()
     }
 
-    /// Bytes of the local buffer and of the switches' exchange buffers.
+    /// Bytes of the local buffer, of the switches' exchange buffers and of the transforms'
+    /// scratch.
     pub fn bytes(&self) -> usize {
         let switches: usize =
             self.sw1.iter().chain(&self.sw2).filter_map(|s| s.plan.as_ref()).map(ExchangePlan::bytes).sum();
-        self.cs * self.opts.forward_components * T::BYTES + switches
+        let scratch = match &self.engine {
+            Engine::Pencils { forward, backward } => {
+                forward.passes.iter().chain(&backward.passes).flatten().map(Pass::bytes).sum()
+            }
+            _ => 0,
+        };
+        self.cs * self.opts.forward_components * T::BYTES + switches + scratch
     }
 
     /// Seconds spent so far (see [`FftTimes`]).
@@ -690,80 +773,47 @@ impl<T: FftReal> DistFft<T> {
         true
     }
 
-    /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
-    pub fn forward(&mut self) {
+    /// Runs the pass along memory axis `j` of direction `dir`, timed as transform time.
+    fn pass(&mut self, dir: Dir, j: usize) {
         let p = self.data.as_mut_slice().as_mut_ptr();
         let par = self.par();
-        let comps = self.opts.forward_components;
-        if self.run_whole(Dir::Forward) {
-            return;
-        }
-        self.clear_row_padding(comps);
         let t = Instant::now();
-        if let Engine::Pencils { forward, .. } = &self.engine {
-            if let Some(x) = &forward.a0 {
-                // SAFETY: the plan was made for this buffer's T0 layout at this offset.
-                unsafe { x.plan.execute(p.add(x.offset)) };
-            }
-        }
-        self.times.fft += t.elapsed().as_secs_f64();
-        self.switch1(Dir::Forward, comps);
-        let t = Instant::now();
-        if let Engine::Pencils { forward, .. } = &self.engine {
-            if let Some(y) = &forward.a1 {
-                // SAFETY: the a1 lines were planned for the T1 layout the switch left in the buffer.
-                unsafe { y.execute(p, par) };
-            }
-        }
-        self.times.fft += t.elapsed().as_secs_f64();
-        self.switch2(Dir::Forward, comps);
-        let t = Instant::now();
-        if let Engine::Pencils { forward, .. } = &self.engine {
-            if let Some(z) = &forward.a2 {
-                // SAFETY: the a2 lines were planned for the T2 layout the switch left in the buffer.
-                unsafe { z.execute(p, par) };
+        if let Engine::Pencils { forward, backward } = &mut self.engine {
+            let plans = if dir == Dir::Forward { forward } else { backward };
+            if let Some(pass) = plans.passes[j].as_mut() {
+                // SAFETY: the pass was planned for this buffer and the topology that holds axis
+                // j whole, which the switches have left in it.
+                unsafe { pass.execute(p, par) };
             }
         }
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
+    /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
+    pub fn forward(&mut self) {
+        let comps = self.opts.forward_components;
+        if self.run_whole(Dir::Forward) {
+            return;
+        }
+        self.clear_row_padding(comps);
+        self.pass(Dir::Forward, 0);
+        self.switch1(Dir::Forward, comps);
+        self.pass(Dir::Forward, 1);
+        self.switch2(Dir::Forward, comps);
+        self.pass(Dir::Forward, 2);
+    }
+
     /// Backward transform of the first `backward_components` components (T2 -> T0 real).
     pub fn backward(&mut self) {
-        let p = self.data.as_mut_slice().as_mut_ptr();
         let c = self.opts.backward_components;
-        if c == 0 {
+        if c == 0 || self.run_whole(Dir::Backward) {
             return;
         }
-        if self.run_whole(Dir::Backward) {
-            return;
-        }
-        let par = self.par();
-        let t = Instant::now();
-        if let Engine::Pencils { backward, .. } = &self.engine {
-            if let Some(z) = &backward.a2 {
-                // SAFETY: the a2 lines were planned for the T2 layout of the spectrum.
-                unsafe { z.execute(p, par) };
-            }
-        }
-        self.times.fft += t.elapsed().as_secs_f64();
+        self.pass(Dir::Backward, 2);
         self.switch2(Dir::Backward, c);
-        let t = Instant::now();
-        if let Engine::Pencils { backward, .. } = &self.engine {
-            if let Some(y) = &backward.a1 {
-                // SAFETY: the a1 lines were planned for the T1 layout the switch left in the buffer.
-                unsafe { y.execute(p, par) };
-            }
-        }
-        self.times.fft += t.elapsed().as_secs_f64();
+        self.pass(Dir::Backward, 1);
         self.switch1(Dir::Backward, c);
-        let t = Instant::now();
-        if let Engine::Pencils { backward, .. } = &self.engine {
-            if let Some(x) = &backward.a0 {
-                // SAFETY: the a0 rows were planned for the T0 layout the switch left in the buffer.
-                unsafe { x.plan.execute(p.add(x.offset)) };
-            }
-        }
-        self.times.fft += t.elapsed().as_secs_f64();
+        self.pass(Dir::Backward, 0);
     }
 
     /// T0 <-> T1 within the ranks sharing an a2 part: blocks `[c][a2][a1 rows][L0 part]`.
@@ -867,6 +917,7 @@ struct Planner<'a, T: FftReal> {
     ptr: *mut T,
     threads: usize,
     rigor: PlanRigor,
+    r2r: R2rMethod,
 }
 
 impl<T: FftReal> Planner<'_, T> {
@@ -880,7 +931,18 @@ impl<T: FftReal> Planner<'_, T> {
         }
     }
 
-    /// The a0, a1 and a2 plans of `comps` components in direction `forward`.
+    /// A [`Makhoul`] pass of `kind` along `lines` when the method asks for one and it computes
+    /// `kind`.
+    fn makhoul(&self, kind: Kind, lines: LineSet) -> Result<Option<Pass<T>>> {
+        match kind {
+            Kind::R2r(k) if self.r2r == R2rMethod::RealFft && makhoul::supports(k) => {
+                Ok(Some(Pass::Makhoul(Makhoul::new(k, lines, self.threads, self.rigor)?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The a0, a1 and a2 passes of `comps` components in direction `forward`.
     fn plans(&self, comps: usize, forward: bool) -> Result<AxisPlans<T>> {
         let (nf, cs) = (self.nf, self.cs);
         let [l0, l1] = [self.t0.global[0], self.t1.global[1]];
@@ -890,31 +952,54 @@ impl<T: FftReal> Planner<'_, T> {
                 let a = self.axes[0];
                 let [_, yl0, zl0] = self.t0.local();
                 let rows = yl0 * zl0;
-                // (stride, loops (count, input stride, output stride), first real)
-                type Layout = ((usize, usize), Vec<(usize, usize, usize)>, usize);
-                let (stride, howmany, offset): Layout = match kind {
-                    Kind::R2c => ((1, 1), vec![(rows, 2 * l0, l0), (comps, cs, cs / 2)], 0),
-                    Kind::C2r => ((1, 1), vec![(rows, l0, 2 * l0), (comps, cs / 2, cs)], 0),
-                    Kind::C2cForward | Kind::C2cBackward => {
-                        ((1, 1), vec![(rows, l0, l0), (comps, cs / 2, cs / 2)], 2 * a.offsets(forward).0)
-                    }
-                    Kind::R2r(_) if nf == 1 => ((1, 1), vec![(rows, l0, l0), (comps, cs, cs)], a.offsets(forward).0),
-                    Kind::R2r(_) => {
-                        ((2, 2), vec![(rows, 2 * l0, 2 * l0), (comps, cs, cs), (2, 1, 1)], 2 * a.offsets(forward).0)
-                    }
+                let start = a.offsets(forward).0;
+                let lines = if nf == 1 {
+                    LineSet { n: a.fft_len, stride: 1, start, loops: [(comps, cs), (rows, l0), (1, 0)] }
+                } else {
+                    LineSet { n: a.fft_len, stride: 2, start: 2 * start, loops: [(comps, cs), (rows, 2 * l0), (2, 1)] }
                 };
-                // SAFETY: the offset lies inside the buffer (validated axis, cs >= the T0 block).
-                let p = unsafe { self.ptr.add(offset) };
-                Some(RowPlan {
-                    plan: Plan1d::new(kind, a.fft_len, stride, &howmany, p, self.threads, self.rigor)?,
-                    offset,
-                })
+                match self.makhoul(kind, lines)? {
+                    Some(pass) => Some(pass),
+                    None => {
+                        // (stride, loops (count, input stride, output stride), first real)
+                        type Layout = ((usize, usize), Vec<(usize, usize, usize)>, usize);
+                        let (stride, howmany, offset): Layout = match kind {
+                            Kind::R2c => ((1, 1), vec![(rows, 2 * l0, l0), (comps, cs, cs / 2)], 0),
+                            Kind::C2r => ((1, 1), vec![(rows, l0, 2 * l0), (comps, cs / 2, cs)], 0),
+                            Kind::C2cForward | Kind::C2cBackward => {
+                                ((1, 1), vec![(rows, l0, l0), (comps, cs / 2, cs / 2)], 2 * start)
+                            }
+                            Kind::R2r(_) if nf == 1 => ((1, 1), vec![(rows, l0, l0), (comps, cs, cs)], start),
+                            Kind::R2r(_) => {
+                                ((2, 2), vec![(rows, 2 * l0, 2 * l0), (comps, cs, cs), (2, 1, 1)], 2 * start)
+                            }
+                        };
+                        // SAFETY: the offset lies inside the buffer (validated axis, cs >= the T0 block).
+                        let p = unsafe { self.ptr.add(offset) };
+                        Some(Pass::Row(RowPlan {
+                            plan: Plan1d::new(kind, a.fft_len, stride, &howmany, p, self.threads, self.rigor)?,
+                            offset,
+                        }))
+                    }
+                }
             }
         };
         // the strided axes: elements of the transform per element of the topology
         let per = |kind: Kind| match kind {
             Kind::R2r(_) => (nf, cs),
             _ => (1, cs / 2),
+        };
+        let strided = |kind: Kind, lines: Lines| -> Result<Pass<T>> {
+            let set = LineSet {
+                n: lines.n,
+                stride: lines.stride,
+                start: lines.start,
+                loops: [lines.outer, lines.inner, (lines.width, 1)],
+            };
+            match self.makhoul(kind, set)? {
+                Some(pass) => Ok(pass),
+                None => Ok(Pass::Lines(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)),
+            }
         };
         let a1 = match self.kind(1, forward) {
             None => None,
@@ -930,7 +1015,7 @@ impl<T: FftReal> Planner<'_, T> {
                     outer: (comps, comp),
                     inner: (zl1, m * l1 * xl1),
                 };
-                Some(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)
+                Some(strided(kind, lines)?)
             }
         };
         let a2 = match self.kind(2, forward) {
@@ -948,9 +1033,9 @@ impl<T: FftReal> Planner<'_, T> {
                     outer: (comps, comp),
                     inner: (1, 0),
                 };
-                Some(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)
+                Some(strided(kind, lines)?)
             }
         };
-        Ok(AxisPlans { a0, a1, a2 })
+        Ok(AxisPlans { passes: [a0, a1, a2] })
     }
 }

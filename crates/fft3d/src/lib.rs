@@ -12,6 +12,7 @@ pub mod axes;
 pub mod dist;
 mod ffi;
 mod lines;
+mod makhoul;
 
 use std::sync::Once;
 
@@ -20,7 +21,7 @@ use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
 pub use axes::{memory_order, memory_order_by, proc_grid_limits, proc_grid_limits_in_order, AxisSpec, AxisTransform};
-pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes};
+pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes, R2rMethod};
 pub use ffi::{FftReal, R2rKind};
 
 /// How hard FFTW searches for a fast plan.

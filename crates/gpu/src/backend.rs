@@ -19,7 +19,7 @@ use parki_core::{Error, Kernel, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, SolverReal};
 use parki_farfield::{Cnv, G2pVariant, KaiserBessel};
-use parki_fft3d::{DistFft, DistFftOptions};
+use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::CellGrid;
 
 use crate::buffer::{bytes_of, DeviceBuffer};
@@ -731,6 +731,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                 backend: s.switches,
                 threads: s.threads.max(1),
                 rigor: s.fft_rigor,
+                r2r: R2rMethod::default(),
             };
             let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
             let block = DeviceBuffer::new(&dev, comps * s.window.layout.real_len() * T::BYTES, "the P2G grid block")?;

@@ -15,7 +15,9 @@ use std::time::Instant;
 use parki_comm::{Backend, Comm};
 use parki_core::{Error, Result};
 use parki_decomp::{Decomposition, ProcGrid};
-use parki_fft3d::{memory_order_by, proc_grid_limits_in_order, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor};
+use parki_fft3d::{
+    memory_order_by, proc_grid_limits_in_order, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor, R2rMethod,
+};
 
 use crate::bc::{AxisClass, Bc, Centering};
 use crate::green::{Green, GreenKind};
@@ -102,6 +104,8 @@ pub struct PoissonOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub rigor: PlanRigor,
+    /// How the DCT-II/III and DST-II/III are computed (through real FFTs by default).
+    pub r2r: R2rMethod,
 }
 
 impl PoissonOptions {
@@ -121,6 +125,7 @@ impl PoissonOptions {
             backend: Backend::Alltoallv,
             threads: 1,
             rigor: PlanRigor::Estimate,
+            r2r: R2rMethod::default(),
         }
     }
 
@@ -425,6 +430,7 @@ impl PoissonSolver {
                 backend: opts.backend,
                 threads: opts.threads.max(1),
                 rigor: opts.rigor,
+                r2r: opts.r2r,
             };
             let fft = DistFft::<f64>::with_axes_in_order(comm, axes, order, pg, fopts)?;
             let pinned = Pinned::new(&fft, &classes[members[0]], opts.cells, opts.centering);
@@ -533,6 +539,7 @@ impl PoissonSolver {
             backend: self.opts.backend,
             threads: self.opts.threads.max(1),
             rigor: PlanRigor::Estimate,
+            r2r: self.opts.r2r,
         };
         let mut gfft = DistFft::<f64>::with_axes_in_order(&self.comm, gaxes, order, pg, gopts)?;
         // sample the kernel in the Green's real-space topology

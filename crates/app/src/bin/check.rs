@@ -23,6 +23,7 @@ use parki_decomp::{Decomposition, GridLayout, ProcGrid};
 use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{
     proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor, R2rKind,
+    R2rMethod,
 };
 use parki_reference::generate::Rng;
 use parki_reference::transforms::{apply_along_axis, Transform1d};
@@ -74,6 +75,9 @@ enum Command {
         /// alltoallv or persistent.
         #[arg(long, default_value = "alltoallv")]
         backend: String,
+        /// DCT/DST-II/III through real FFTs (rfft) or FFTW's r2r (fftw).
+        #[arg(long, default_value = "rfft")]
+        r2r: String,
     },
     /// Distributed Poisson solve against the one-process solve.
     Poisson {
@@ -523,6 +527,7 @@ fn check_fft_axes(
     comps: usize,
     layout: &str,
     backend: &str,
+    r2r: &str,
 ) -> Result<(f64, f64), String> {
     if names.len() != 3 {
         return Err("--axes: expected three axes".into());
@@ -530,8 +535,9 @@ fn check_fft_axes(
     let axes = [named_axis(&names[0], grid[0])?, named_axis(&names[1], grid[1])?, named_axis(&names[2], grid[2])?];
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
     let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
+    let r2r = R2rMethod::parse(r2r).ok_or(format!("r2r = {r2r}: expected rfft or fftw"))?;
     let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
-    let opts = DistFftOptions { backend, ..DistFftOptions::new(comps) };
+    let opts = DistFftOptions { backend, r2r, ..DistFftOptions::new(comps) };
     let mut fft = DistFft::<f64>::with_axes(world, axes, pg, opts).map_err(|e| e.to_string())?;
     let (order, nf, cs) = (fft.order(), fft.element_reals(), fft.component_stride());
     let value = |c: usize, p: [usize; 3]| {
@@ -626,8 +632,9 @@ fn check_fft_axes(
     let (f, r) = (world.max(forward_err), world.max(roundtrip_err));
     if world.rank() == 0 {
         println!(
-            "fft-axes {names:?} grid {grid:?} order {order:?} on {:?}: forward {f:.2e}, round trip {r:.2e}",
-            pg.dims
+            "fft-axes {names:?} grid {grid:?} order {order:?} on {:?}, r2r {}: forward {f:.2e}, round trip {r:.2e}",
+            pg.dims,
+            r2r.name()
         );
     }
     Ok((f, r))
@@ -753,16 +760,18 @@ fn main() -> ExitCode {
                 })
                 .map_err(unsupported)
         }
-        Command::FftAxes { grid, axes, comps, layout, backend } => if grid.len() != 3 {
+        Command::FftAxes { grid, axes, comps, layout, backend, r2r } => if grid.len() != 3 {
             Err("--grid: expected three sizes".to_string())
         } else {
-            check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend).and_then(|(f, r)| {
-                if f <= 1e-13 && r <= 1e-13 {
-                    Ok(())
-                } else {
-                    Err(format!("FFT axes check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
-                }
-            })
+            check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend, &r2r).and_then(
+                |(f, r)| {
+                    if f <= 1e-13 && r <= 1e-13 {
+                        Ok(())
+                    } else {
+                        Err(format!("FFT axes check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
+                    }
+                },
+            )
         }
         .map_err(unsupported),
         Command::Fft { grid, comps, layout, backend, complex, threads } => if grid.len() != 3 {

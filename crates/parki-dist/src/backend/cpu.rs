@@ -7,7 +7,7 @@ use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
     g2p, interleave, p2g, Cnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant,
 };
-use parki_fft3d::{DistFft, DistFftOptions};
+use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
 
 use super::{BackendSetup, EwaldBackend, NearStats};
@@ -68,6 +68,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             backend: s.switches,
             threads,
             rigor: s.fft_rigor,
+            r2r: R2rMethod::default(),
         };
         let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
         let layout = parki_decomp::GridLayout::new(p.grid)?;
