@@ -10,7 +10,7 @@
 # PLAN (estimate | measure) is parki-dist's run.fft_plan; FLUPS fixes its FFTW flag at compile
 # time, so give the driver built with the matching flag: FFTW_ESTIMATE with PLAN=estimate, and
 # FLUPS's production default (FFTW_PATIENT) against PLAN=measure (each code's tuned planner).
-# R2R (rfft | fftw) is parki-dist's run.r2r: DCT/DST-II/III through real FFTs (the default) or
+# R2R (fft | fftw) is parki-dist's run.r2r: DCT/DST-II, III, IV through FFTs (the default) or
 # FFTW's r2r as FLUPS computes them.
 #
 # Both codes: CHAT2, cell-centred unit cube, 1 thread per rank, the
@@ -31,7 +31,7 @@ CASES=${CASES:-unb ppu even}
 ROUNDS=${ROUNDS:-2}
 REPEAT=${REPEAT:-5}
 PLAN=${PLAN:-estimate}
-R2R=${R2R:-rfft}
+R2R=${R2R:-fft}
 out=${1:-/dev/stdout}
 cargo build --release -q -p parki-app
 tmp=$(mktemp -d)

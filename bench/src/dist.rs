@@ -7,8 +7,8 @@
 //! ratio to FFTW-MPI, and the bytes every switch sent against the minimum a transpose must
 //! move; appends one JSON line per run to `--json`.
 //!
-//! `r2r`: the forward + backward transform of an all-symmetric grid (DCT-II/III or DST-II/III
-//! along every axis, the Poisson solver's even or odd boxes), through real FFTs (Makhoul's
+//! `r2r`: the forward + backward transform of an all-symmetric grid (DCT-II/III, DST-II/III or
+//! DCT-IV along every axis: the Poisson solver's even, odd or even-odd boxes), through FFTs (Makhoul's
 //! reordering, the default) against FFTW's own r2r (one 3-D plan on one rank), both planned
 //! and timed in the same process in alternating order; prints both times, their ratio and the
 //! largest difference between their results.
@@ -61,7 +61,8 @@ enum Cmd {
         /// Grid `n0,n1,n2`.
         #[arg(long, value_delimiter = ',', default_value = "256,256,256")]
         grid: Vec<usize>,
-        /// `dct` (DCT-II forward, DCT-III backward: even sides) or `dst` (odd sides).
+        /// `dct` (DCT-II forward, DCT-III backward: even sides), `dst` (odd sides) or `dct4`
+        /// (DCT-IV both ways: even-odd sides).
         #[arg(long, default_value = "dct")]
         kind: String,
         /// Components transformed at once.
@@ -261,7 +262,8 @@ fn bench_r2r(
     let (f, b) = match kind {
         "dct" => (R2rKind::Dct2, R2rKind::Dct3),
         "dst" => (R2rKind::Dst2, R2rKind::Dst3),
-        _ => return Err(format!("--kind {kind}: expected dct or dst")),
+        "dct4" => (R2rKind::Dct4, R2rKind::Dct4),
+        _ => return Err(format!("--kind {kind}: expected dct, dst or dct4")),
     };
     let axes = grid.map(|n| AxisSpec::r2r(n, f, b, n, 0, n, 0));
     let order = parki_fft3d::memory_order(&axes);
@@ -271,7 +273,7 @@ fn bench_r2r(
     let scale = 1.0 / grid.iter().map(|&n| 2.0 * n as f64).product::<f64>();
     let mut plans = Vec::new();
     let mut plan_seconds = [0.0; 2];
-    for (k, r2r) in [R2rMethod::RealFft, R2rMethod::Fftw].into_iter().enumerate() {
+    for (k, r2r) in [R2rMethod::Fft, R2rMethod::Fftw].into_iter().enumerate() {
         let t = Instant::now();
         let opts = DistFftOptions { rigor, threads, r2r, ..DistFftOptions::new(comps) };
         let mut fft = DistFft::<f64>::with_axes_in_order(world, axes, order, pg, opts).map_err(|e| e.to_string())?;
@@ -299,7 +301,7 @@ fn bench_r2r(
     world.all_reduce(&mut diff, ReduceOp::Max);
     if world.rank() == 0 {
         println!(
-            "{kind} II/III forward + backward, grid {:?} x {comps}, {} rank(s) x {threads} thread(s), process grid {:?}, {} plans",
+            "{kind} forward + backward, grid {:?} x {comps}, {} rank(s) x {threads} thread(s), process grid {:?}, {} plans",
             grid,
             world.size(),
             pg.dims,
@@ -307,7 +309,7 @@ fn bench_r2r(
         );
         println!("{:<22} {:>10} {:>10} {:>10} {:>10}", "method", "median s", "min s", "plan s", "vs fftw");
         let base = median(&times[1]);
-        for (k, name) in ["real FFTs (rfft)", "FFTW r2r (fftw)"].iter().enumerate() {
+        for (k, name) in ["FFTs (fft)", "FFTW r2r (fftw)"].iter().enumerate() {
             println!(
                 "{name:<22} {:>10.4} {:>10.4} {:>10.3} {:>10.3}",
                 median(&times[k]),

@@ -105,7 +105,7 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
   threads = 1                 # per rank
   repeat = 1                  # solves with one plan (timings of the last)
   fft_plan = \"estimate\"     # or \"measure\"
-  r2r = \"rfft\"              # DCT/DST-II/III through real FFTs; \"fftw\": FFTW's r2r
+  r2r = \"fft\"               # DCT/DST-II, III, IV through FFTs; \"fftw\": FFTW's r2r
 
   [parallel]                  # as above; grid = [P_1, P_2] splits the transform's 2nd and 3rd
                               # axes in memory order (printed at plan time)

@@ -112,7 +112,7 @@ pub struct PoissonRun {
     pub repeat: Option<usize>,
     /// FFTW planning: `"estimate"` (default) or `"measure"`.
     pub fft_plan: Option<String>,
-    /// DCT-II/III and DST-II/III: `"rfft"` (default, through real FFTs) or `"fftw"` (FFTW's r2r).
+    /// DCT/DST-II, III and IV: `"fft"` (default, through FFTs) or `"fftw"` (FFTW's r2r).
     pub r2r: Option<String>,
 }
 
@@ -196,7 +196,7 @@ impl PoissonConfig {
         o.threads = threads.or(self.run.threads).unwrap_or(1).max(1);
         o.rigor = word("run.fft_plan", self.run.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
             .unwrap_or_default();
-        o.r2r = word("run.r2r", self.run.r2r.as_deref(), R2rMethod::parse, "\"rfft\" or \"fftw\"")?.unwrap_or_default();
+        o.r2r = word("run.r2r", self.run.r2r.as_deref(), R2rMethod::parse, "\"fft\" or \"fftw\"")?.unwrap_or_default();
         let popts = parallel_options(&self.parallel)?;
         o.decomposition = popts.decomposition;
         o.proc_grid = popts.grid;

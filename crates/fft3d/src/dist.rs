@@ -40,7 +40,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 use crate::axes::{memory_order, AxisSpec, AxisTransform};
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
-use crate::makhoul::{self, LineSet, Makhoul};
+use crate::r2r_fft::{self, FftR2r, LineSet};
 use crate::{FftReal, PlanRigor};
 
 /// Options of a distributed transform.
@@ -62,31 +62,32 @@ pub struct DistFftOptions {
     pub r2r: R2rMethod,
 }
 
-/// How the DCT-II/III and DST-II/III axes are transformed (the other real-to-real kinds always
-/// go through FFTW's r2r).
+/// How the DCT/DST-II, III and IV axes are transformed (DCT-I and DST-I, and type IV of an odd
+/// length, always go through FFTW's r2r).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum R2rMethod {
-    /// Through one real-to-complex FFT per line (Makhoul's reordering and twiddle, module
-    /// `makhoul`): FFTW's SIMD r2c codelets instead of its scalar r2r ones.
+    /// Through FFTs (module `r2r_fft`): types II and III by one real-to-complex FFT per line
+    /// (Makhoul's reordering and twiddle), type IV by one complex FFT of half the length.
+    /// FFTW's SIMD codelets instead of its scalar r2r ones.
     #[default]
-    RealFft,
-    /// FFTW's r2r (REDFT10/01, RODFT10/01); on one rank with every axis real-to-real, one 3-D
-    /// plan.
+    Fft,
+    /// FFTW's r2r (REDFT10/01/11, RODFT10/01/11); on one rank with every axis real-to-real,
+    /// one 3-D plan.
     Fftw,
 }
 
 impl R2rMethod {
-    /// Name in run.toml and reports: `"rfft"` or `"fftw"`.
+    /// Name in run.toml and reports: `"fft"` or `"fftw"`.
     pub fn name(self) -> &'static str {
         match self {
-            R2rMethod::RealFft => "rfft",
+            R2rMethod::Fft => "fft",
             R2rMethod::Fftw => "fftw",
         }
     }
 
     /// Parses a run.toml name (the inverse of [`R2rMethod::name`]).
     pub fn parse(s: &str) -> Option<Self> {
-        [R2rMethod::RealFft, R2rMethod::Fftw].into_iter().find(|v| v.name() == s)
+        [R2rMethod::Fft, R2rMethod::Fftw].into_iter().find(|v| v.name() == s)
     }
 }
 
@@ -230,8 +231,8 @@ enum Pass<T: FftReal> {
     Row(RowPlan<T>),
     /// Strided lines in cache-sized blocks.
     Lines(BlockedLines<T>),
-    /// A DCT/DST-II/III through real FFTs on per-thread scratch.
-    Makhoul(Makhoul<T>),
+    /// A DCT/DST-II, III or IV through FFTs on per-thread scratch.
+    FftR2r(FftR2r<T>),
 }
 
 impl<T: FftReal> Pass<T> {
@@ -244,7 +245,7 @@ impl<T: FftReal> Pass<T> {
             match self {
                 Pass::Row(x) => x.plan.execute(p.add(x.offset)),
                 Pass::Lines(l) => l.execute(p, par),
-                Pass::Makhoul(m) => m.execute(p, par),
+                Pass::FftR2r(m) => m.execute(p, par),
             }
         }
     }
@@ -252,7 +253,7 @@ impl<T: FftReal> Pass<T> {
     /// Bytes of scratch the pass holds.
     fn bytes(&self) -> usize {
         match self {
-            Pass::Makhoul(m) => m.bytes(),
+            Pass::FftR2r(m) => m.bytes(),
             _ => 0,
         }
     }
@@ -335,11 +336,13 @@ fn whole_r2r_kinds(axes: &[AxisSpec; 3], ranks: usize, complex: bool) -> Option<
     Some(kinds)
 }
 
-/// Whether some axis's transform runs through [`Makhoul`] with `method`.
-fn uses_makhoul(axes: &[AxisSpec; 3], method: R2rMethod) -> bool {
-    method == R2rMethod::RealFft
+/// Whether some axis's transform runs through [`FftR2r`] with `method`.
+fn uses_fft_r2r(axes: &[AxisSpec; 3], method: R2rMethod) -> bool {
+    method == R2rMethod::Fft
         && axes.iter().any(|a| match a.transform {
-            AxisTransform::R2r { forward, backward } => makhoul::supports(forward) || makhoul::supports(backward),
+            AxisTransform::R2r { forward, backward } => {
+                r2r_fft::supports(forward, a.fft_len) || r2r_fft::supports(backward, a.fft_len)
+            }
             _ => false,
         })
 }
@@ -498,7 +501,7 @@ impl<T: FftReal> DistFft<T> {
             let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
             Engine::Whole { forward, backward }
         } else if let Some(kinds) =
-            whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_makhoul(&axes, opts.r2r))
+            whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_fft_r2r(&axes, opts.r2r))
         {
             // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
             let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
@@ -931,12 +934,12 @@ impl<T: FftReal> Planner<'_, T> {
         }
     }
 
-    /// A [`Makhoul`] pass of `kind` along `lines` when the method asks for one and it computes
-    /// `kind`.
-    fn makhoul(&self, kind: Kind, lines: LineSet) -> Result<Option<Pass<T>>> {
+    /// An [`FftR2r`] pass of `kind` along `lines` when the method asks for one and it computes
+    /// `kind` on lines of this length.
+    fn fft_r2r(&self, kind: Kind, lines: LineSet) -> Result<Option<Pass<T>>> {
         match kind {
-            Kind::R2r(k) if self.r2r == R2rMethod::RealFft && makhoul::supports(k) => {
-                Ok(Some(Pass::Makhoul(Makhoul::new(k, lines, self.threads, self.rigor)?)))
+            Kind::R2r(k) if self.r2r == R2rMethod::Fft && r2r_fft::supports(k, lines.n) => {
+                Ok(Some(Pass::FftR2r(FftR2r::new(k, lines, self.threads, self.rigor)?)))
             }
             _ => Ok(None),
         }
@@ -958,7 +961,7 @@ impl<T: FftReal> Planner<'_, T> {
                 } else {
                     LineSet { n: a.fft_len, stride: 2, start: 2 * start, loops: [(comps, cs), (rows, 2 * l0), (2, 1)] }
                 };
-                match self.makhoul(kind, lines)? {
+                match self.fft_r2r(kind, lines)? {
                     Some(pass) => Some(pass),
                     None => {
                         // (stride, loops (count, input stride, output stride), first real)
@@ -996,7 +999,7 @@ impl<T: FftReal> Planner<'_, T> {
                 start: lines.start,
                 loops: [lines.outer, lines.inner, (lines.width, 1)],
             };
-            match self.makhoul(kind, set)? {
+            match self.fft_r2r(kind, set)? {
                 Some(pass) => Ok(pass),
                 None => Ok(Pass::Lines(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)),
             }

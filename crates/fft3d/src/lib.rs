@@ -12,7 +12,7 @@ pub mod axes;
 pub mod dist;
 mod ffi;
 mod lines;
-mod makhoul;
+mod r2r_fft;
 
 use std::sync::Once;
 

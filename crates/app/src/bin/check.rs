@@ -75,8 +75,8 @@ enum Command {
         /// alltoallv or persistent.
         #[arg(long, default_value = "alltoallv")]
         backend: String,
-        /// DCT/DST-II/III through real FFTs (rfft) or FFTW's r2r (fftw).
-        #[arg(long, default_value = "rfft")]
+        /// DCT/DST-II, III and IV through FFTs (fft) or FFTW's r2r (fftw).
+        #[arg(long, default_value = "fft")]
         r2r: String,
     },
     /// Distributed Poisson solve against the one-process solve.
@@ -535,7 +535,7 @@ fn check_fft_axes(
     let axes = [named_axis(&names[0], grid[0])?, named_axis(&names[1], grid[1])?, named_axis(&names[2], grid[2])?];
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
     let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
-    let r2r = R2rMethod::parse(r2r).ok_or(format!("r2r = {r2r}: expected rfft or fftw"))?;
+    let r2r = R2rMethod::parse(r2r).ok_or(format!("r2r = {r2r}: expected fft or fftw"))?;
     let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
     let opts = DistFftOptions { backend, r2r, ..DistFftOptions::new(comps) };
     let mut fft = DistFft::<f64>::with_axes(world, axes, pg, opts).map_err(|e| e.to_string())?;

@@ -1,22 +1,30 @@
-//! DCT-II/III and DST-II/III through one real-to-complex FFT of the same length (Makhoul 1980).
+//! Real-to-real transforms through complex FFTs: DCT-II/III and DST-II/III through one
+//! real-to-complex FFT of the same length (Makhoul 1980), DCT-IV and DST-IV of even length
+//! through one complex FFT of half the length.
 //!
-//! FFTW computes its REDFT10/01 and RODFT10/01 with scalar real-to-real codelets; with
+//! FFTW computes its REDFT10/01/11 and RODFT10/01/11 with scalar real-to-real codelets; with
 //! `FFTW_ESTIMATE` a 256^3 all-even Poisson solve spends over 90% of its time there. Its
-//! real-to-complex transforms have SIMD codelets. Makhoul's reordering turns a DCT-II of `N`
-//! reals into one real DFT of `N` reals and a twiddle (digest seed-002 §2.1 for the DCT
-//! definitions, eqs. 2.5-2.8), for any `N`:
+//! real-to-complex and complex transforms have SIMD codelets. With FFTW's definitions (digest
+//! seed-002 §2.1, eqs. 2.5-2.8):
 //!
+//! **DCT-II** (Makhoul), any `N`:
 //! - reorder: `v_m = x_{2m}` and `v_{N-1-m} = x_{2m+1}`;
 //! - `V = DFT(v)` (real-to-complex, `V_k = sum_m v_m e^{-2 pi i m k / N}`);
-//! - with `z_k = e^{-i pi k / (2N)} V_k`, FFTW's DCT-II is `Y_k = 2 Re z_k` and
-//!   `Y_{N-k} = -2 Im z_k` (`0 < k <= N/2`).
+//! - with `z_k = e^{-i pi k / (2N)} V_k`: `Y_k = 2 Re z_k` and `Y_{N-k} = -2 Im z_k`
+//!   (`0 < k <= N/2`).
 //!
-//! The DCT-III is the same steps transposed and run backwards: `V_k = e^{i pi k / (2N)} (X_k - i
-//! X_{N-k})` (`X_N = 0`), `v = ` the unnormalised complex-to-real DFT of `V`, and `x_{2m} = v_m`,
-//! `x_{2m+1} = v_{N-1-m}`; it equals FFTW's REDFT01 (so DCT-III of DCT-II is `2N` times the
-//! identity, as in FFTW). The sine transforms follow from `DST-II(x)_k = DCT-II((-1)^j x_j)_{N-1-k}`
-//! and `DST-III(X)_k = (-1)^k DCT-III(X_{N-1-j})_k`: a sign in the reordering and a reversal
-//! in the twiddle.
+//! **DCT-III**: the same steps transposed and run backwards: `V_k = e^{i pi k / (2N)} (X_k - i
+//! X_{N-k})` (`X_N = 0`), `v` = the unnormalised complex-to-real DFT of `V`, and `x_{2m} = v_m`,
+//! `x_{2m+1} = v_{N-1-m}`; it equals FFTW's REDFT01 (DCT-III of DCT-II is `2N` times the
+//! identity). **DST-II/III** follow from `DST-II(x)_k = DCT-II((-1)^j x_j)_{N-1-k}` and
+//! `DST-III(X)_k = (-1)^k DCT-III(X_{N-1-j})_k`: a sign in the reordering and a reversal in
+//! the twiddle.
+//!
+//! **DCT-IV**, `N = 2M` even: splitting `j` into `2m` and `N - 1 - 2m`,
+//! `Y_{2k} = 2 Re w_k` and `Y_{N-1-2k} = -2 Im w_k` with `w_k = e^{-i pi k / N} Z_k`, `Z =
+//! DFT_M(z)` (complex, `M` points) and `z_m = (x_{2m} + i x_{N-1-2m}) e^{-i pi (m + 1/4) / N}`
+//! (the angle `pi (2m + 1/2)(2k + 1/2) / N` is `2 pi m k / M + pi (m + k + 1/4) / N`).
+//! **DST-IV**: `DST-IV(x)_k = (-1)^k DCT-IV(x_{N-1-j})_k`. Both are their own inverses up to `2N`.
 //!
 //! The lines are processed in blocks of `B` lines: each block is gathered (reordered) into a
 //! per-thread scratch of `B` contiguous lines, transformed there by one batched FFTW plan made
@@ -63,9 +71,13 @@ impl LineSet {
     }
 }
 
-/// Whether [`Makhoul`] computes `kind`.
-pub(crate) fn supports(kind: R2rKind) -> bool {
-    matches!(kind, R2rKind::Dct2 | R2rKind::Dct3 | R2rKind::Dst2 | R2rKind::Dst3)
+/// Whether [`FftR2r`] computes `kind` on lines of `n`.
+pub(crate) fn supports(kind: R2rKind, n: usize) -> bool {
+    match kind {
+        R2rKind::Dct2 | R2rKind::Dct3 | R2rKind::Dst2 | R2rKind::Dst3 => true,
+        R2rKind::Dct4 | R2rKind::Dst4 => n.is_multiple_of(2),
+        R2rKind::Dct1 | R2rKind::Dst1 => false,
+    }
 }
 
 /// A raw pointer shared by the threads (each touches its own lines and its own scratch).
@@ -76,9 +88,9 @@ unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// DCT-II/III or DST-II/III (FFTW's definitions and scaling) along a [`LineSet`], through
-/// batched real-to-complex (II) or complex-to-real (III) FFTs on per-thread scratch.
-pub(crate) struct Makhoul<T: FftReal> {
+/// DCT/DST-II, III or IV (FFTW's definitions and scaling) along a [`LineSet`], through batched
+/// real-to-complex (II), complex-to-real (III) or complex (IV) FFTs on per-thread scratch.
+pub(crate) struct FftR2r<T: FftReal> {
     kind: R2rKind,
     lines: LineSet,
     /// Lines per block.
@@ -87,45 +99,50 @@ pub(crate) struct Makhoul<T: FftReal> {
     ld: usize,
     full: Plan1d<T>,
     rest: Option<Plan1d<T>>,
-    /// `cos(pi k / (2N))` and `sin(pi k / (2N))`, `k = 0..=N/2`.
+    /// II/III: `cos` and `sin` of `pi k / (2N)`, `k = 0..=N/2`. IV: of `pi k / N`, `k < N/2`
+    /// (the post-twiddle), then of `pi (m + 1/4) / N`, `m < N/2` (the pre-twiddle).
     cos: Vec<T>,
     sin: Vec<T>,
     scratch: HugeBuffer<T>,
     threads: usize,
 }
 
-impl<T: FftReal> Makhoul<T> {
-    /// Plans `kind` (one of [`supports`]) along `lines` for execution on `threads` threads.
+impl<T: FftReal> FftR2r<T> {
+    /// Plans `kind` (one [`supports`]) along `lines` for execution on `threads` threads.
     pub(crate) fn new(kind: R2rKind, lines: LineSet, threads: usize, rigor: PlanRigor) -> Result<Self> {
-        if !supports(kind) {
+        let n = lines.n.max(1);
+        if !supports(kind, n) {
             return Err(Error::OutOfRange {
                 field: "fft r2r kind".into(),
-                value: format!("{kind:?}"),
-                allowed: "DCT-II, DCT-III, DST-II or DST-III for the real-FFT path".into(),
+                value: format!("{kind:?} of {n} points"),
+                allowed: "DCT/DST-II or III, or DCT/DST-IV of an even length, for the FFT path".into(),
             });
         }
-        let n = lines.n.max(1);
-        let h = n / 2 + 1;
+        let four = matches!(kind, R2rKind::Dct4 | R2rKind::Dst4);
+        let h = if four { n / 2 } else { n / 2 + 1 };
         let align = (LINE_ALIGN_BYTES / T::BYTES).max(2);
         let ld = (2 * h).div_ceil(align) * align;
         let block = (BLOCK_BYTES / (ld * T::BYTES)).clamp(4, MAX_BLOCK).min(lines.count().max(1));
         let threads = threads.max(1);
         let mut scratch = HugeBuffer::try_new(threads * block * ld, T::ZERO, 1, "real-to-real scratch")?;
         let ptr = scratch.as_mut_slice().as_mut_ptr();
-        let forward = matches!(kind, R2rKind::Dct2 | R2rKind::Dst2);
-        let plan = |b: usize| {
-            if forward {
-                Plan1d::new(Kind::R2c, n, (1, 1), &[(b, ld, ld / 2)], ptr, 1, rigor)
-            } else {
-                Plan1d::new(Kind::C2r, n, (1, 1), &[(b, ld / 2, ld)], ptr, 1, rigor)
-            }
+        let plan = |b: usize| match kind {
+            R2rKind::Dct2 | R2rKind::Dst2 => Plan1d::new(Kind::R2c, n, (1, 1), &[(b, ld, ld / 2)], ptr, 1, rigor),
+            R2rKind::Dct3 | R2rKind::Dst3 => Plan1d::new(Kind::C2r, n, (1, 1), &[(b, ld / 2, ld)], ptr, 1, rigor),
+            _ => Plan1d::new(Kind::C2cForward, h, (1, 1), &[(b, ld / 2, ld / 2)], ptr, 1, rigor),
         };
         let full = plan(block)?;
         let tail = lines.count() % block;
         let rest = if tail != 0 { Some(plan(tail)?) } else { None };
-        let theta = |k: usize| std::f64::consts::PI * k as f64 / (2 * n) as f64;
-        let cos = (0..h).map(|k| T::from_f64(theta(k).cos())).collect();
-        let sin = (0..h).map(|k| T::from_f64(theta(k).sin())).collect();
+        let pi = std::f64::consts::PI;
+        let angles: Vec<f64> = if four {
+            let post = (0..h).map(|k| pi * k as f64 / n as f64);
+            post.chain((0..h).map(|m| pi * (m as f64 + 0.25) / n as f64)).collect()
+        } else {
+            (0..h).map(|k| pi * k as f64 / (2 * n) as f64).collect()
+        };
+        let cos = angles.iter().map(|a| T::from_f64(a.cos())).collect();
+        let sin = angles.iter().map(|a| T::from_f64(a.sin())).collect();
         Ok(Self { kind, lines, block, ld, full, rest, cos, sin, scratch, threads })
     }
 
@@ -190,10 +207,15 @@ impl<T: FftReal> Makhoul<T> {
                     plan.execute(s);
                     self.twiddle(x, s, bases, self.kind == R2rKind::Dst2);
                 }
-                _ => {
+                R2rKind::Dct3 | R2rKind::Dst3 => {
                     self.untwiddle(x, s, bases, self.kind == R2rKind::Dst3);
                     plan.execute(s);
                     self.unreorder(x, s, bases, self.kind == R2rKind::Dst3);
+                }
+                _ => {
+                    self.fold4(x, s, bases, self.kind == R2rKind::Dst4);
+                    plan.execute(s);
+                    self.unfold4(x, s, bases, self.kind == R2rKind::Dst4);
                 }
             }
         }
@@ -298,11 +320,51 @@ impl<T: FftReal> Makhoul<T> {
             }
         }
     }
+
+    /// DCT-IV's first step: `z_m = (x_{2m} + i x_{N-1-2m}) e^{-i pi (m + 1/4) / N}` into
+    /// scratch; the sine transform reads the reversed line (`x_{N-1-2m}` for `x_{2m}`).
+    unsafe fn fold4(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
+        let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
+        let h = n / 2;
+        // SAFETY: as in `reorder`.
+        unsafe {
+            for m in 0..h {
+                let (co, si) = (self.cos[h + m], self.sin[h + m]);
+                let (pa, pb) = if sine { (n - 1 - 2 * m, 2 * m) } else { (2 * m, n - 1 - 2 * m) };
+                let (pa, pb) = (pa * stride, pb * stride);
+                for (c, &b) in bases.iter().enumerate() {
+                    let (a, bb) = (*x.add(b + pa), *x.add(b + pb));
+                    *s.add(c * ld + 2 * m) = a * co + bb * si;
+                    *s.add(c * ld + 2 * m + 1) = bb * co - a * si;
+                }
+            }
+        }
+    }
+
+    /// DCT-IV's last step: `w_k = e^{-i pi k / N} Z_k`, `Y_{2k} = 2 Re w_k`, `Y_{N-1-2k} = -2 Im
+    /// w_k`; the sine transform negates the odd outputs (`(-1)^k`).
+    unsafe fn unfold4(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
+        let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
+        let two = T::from_f64(2.0);
+        let odd = if sine { -two } else { two };
+        // SAFETY: as in `reorder`.
+        unsafe {
+            for k in 0..n / 2 {
+                let (co, si) = (self.cos[k], self.sin[k]);
+                let (pe, po) = (2 * k * stride, (n - 1 - 2 * k) * stride);
+                for (c, &b) in bases.iter().enumerate() {
+                    let (re, im) = (*s.add(c * ld + 2 * k), *s.add(c * ld + 2 * k + 1));
+                    *x.add(b + pe) = two * (co * re + si * im);
+                    *x.add(b + po) = odd * (si * re - co * im);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{LineSet, Makhoul};
+    use super::{FftR2r, LineSet};
     use crate::ffi::{Kind, Plan1d, R2rKind};
     use crate::{FftReal, PlanRigor};
     use parki_core::Par;
@@ -330,7 +392,7 @@ mod tests {
         crate::ensure_fftw_threads();
         let mut a: Vec<T> = (0..len).map(|i| T::from_f64(((i * 37 + 11) % 101) as f64 / 50.0 - 1.0)).collect();
         let mut b = a.clone();
-        let mut m = Makhoul::<T>::new(kind, lines, 2, PlanRigor::Estimate).unwrap();
+        let mut m = FftR2r::<T>::new(kind, lines, 2, PlanRigor::Estimate).unwrap();
         // SAFETY: every line lies inside `a` (checked by the layouts below).
         unsafe { m.execute(a.as_mut_ptr(), par) };
         fftw_r2r(kind, lines, &mut b);
@@ -343,8 +405,12 @@ mod tests {
 
     #[test]
     fn equals_fftw_on_contiguous_and_strided_lines() {
-        for kind in [R2rKind::Dct2, R2rKind::Dct3, R2rKind::Dst2, R2rKind::Dst3] {
-            for n in [1, 2, 3, 4, 5, 7, 8, 15, 16, 33, 64, 100] {
+        use R2rKind::{Dct2, Dct3, Dct4, Dst2, Dst3, Dst4};
+        for kind in [Dct2, Dct3, Dst2, Dst3, Dct4, Dst4] {
+            for n in [1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 33, 64, 100] {
+                if !super::supports(kind, n) {
+                    continue;
+                }
                 // rows of n in lines of n + 3 slots at offset 1, two components
                 let rows = LineSet { n, stride: 1, start: 1, loops: [(2, 7 * (n + 3)), (7, n + 3), (1, 0)] };
                 check::<f64>(kind, rows, 14 * (n + 3), Par::Rayon(2), 1e-13);
@@ -362,7 +428,7 @@ mod tests {
     fn many_blocks_with_a_remainder() {
         // 300 lines of 48: several blocks per worker and a partial last block
         let lines = LineSet { n: 48, stride: 300, start: 0, loops: [(1, 0), (1, 0), (300, 1)] };
-        for kind in [R2rKind::Dct2, R2rKind::Dct3, R2rKind::Dst2, R2rKind::Dst3] {
+        for kind in [R2rKind::Dct2, R2rKind::Dct3, R2rKind::Dst2, R2rKind::Dst3, R2rKind::Dct4, R2rKind::Dst4] {
             check::<f64>(kind, lines, 300 * 48, Par::Rayon(2), 1e-13);
         }
     }
@@ -372,11 +438,12 @@ mod tests {
         crate::ensure_fftw_threads();
         let n = 24;
         let lines = LineSet { n, stride: 1, start: 0, loops: [(1, 0), (5, n), (1, 0)] };
-        for (f, b) in [(R2rKind::Dct2, R2rKind::Dct3), (R2rKind::Dst2, R2rKind::Dst3)] {
+        let pairs = [(R2rKind::Dct2, R2rKind::Dct3), (R2rKind::Dst2, R2rKind::Dst3), (R2rKind::Dct4, R2rKind::Dct4)];
+        for (f, b) in pairs.into_iter().chain([(R2rKind::Dst4, R2rKind::Dst4)]) {
             let x: Vec<f64> = (0..5 * n).map(|i| (i as f64 * 0.37).sin()).collect();
             let mut y = x.clone();
-            let mut mf = Makhoul::<f64>::new(f, lines, 1, PlanRigor::Estimate).unwrap();
-            let mut mb = Makhoul::<f64>::new(b, lines, 1, PlanRigor::Estimate).unwrap();
+            let mut mf = FftR2r::<f64>::new(f, lines, 1, PlanRigor::Estimate).unwrap();
+            let mut mb = FftR2r::<f64>::new(b, lines, 1, PlanRigor::Estimate).unwrap();
             // SAFETY: the lines fill `y`.
             unsafe {
                 mf.execute(y.as_mut_ptr(), Par::Seq);
@@ -391,6 +458,8 @@ mod tests {
     #[test]
     fn refuses_other_kinds() {
         let lines = LineSet { n: 4, stride: 1, start: 0, loops: [(1, 0), (1, 0), (1, 0)] };
-        assert!(Makhoul::<f64>::new(R2rKind::Dct1, lines, 1, PlanRigor::Estimate).is_err());
+        assert!(FftR2r::<f64>::new(R2rKind::Dct1, lines, 1, PlanRigor::Estimate).is_err());
+        let odd = LineSet { n: 5, ..lines };
+        assert!(FftR2r::<f64>::new(R2rKind::Dct4, odd, 1, PlanRigor::Estimate).is_err());
     }
 }
