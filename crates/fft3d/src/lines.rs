@@ -64,17 +64,11 @@ impl<T: FftReal> BlockedLines<T> {
         };
         let per_column = n.max(1) * unit * T::BYTES;
         let block = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
-        // every block starts a whole number of elements into `data`: for f64 complex elements
-        // (16 bytes) that keeps FFTW's 16-byte alignment, so its SIMD codelets may be planned;
-        // otherwise the plans must allow any alignment (FFTW_UNALIGNED, scalar codelets)
-        let aligned = (unit * T::BYTES).is_multiple_of(16);
-        let plan = |b: usize| {
-            if aligned {
-                Plan1d::new(kind, n, (stride, stride), &[(b, 1, 1)], data, 1, rigor)
-            } else {
-                Plan1d::unaligned(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor)
-            }
-        };
+        // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`. f64
+        // complex blocks keep FFTW's 16-byte alignment and could be planned aligned (SIMD), but
+        // FFTW_ESTIMATE then chose plans 3x slower at 128^3 and 256^3 (1.4x faster at 64^3;
+        // no change with FFTW_MEASURE): docs/design.md, "Aligned strided plans".
+        let plan = |b: usize| Plan1d::unaligned(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor);
         let full = plan(block)?;
         let rest = if !width.is_multiple_of(block) { Some(plan(width % block)?) } else { None };
         Ok(Self { full, rest, unit, start, block, width, outer, inner })
