@@ -40,6 +40,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 use crate::axes::{memory_order, AxisSpec, AxisTransform};
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
+use crate::ptr::Ptr;
 use crate::r2r_fft::{self, FftR2r, LineSet};
 use crate::{FftReal, PlanRigor};
 
@@ -133,21 +134,6 @@ impl parki_core::StageKind for FftStage {
             FftStage::Switch1 => "fft_switch1",
             FftStage::Switch2 => "fft_switch2",
         }
-    }
-}
-
-/// A raw pointer that may cross threads (for disjoint parallel copies).
-#[derive(Clone, Copy)]
-struct Ptr<T>(*mut T);
-// SAFETY: used only for disjoint ranges, see each use.
-unsafe impl<T> Send for Ptr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for Ptr<T> {}
-
-impl<T> Ptr<T> {
-    #[inline]
-    fn get(self) -> *mut T {
-        self.0
     }
 }
 

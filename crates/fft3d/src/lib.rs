@@ -12,6 +12,7 @@ pub mod axes;
 pub mod dist;
 mod ffi;
 mod lines;
+mod ptr;
 mod r2r_fft;
 
 use std::sync::Once;

@@ -13,6 +13,7 @@ use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d};
+use crate::ptr::Ptr;
 use crate::{FftReal, PlanRigor};
 
 /// Bytes of one block's lines: `n x B` complex values, kept within L2.
@@ -45,14 +46,6 @@ pub(crate) struct BlockedLines<T: FftReal> {
     inner: (usize, usize),
 }
 
-/// A raw data pointer shared by the blocks (each touches its own columns).
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: blocks write disjoint columns.
-unsafe impl<T> Send for Shared<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for Shared<T> {}
-
 impl<T: FftReal> BlockedLines<T> {
     /// Plans the block transforms of `kind` (c2c or r2r) on `data` (a buffer that holds every
     /// line).
@@ -84,19 +77,17 @@ impl<T: FftReal> BlockedLines<T> {
         }
         let per_group = self.width.div_ceil(self.block);
         let groups = self.outer.0 * self.inner.0;
-        let shared = Shared(data);
+        let shared = Ptr(data);
         let run = |task: usize| {
             let (g, b) = (task / per_group, task % per_group);
             let (i, k) = (g / self.inner.0, g % self.inner.0);
             let column = self.start + i * self.outer.1 + k * self.inner.1 + b * self.block;
             let plan = if (b + 1) * self.block > self.width { self.rest.as_ref() } else { Some(&self.full) };
-            // the whole wrapper, not its field: a closure would capture the raw pointer alone
-            let p = shared;
             if let Some(plan) = plan {
                 // SAFETY: the block's lines lie inside the caller's buffer (the planned layout)
                 // and no other task touches its columns; element `column` is real
                 // `unit * column`.
-                unsafe { plan.execute(p.0.add(self.unit * column)) };
+                unsafe { plan.execute(shared.get().add(self.unit * column)) };
             }
         };
         match par {

@@ -36,6 +36,7 @@ use parki_core::{Error, Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d, R2rKind};
+use crate::ptr::Ptr;
 use crate::{FftReal, PlanRigor};
 
 /// Bytes of one block's scratch, kept within L2 (64 KiB measured fastest at 64^3 and 256^3
@@ -79,14 +80,6 @@ pub(crate) fn supports(kind: R2rKind, n: usize) -> bool {
         R2rKind::Dct1 | R2rKind::Dst1 => false,
     }
 }
-
-/// A raw pointer shared by the threads (each touches its own lines and its own scratch).
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: threads write disjoint lines and disjoint scratch blocks.
-unsafe impl<T> Send for Shared<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for Shared<T> {}
 
 /// DCT/DST-II, III or IV (FFTW's definitions and scaling) along a [`LineSet`], through batched
 /// real-to-complex (II), complex-to-real (III) or complex (IV) FFTs on per-thread scratch.
@@ -166,18 +159,16 @@ impl<T: FftReal> FftR2r<T> {
             Par::Seq => 1,
             Par::Rayon(t) => t.min(self.threads).min(blocks).max(1),
         };
-        let (data, scratch) = (Shared(data), Shared(self.scratch.as_mut_slice().as_mut_ptr()));
+        let (data, scratch) = (Ptr(data), Ptr(self.scratch.as_mut_slice().as_mut_ptr()));
         let this = &*self;
         let run = |w: usize| {
-            // the whole wrappers, not their fields: a closure would capture the raw pointers alone
-            let (d, s) = (data, scratch);
             // SAFETY: worker w owns scratch block w (w < threads) and the lines of its blocks.
-            let s = unsafe { s.0.add(w * this.block * this.ld) };
+            let s = unsafe { scratch.get().add(w * this.block * this.ld) };
             for b in (w * blocks / workers)..((w + 1) * blocks / workers) {
                 let first = b * this.block;
                 let count = this.block.min(total - first);
                 // SAFETY: forwarded from the caller; the scratch holds `block` lines of `ld`.
-                unsafe { this.run_block(d.0, s, first, count) };
+                unsafe { this.run_block(data.get(), s, first, count) };
             }
         };
         if workers == 1 {
@@ -203,14 +194,14 @@ impl<T: FftReal> FftR2r<T> {
         unsafe {
             match self.kind {
                 R2rKind::Dct2 | R2rKind::Dst2 => {
-                    self.reorder(x, s, bases, self.kind == R2rKind::Dst2);
+                    self.permute::<true>(x, s, bases, self.kind == R2rKind::Dst2);
                     plan.execute(s);
                     self.twiddle(x, s, bases, self.kind == R2rKind::Dst2);
                 }
                 R2rKind::Dct3 | R2rKind::Dst3 => {
                     self.untwiddle(x, s, bases, self.kind == R2rKind::Dst3);
                     plan.execute(s);
-                    self.unreorder(x, s, bases, self.kind == R2rKind::Dst3);
+                    self.permute::<false>(x, s, bases, self.kind == R2rKind::Dst3);
                 }
                 _ => {
                     self.fold4(x, s, bases, self.kind == R2rKind::Dst4);
@@ -231,46 +222,34 @@ impl<T: FftReal> FftR2r<T> {
         }
     }
 
-    /// `s[c][slot(j)] = (-1)^j? x[base_c + j stride]` (the sign for the sine transform).
-    unsafe fn reorder(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
+    /// Makhoul's permutation between the lines and the scratch: `GATHER` copies `s[c][slot(j)]
+    /// = (-1)^j? x[base_c + j stride]` (the sign for the sine transform), otherwise the inverse
+    /// `x[base_c + j stride] = (-1)^j? s[c][slot(j)]`.
+    unsafe fn permute<const GATHER: bool>(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
         let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
         let sign = |j: usize| if sine && j % 2 == 1 { -T::ONE } else { T::ONE };
-        // SAFETY: line elements inside `x` (caller), scratch indices below count * ld.
-        unsafe {
-            if stride == 1 {
-                for (c, &b) in bases.iter().enumerate() {
-                    for j in 0..n {
-                        *s.add(c * ld + Self::slot(n, j)) = sign(j) * *x.add(b + j);
-                    }
-                }
+        // SAFETY: `p` is line element `b + off` of `x` (inside it: the caller) and `q` scratch
+        // element `c * ld + slot` (below count * ld).
+        let copy = |p: *mut T, q: *mut T, sg: T| unsafe {
+            if GATHER {
+                *q = sg * *p;
             } else {
-                for j in 0..n {
-                    let (slot, sg, off) = (Self::slot(n, j), sign(j), j * stride);
-                    for (c, &b) in bases.iter().enumerate() {
-                        *s.add(c * ld + slot) = sg * *x.add(b + off);
-                    }
-                }
+                *p = sg * *q;
             }
-        }
-    }
-
-    /// The inverse of [`reorder`](Self::reorder): `x[base_c + j stride] = (-1)^j? s[c][slot(j)]`.
-    unsafe fn unreorder(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
-        let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
-        let sign = |j: usize| if sine && j % 2 == 1 { -T::ONE } else { T::ONE };
-        // SAFETY: as in `reorder`.
+        };
+        // SAFETY: as in `copy`.
         unsafe {
             if stride == 1 {
                 for (c, &b) in bases.iter().enumerate() {
                     for j in 0..n {
-                        *x.add(b + j) = sign(j) * *s.add(c * ld + Self::slot(n, j));
+                        copy(x.add(b + j), s.add(c * ld + Self::slot(n, j)), sign(j));
                     }
                 }
             } else {
                 for j in 0..n {
                     let (slot, sg, off) = (Self::slot(n, j), sign(j), j * stride);
                     for (c, &b) in bases.iter().enumerate() {
-                        *x.add(b + off) = sg * *s.add(c * ld + slot);
+                        copy(x.add(b + off), s.add(c * ld + slot), sg);
                     }
                 }
             }
@@ -283,7 +262,7 @@ impl<T: FftReal> FftR2r<T> {
         let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
         let two = T::from_f64(2.0);
         let pos = |k: usize| if sine { n - 1 - k } else { k };
-        // SAFETY: as in `reorder`.
+        // SAFETY: line elements inside `x` (the caller), scratch indices below count * ld.
         unsafe {
             for k in 0..=n / 2 {
                 let (co, si) = (self.cos[k], self.sin[k]);
@@ -305,7 +284,7 @@ impl<T: FftReal> FftR2r<T> {
     unsafe fn untwiddle(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
         let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
         let pos = |k: usize| if sine { n - 1 - k } else { k };
-        // SAFETY: as in `reorder`.
+        // SAFETY: line elements inside `x` (the caller), scratch indices below count * ld.
         unsafe {
             for k in 0..=n / 2 {
                 let (co, si) = (self.cos[k], self.sin[k]);
@@ -326,7 +305,7 @@ impl<T: FftReal> FftR2r<T> {
     unsafe fn fold4(&self, x: *mut T, s: *mut T, bases: &[usize], sine: bool) {
         let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
         let h = n / 2;
-        // SAFETY: as in `reorder`.
+        // SAFETY: line elements inside `x` (the caller), scratch indices below count * ld.
         unsafe {
             for m in 0..h {
                 let (co, si) = (self.cos[h + m], self.sin[h + m]);
@@ -347,7 +326,7 @@ impl<T: FftReal> FftR2r<T> {
         let (n, stride, ld) = (self.lines.n, self.lines.stride, self.ld);
         let two = T::from_f64(2.0);
         let odd = if sine { -two } else { two };
-        // SAFETY: as in `reorder`.
+        // SAFETY: line elements inside `x` (the caller), scratch indices below count * ld.
         unsafe {
             for k in 0..n / 2 {
                 let (co, si) = (self.cos[k], self.sin[k]);
