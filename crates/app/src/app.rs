@@ -159,6 +159,31 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
 /// `"auto"` says on rank 0 which it chose and why. Collective.
 fn choose_backend(cfg: &RunConfig, comm: &Comm, log: Log) -> Result<Choice> {
     let requested = comm.agree(backend_request(cfg))?;
+    // the CUDA backend has no free-direction kernel tables yet: boxes with free axes run on
+    // the CPU ("auto") or are refused ("cuda")
+    let periodic = cfg.problem.periodic_axes();
+    if periodic != [true; 3] {
+        match requested {
+            Request::Cuda => {
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "[run] backend = \"cuda\" with problem.periodic = {periodic:?}: the CUDA backend runs triply \
+                         periodic boxes only for now; use backend = \"cpu\" or \"auto\""
+                    ),
+                })
+            }
+            Request::Auto => {
+                let choice = Choice {
+                    requested,
+                    compute: Compute::Cpu,
+                    reason: "free or partly periodic boxes run on the CPU backend".into(),
+                };
+                log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));
+                return Ok(choice);
+            }
+            Request::Cpu => {}
+        }
+    }
     let choice = backend::resolve(requested, cfg.run.backend.is_some(), comm)?;
     if requested == Request::Auto {
         log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));
@@ -453,8 +478,9 @@ impl Run<'_> {
         let check_count = args.check.or(self.cfg.run.check).unwrap_or(0);
         let check = if check_count > 0 {
             log.line(&format!(
-                "checking {} random targets against the classical Ewald sum (f64 positions as read)",
-                check_count.min(prob.targets_total())
+                "checking {} random targets against {} (f64 positions as read)",
+                check_count.min(prob.targets_total()),
+                verify::reference_name(prob.domain.periodicity())
             ));
             Some(verify::classical_check(comm, prob, &u64v, check_count, &|m: &str| log.line(m)))
         } else {

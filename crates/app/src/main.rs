@@ -13,7 +13,11 @@ run.toml (relative paths are relative to the file):
   [problem]
   kernel = \"laplace\"          # \"stokeslet\", \"stresslet\", \"stokes\" (single + double layer)
   box = [1.0, 1.2, 0.9]       # 3 side lengths; particles must lie in [0, L)
-  periodic = [true, true, true]  # 3 entries
+  periodic = [true, true, true]  # 3 entries, any combination: [false, false, false] free space
+                              # (0P), [true, false, false] a periodic pipe (1P), [true, true,
+                              # false] a periodic sheet (2P); along a free axis the box is the
+                              # particles' extent. 1P/2P laplace and stokeslet need zero net
+                              # charge / force
   tolerance = 1e-9            # relative RMS error; f64: 1e-13..1e-2, f32: 1e-6..1e-2
   precision = \"f64\"           # or \"f32\"
   wrap = false                # true: map coordinates into [0, L) along periodic axes (in f64,

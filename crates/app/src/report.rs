@@ -210,6 +210,12 @@ pub fn build(r: &ReportInputs) -> Value {
             "cells": p.cells,
             "sources_per_cell": p.sources_per_cell,
             "grid": p.grid,
+            "free_axes": p.free.as_ref().map(|f| json!({
+                "data_points": f.data,
+                "padded_grid": f.fft_len,
+                "upsampled_grid_plan_time": f.upsampled,
+                "truncation_radius": f.radius,
+            })),
             "h": p.h,
             "kmax": p.kmax,
             "window_support": p.p,

@@ -1,5 +1,7 @@
-//! The run's accuracy check: the potential at K random targets against the classical Ewald sum
-//! (`parki-reference`, written independently of the fast path), computed over all ranks.
+//! The run's accuracy check: the potential at K random targets against a reference written
+//! independently of the fast path (`parki-reference`): the classical Ewald sum (3P), the
+//! free-space direct sum (0P), the image sum along the periodic axis (1P), the classical sum of a
+//! tall box with the planar correction (2P), computed over all ranks.
 //!
 //! The K targets are drawn from the global input rows with one seeded generator (the same on
 //! every rank, independent of the rank count). Their positions and computed values are shared
@@ -11,6 +13,8 @@
 use std::time::Instant;
 
 use parki_comm::{Comm, ReduceOp};
+use parki_reference::direct::free_space_sum;
+use parki_reference::images::{line_sum, planar_from_tall_box};
 use parki_reference::ClassicalEwald;
 use serde_json::{json, Value};
 
@@ -37,6 +41,8 @@ pub struct Check {
     pub reference_rms: f64,
     /// Seconds.
     pub seconds: f64,
+    /// The reference used.
+    pub reference: &'static str,
 }
 
 impl Check {
@@ -48,7 +54,7 @@ impl Check {
             "sample_relative_rms_error": self.sample_relative_rms_error,
             "max_abs_error": self.max_abs_error,
             "reference_rms": self.reference_rms,
-            "reference": "classical Ewald sum (parki-reference), f64",
+            "reference": format!("{} (parki-reference), f64", self.reference),
             "seconds": self.seconds,
         })
     }
@@ -71,6 +77,19 @@ pub fn sample_indices(n: usize, k: usize) -> Vec<usize> {
     }
     out
 }
+
+/// The reference of a box with `periodicity` periodic axes.
+pub fn reference_name(periodicity: usize) -> &'static str {
+    match periodicity {
+        3 => "the classical Ewald sum",
+        0 => "the free-space direct sum",
+        1 => "the image sum along the periodic axis (Euler-Maclaurin tail)",
+        _ => "the classical Ewald sum of a tall box with the planar correction",
+    }
+}
+
+/// A reference evaluated at a chunk of targets (this rank's sources).
+type ReferenceAt<'a> = dyn Fn(&[[f64; 3]]) -> Vec<f64> + 'a;
 
 /// Seconds between progress lines of a long check.
 const PROGRESS_SECONDS: f64 = 2.0;
@@ -101,22 +120,40 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
     }
     comm.all_reduce(&mut shared, ReduceOp::Sum);
     let tp: Vec<[f64; 3]> = shared.chunks_exact(3 + dim).map(|r| [r[0], r[1], r[2]]).collect();
-    // this rank's sources, summed at the chosen targets
+    // this rank's sources, summed at the chosen targets (every reference is linear in them)
     let sources = prob.sources();
-    let ewald = ClassicalEwald::new(prob.domain, sources.len(), k);
-    let prepared = ewald.prepare(prob.kernel, &sources);
-    progress(&format!(
-        "check: classical Ewald sum with xi = {:.4}, {} wave vectors, structure factors of {} sources in {:.2} s",
-        ewald.xi(),
-        prepared.modes(),
-        sources.len(),
-        t.elapsed().as_secs_f64()
-    ));
+    let (domain, kernel) = (&prob.domain, prob.kernel);
+    let periodicity = domain.periodicity();
+    let ewald = (periodicity == 3).then(|| ClassicalEwald::new(prob.domain, sources.len(), k));
+    let prepared = ewald.as_ref().map(|e| e.prepare(kernel, &sources));
+    if let (Some(e), Some(p)) = (&ewald, &prepared) {
+        progress(&format!(
+            "check: classical Ewald sum with xi = {:.4}, {} wave vectors, structure factors of {} sources in {:.2} s",
+            e.xi(),
+            p.modes(),
+            sources.len(),
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    let (name, evaluate): (&'static str, Box<ReferenceAt<'_>>) = match (periodicity, &prepared) {
+        (3, Some(p)) => ("classical Ewald sum (parki-reference), f64", Box::new(|pts| p.evaluate(pts))),
+        (0, _) => {
+            ("free-space direct sum (parki-reference), f64", Box::new(|pts| free_space_sum(kernel, &sources, pts)))
+        }
+        (1, _) => (
+            "image sum along the periodic axis, Euler-Maclaurin tail (parki-reference), f64",
+            Box::new(|pts| line_sum(kernel, domain, &sources, pts)),
+        ),
+        _ => (
+            "classical Ewald sum of a tall box with the planar correction (parki-reference), f64",
+            Box::new(|pts| planar_from_tall_box(kernel, domain, &sources, pts, 8.0)),
+        ),
+    };
     let mut reference = Vec::with_capacity(k * dim);
     let chunk = k.div_ceil(20).max(1);
     let mut last = Instant::now();
     for (c, points) in tp.chunks(chunk).enumerate() {
-        reference.extend(prepared.evaluate(points));
+        reference.extend(evaluate(points));
         let done = ((c + 1) * chunk).min(k);
         if last.elapsed().as_secs_f64() >= PROGRESS_SECONDS && done < k {
             progress(&format!("check: {done} of {k} targets, {:.1} s", t.elapsed().as_secs_f64()));
@@ -150,6 +187,7 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
         max_abs_error: maxe,
         reference_rms: (den / (k * dim).max(1) as f64).sqrt(),
         seconds: comm.max(t.elapsed().as_secs_f64()),
+        reference: name,
     }
 }
 

@@ -147,6 +147,40 @@ fn distributed_ewald_matches_one_process() {
     }
 }
 
+/// Issue 11: free space and one or two periodic axes, distributed (slab and pencil over the
+/// extended grid, free axes split or not) equal to one process.
+#[test]
+fn distributed_free_and_partly_periodic_ewald_matches_one_process() {
+    for (periodic, kernel) in
+        [("fff", "stokes"), ("ttf", "laplace"), ("ftt", "stokeslet"), ("tff", "stresslet"), ("fft", "stokes")]
+    {
+        for ranks in 1..=4 {
+            let backend = if ranks % 2 == 0 { "persistent" } else { "alltoallv" };
+            let layout = if ranks == 4 { "pencil" } else { "slab" };
+            let targets = if ranks % 2 == 1 { "--targets" } else { "--bound=1e-12" };
+            ok(
+                ranks,
+                &[
+                    "ewald",
+                    "--kernel",
+                    kernel,
+                    "--n",
+                    "1500",
+                    "--tol",
+                    "1e-7",
+                    "--layout",
+                    layout,
+                    "--backend",
+                    backend,
+                    "--periodic",
+                    periodic,
+                    targets,
+                ],
+            );
+        }
+    }
+}
+
 /// The run failed, and rank 0 alone printed one error line naming the rank the error arose on
 /// (`program: error (rank R of N): ...`) with every needle.
 fn failed_once(out: &Output, program: &str, origin: usize, ranks: usize, needles: &[&str]) {

@@ -19,6 +19,7 @@ pub mod par;
 pub mod quadrature;
 pub mod real;
 pub mod sources;
+pub mod special;
 pub mod timing;
 pub mod validate;
 

@@ -35,6 +35,9 @@ use parki_core::{Error, Result};
 pub struct GridLayout {
     /// Global points per axis `[Mx, My, Mz]`.
     pub global: [usize; 3],
+    /// Reals between components when larger than one component's rows (a distributed
+    /// transform's buffer keeps room for its padded topologies); `None`: the rows alone.
+    pub stride: Option<usize>,
 }
 
 impl GridLayout {
@@ -49,7 +52,14 @@ impl GridLayout {
                 });
             }
         }
-        Ok(Self { global })
+        Ok(Self { global, stride: None })
+    }
+
+    /// The layout of `global` points with components `stride` reals apart (at least the rows).
+    pub fn with_stride(global: [usize; 3], stride: usize) -> Self {
+        let l = Self { global, stride: None };
+        assert!(stride >= l.real_len(), "a component stride holds the component's rows");
+        Self { global, stride: Some(stride) }
     }
 
     /// Reals per padded x-row: `2 (Mx/2 + 1)`.
@@ -62,9 +72,9 @@ impl GridLayout {
         self.global[0] / 2 + 1
     }
 
-    /// Reals in one component's buffer (padding included).
+    /// Reals in one component's buffer (padding included): the reals between components.
     pub fn real_len(&self) -> usize {
-        self.row_stride() * self.global[1] * self.global[2]
+        self.stride.unwrap_or(self.row_stride() * self.global[1] * self.global[2])
     }
 
     /// Complex values in one component's half spectrum.

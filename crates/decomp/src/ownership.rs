@@ -19,6 +19,9 @@ pub struct CellOwnership {
     pub pgrid: ProcGrid,
     /// Global cells per axis.
     pub ncell: [usize; 3],
+    /// Periodic axes: along a free axis windows do not wrap, the ring stops at the faces of
+    /// the box, and an unsplit axis is a window with an empty layer beyond each face.
+    pub periodic: [bool; 3],
 }
 
 /// One window axis (y or z) of a rank: local cell `l` is global cell `origin + l` (unwrapped).
@@ -33,9 +36,9 @@ pub struct WindowAxis {
 }
 
 impl CellOwnership {
-    /// Ownership of a grid of `ncell` cells over `pgrid`.
-    pub fn new(pgrid: ProcGrid, ncell: [usize; 3]) -> Self {
-        Self { pgrid, ncell }
+    /// Ownership of a grid of `ncell` cells over `pgrid`, periodic along `periodic`.
+    pub fn new(pgrid: ProcGrid, ncell: [usize; 3], periodic: [bool; 3]) -> Self {
+        Self { pgrid, ncell, periodic }
     }
 
     /// The y and z cell ranges whose columns `rank` owns.
@@ -66,13 +69,29 @@ impl CellOwnership {
     }
 
     /// `rank`'s window along y (`axis = 0`) or z (`axis = 1`): its owned layers plus one ghost
-    /// layer on each side along a split axis, every layer (wrapping) along an unsplit one.
+    /// layer on each side along a split axis, every layer (wrapping) along an unsplit periodic
+    /// one, every layer plus an empty one beyond each face along an unsplit free one.
     pub fn window(&self, rank: usize, axis: usize) -> WindowAxis {
+        let n = self.ncell[1 + axis];
         if self.pgrid.dims[axis] == 1 {
-            WindowAxis { origin: 0, len: self.ncell[1 + axis], wrap: true }
+            if self.periodic[1 + axis] {
+                WindowAxis { origin: 0, len: n, wrap: true }
+            } else {
+                WindowAxis { origin: -1, len: n + 2, wrap: false }
+            }
         } else {
             let r = &self.columns(rank)[axis];
             WindowAxis { origin: r.start as i64 - 1, len: r.len() + 2, wrap: false }
+        }
+    }
+
+    /// The window along x (never split): every cell, wrapping when x is periodic, with an empty
+    /// layer beyond each face when it is free.
+    pub fn window_x(&self) -> WindowAxis {
+        if self.periodic[0] {
+            WindowAxis { origin: 0, len: self.ncell[0], wrap: true }
+        } else {
+            WindowAxis { origin: -1, len: self.ncell[0] + 2, wrap: false }
         }
     }
 
@@ -86,6 +105,12 @@ impl CellOwnership {
                 let inner_y = wy.wrap || (ly >= 1 && ly + 1 < wy.len);
                 let inner_z = wz.wrap || (lz >= 1 && lz + 1 < wz.len);
                 if inner_y && inner_z {
+                    continue;
+                }
+                // along a free axis nothing lies beyond the faces
+                let (uy, uz) = (wy.origin + ly as i64, wz.origin + lz as i64);
+                let outside = |u: i64, a: usize| !self.periodic[a] && (u < 0 || u >= self.ncell[a] as i64);
+                if outside(uy, 1) || outside(uz, 2) {
                     continue;
                 }
                 let cy = (wy.origin + ly as i64).rem_euclid(self.ncell[1] as i64) as usize;
@@ -119,7 +144,7 @@ mod tests {
     #[test]
     fn every_column_has_one_owner_and_rings_are_consistent() {
         for dims in [[1, 1], [1, 3], [2, 2], [3, 2]] {
-            let own = CellOwnership::new(ProcGrid { dims }, [5, 7, 6]);
+            let own = CellOwnership::new(ProcGrid { dims }, [5, 7, 6], [true; 3]);
             let ranks = dims[0] * dims[1];
             let mut owned = [0; 7 * 6];
             for r in 0..ranks {
@@ -141,7 +166,7 @@ mod tests {
             assert!(owned.iter().all(|&c| c == 1));
         }
         // one rank: no ring, the window wraps
-        let own = CellOwnership::new(ProcGrid { dims: [1, 1] }, [4, 4, 4]);
+        let own = CellOwnership::new(ProcGrid { dims: [1, 1] }, [4, 4, 4], [true; 3]);
         assert!(own.ring(0).is_empty() && own.window(0, 1).wrap);
     }
 }

@@ -10,15 +10,18 @@
 
 pub mod cnv;
 pub mod error_model;
+pub mod free;
 pub mod g2p;
 pub mod gridwin;
 pub mod p2g;
 pub mod params;
 mod quad;
 pub mod stats;
+pub mod truncated;
 pub mod window;
 
 pub use cnv::Cnv;
+pub use free::{FreeCnv, FreeGrid};
 pub use g2p::{g2p, interleave, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};

@@ -173,6 +173,8 @@ pub struct Params {
     pub oversampling: f64,
     /// Candidates the selection compared.
     pub candidates: usize,
+    /// The extended, zero-padded grid of the free axes (`None` when every axis is periodic).
+    pub free: Option<crate::free::FreeGrid>,
 }
 
 /// Share of the tolerance given to each error term.
@@ -254,6 +256,7 @@ fn evaluate(
     let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
     let per_cell = req.sources as f64 * cellvol / req.domain.volume();
     let ncomp = req.kernel.grid_components();
+    let p_min = if req.domain.periodicity() < 3 { 6 } else { 4 };
     let mut best: Option<Candidate> = None;
     // 3. for each oversampling: grid sizes, then the smallest P that meets the window error
     let sigmas: Vec<f64> = match req.oversampling {
@@ -273,7 +276,9 @@ fn evaluate(
         };
         let p = match req.window_p {
             Some(p) => p,
-            None => match (2..=16).map(|k| 2 * k).find(|&p| window_at(grid, p).0 <= target) {
+            // with free axes P = 4 measured 2-4x its modelled window error (clustered particles,
+            // docs/validation.md): the search starts at 6 there
+            None => match (p_min / 2..=16).map(|k| 2 * k).find(|&p| window_at(grid, p).0 <= target) {
                 Some(p) => p,
                 None => continue,
             },
@@ -295,10 +300,21 @@ fn evaluate(
             (near * near + fourier * fourier + window * window + self_term * self_term + rounding * rounding).sqrt();
         let estimate = ErrorEstimate { near, fourier, window, self_interaction: self_term, rounding, total };
         let layout = GridLayout::new(grid)?;
-        // FFT buffer, plus the interleaved copy G2P gathers from (vector kernels)
+        let free = (req.domain.periodicity() < 3)
+            .then(|| crate::free::FreeGrid::new(req.domain.periodic(), grid, h, p, xi, req.tolerance));
+        // FFT buffer, plus the interleaved copy G2P gathers from (vector kernels); with free
+        // axes the padded grid, its kernel tables and the data grid G2P reads
         let dim_out = req.kernel.output_dim();
-        let gather = if dim_out > 1 { dim_out * layout.points() } else { 0 };
-        let grid_bytes = (ncomp * layout.real_len() + gather) * req.real_bytes;
+        let (fft_points, fft_real, data_points, tables) = match &free {
+            None => (layout.points(), layout.real_len(), layout.points(), 0),
+            Some(f) => {
+                let n = f.fft_len;
+                let half = 2 * (n[0] / 2 + 1) * n[1] * n[2];
+                (f.padded_points(), half, f.data.iter().product(), crate::free::table_count(req.kernel) * half / 2)
+            }
+        };
+        let gather = if dim_out > 1 { dim_out * data_points } else { 0 };
+        let grid_bytes = (ncomp * fft_real + gather + tables) * req.real_bytes;
         if grid_bytes > req.max_grid_bytes {
             *smallest_rejected = (*smallest_rejected).min(grid_bytes);
             continue;
@@ -308,14 +324,14 @@ fn evaluate(
         let scale = if req.real_bytes == 4 { c.f32_ratio } else { 1.0 };
         let pairs = req.targets as f64 * 27.0 * (per_cell + 0.5 * (req.lanes as f64 - 1.0));
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
-        let ng = layout.points() as f64;
+        let ng = fft_points as f64;
         let p3 = (p * p * p) as f64;
         let dim = req.kernel.output_dim() as f64;
         let cost = CostEstimate {
             p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
             p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
             fft: 1e-9 * scale * c.fft * ng * ng.log2() * (ncomp as f64 + dim),
-            cnv: 1e-9 * scale * c.cnv * layout.complex_len() as f64,
+            cnv: 1e-9 * scale * c.cnv * (fft_real / 2) as f64,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim,
         };
         let total_cost = cost.total();
@@ -345,6 +361,7 @@ fn evaluate(
                 grid_bytes,
                 oversampling: sigma,
                 candidates: 1,
+                free,
             },
             cost: total_cost,
         });
@@ -412,14 +429,6 @@ fn round_up_2(x: f64) -> f64 {
 
 /// Chooses the parameters for `req`.
 pub fn select(req: &Request) -> Result<Params> {
-    if req.domain.periodicity() != 3 {
-        return Err(Error::Unsupported {
-            what: format!(
-                "periodic = {:?}: this version solves triply periodic problems only (free and 1-/2-periodic directions arrive with later issues)",
-                req.domain.periodic()
-            ),
-        });
-    }
     if let Some(p) = req.window_p {
         if !(4..=32).contains(&p) || p % 2 != 0 {
             return Err(Error::OutOfRange {

@@ -481,7 +481,7 @@ impl<T: FftReal> DistFft<T> {
         let engine = if grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) {
             // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
             // where FFTW's 3-D plans beat three passes of 1-D transforms
-            let layout = parki_decomp::GridLayout { global: n };
+            let layout = parki_decomp::GridLayout { global: n, stride: None };
             debug_assert_eq!(cs, layout.real_len());
             let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
             let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;

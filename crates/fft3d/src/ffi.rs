@@ -467,6 +467,24 @@ impl<T: FftReal> Plan1d<T> {
         threads: usize,
         rigor: PlanRigor,
     ) -> Result<Self> {
+        Self::r2r_nd_flags(dims, kinds, howmany, data, threads, planner_flags(rigor))
+    }
+
+    /// As [`r2r_nd`](Self::r2r_nd), single-threaded and executable on any buffer of the same
+    /// layout (`FFTW_UNALIGNED`, FFTW_ESTIMATE): threads may execute it at once on their own
+    /// buffers.
+    pub(crate) fn r2r_nd_unaligned(dims: &[(usize, usize, usize)], kinds: &[R2rKind], data: *mut T) -> Result<Self> {
+        Self::r2r_nd_flags(dims, kinds, &[(1, 0, 0)], data, 1, planner_flags(PlanRigor::Estimate) | FFTW_UNALIGNED)
+    }
+
+    fn r2r_nd_flags(
+        dims: &[(usize, usize, usize)],
+        kinds: &[R2rKind],
+        howmany: &[(usize, usize, usize)],
+        data: *mut T,
+        threads: usize,
+        flags: u32,
+    ) -> Result<Self> {
         let kind = Kind::R2r(kinds[0]);
         if dims.iter().chain(howmany).any(|h| h.0 == 0) {
             return Ok(Self { raw: None, kind });
@@ -479,7 +497,7 @@ impl<T: FftReal> Plan1d<T> {
             // SAFETY: under the planner mutex; the caller's layout lies inside `data`.
             unsafe {
                 T::plan_with_nthreads(threads.max(1) as c_int);
-                T::plan_guru_r2r(&conv(dims), kinds, &conv(howmany), data, planner_flags(rigor))
+                T::plan_guru_r2r(&conv(dims), kinds, &conv(howmany), data, flags)
             }
         };
         if T::is_null(raw) {

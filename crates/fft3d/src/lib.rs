@@ -12,6 +12,7 @@ pub mod axes;
 pub mod dist;
 mod ffi;
 mod lines;
+pub mod local;
 mod ptr;
 mod r2r_fft;
 
@@ -24,6 +25,7 @@ use parki_decomp::GridLayout;
 pub use axes::{memory_order, memory_order_by, proc_grid_limits, proc_grid_limits_in_order, AxisSpec, AxisTransform};
 pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes, R2rMethod};
 pub use ffi::{FftReal, R2rKind};
+pub use local::LocalR2r;
 
 /// How hard FFTW searches for a fast plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

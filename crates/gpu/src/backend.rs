@@ -686,6 +686,13 @@ fn table_offsets(l: &GridLayout) -> [usize; 6] {
 
 impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
+        if s.params.free.is_some() {
+            return Err(Error::Unsupported {
+                what: "free or partly periodic boxes on the CUDA backend (its free-direction kernel tables are \
+                       not built yet): use the CPU backend"
+                    .into(),
+            });
+        }
         let dev = Arc::new(D::open(s.local_rank)?);
         let precision = if T::BYTES == 4 { Precision::F32 } else { Precision::F64 };
         let p = s.params;

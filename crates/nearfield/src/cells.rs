@@ -26,13 +26,15 @@ use parki_core::{Domain, Error, Kernel, Par, Real, Result, SourceSet};
 use parki_decomp::sort::{counting_sort, Binned};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
-/// A cell grid on a triply periodic box, or a window of one (the cells a rank owns plus one
-/// ghost layer along the split axes).
+/// A cell grid on a box, or a window of one (the cells a rank owns plus one ghost layer along
+/// the split axes).
 ///
-/// Along a wrapped axis the grid holds every cell and colleagues wrap with a shift of `±L`.
-/// Along a windowed axis local cell `l` is global cell `origin + l` (unwrapped: it may lie
-/// below 0 or past `n`), and the sources stored there are images shifted by
-/// `floor((origin + l)/n) L`; colleagues do not wrap.
+/// Along a wrapped (periodic, unsplit) axis the grid holds every cell and colleagues wrap with a
+/// shift of `±L`. Along a windowed axis local cell `l` is global cell `origin + l` (unwrapped:
+/// it may lie below 0 or past `n`), and the sources stored there are images shifted by
+/// `floor((origin + l)/n) L`; colleagues do not wrap. A free (non-periodic) axis is always
+/// windowed, with one empty layer beyond each face of the box: no source lies there, so a
+/// target in a boundary cell sees no image across the face.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellGrid {
     n: [usize; 3],
@@ -41,16 +43,15 @@ pub struct CellGrid {
     global_n: [usize; 3],
     origin: [i64; 3],
     wrap: [bool; 3],
+    periodic: [bool; 3],
 }
 
 impl CellGrid {
-    /// The finest grid whose cells are at least `min_width` wide on every axis.
+    /// The finest grid whose cells are at least `min_width` wide on every axis (free axes:
+    /// windows of the whole axis plus the empty layers beyond the faces).
     ///
-    /// Errors unless the box is triply periodic and holds at least 3 cells per axis.
+    /// Errors unless the box holds at least 3 cells per axis.
     pub fn new(domain: &Domain, min_width: f64) -> Result<Self> {
-        if domain.periodicity() != 3 {
-            return Err(Error::Unsupported { what: "cell lists on a box that is not triply periodic".into() });
-        }
         let lengths = domain.lengths();
         let Some(n) = parki_decomp::cells_per_axis(lengths, min_width) else {
             return Err(Error::OutOfRange {
@@ -60,24 +61,37 @@ impl CellGrid {
             });
         };
         let width = [0, 1, 2].map(|d| lengths[d] / n[d] as f64);
-        Ok(Self { n, width, lengths, global_n: n, origin: [0; 3], wrap: [true; 3] })
+        let periodic = domain.periodic();
+        let g = Self { n, width, lengths, global_n: n, origin: [0; 3], wrap: periodic, periodic };
+        Ok(g.window([0; 3], n, [true; 3]))
     }
 
     /// The window of this (global) grid that holds global cells `origin[d] .. origin[d] +
     /// dims[d]` (unwrapped) along the axes with `wrap[d] == false`; wrapped axes keep every cell.
+    /// A free axis asked to wrap holds every cell plus the empty layer beyond each face.
     pub fn window(&self, origin: [i64; 3], dims: [usize; 3], wrap: [bool; 3]) -> Self {
         let mut g = self.clone();
         for d in 0..3 {
-            if wrap[d] {
+            if wrap[d] && self.periodic[d] {
                 g.n[d] = self.global_n[d];
                 g.origin[d] = 0;
+                g.wrap[d] = true;
+            } else if wrap[d] {
+                g.n[d] = self.global_n[d] + 2;
+                g.origin[d] = -1;
+                g.wrap[d] = false;
             } else {
                 g.n[d] = dims[d];
                 g.origin[d] = origin[d];
+                g.wrap[d] = false;
             }
         }
-        g.wrap = wrap;
         g
+    }
+
+    /// Which axes are periodic.
+    pub fn periodic(&self) -> [bool; 3] {
+        self.periodic
     }
 
     /// Global cells per axis.

@@ -82,13 +82,69 @@ impl Neutrality {
         }
     }
 
-    /// The additive background `-pi Q/(V xi^2)` every target gets (Laplace; 0 otherwise).
+    /// The additive background `-pi Q/(V xi^2)` every target gets (Laplace in a triply
+    /// periodic box; 0 otherwise: with free axes nothing is dropped).
     pub(crate) fn background(&self, kernel: Kernel, domain: &Domain, xi: f64) -> f64 {
+        if domain.periodicity() < 3 {
+            return 0.0;
+        }
         -std::f64::consts::PI * self.net_charge(kernel) / (domain.volume() * xi * xi)
     }
 
+    /// The velocity the 0P Stokeslet's far field leaves out per target, `(2/R) F_net` (see
+    /// `parki_farfield::truncated`); zero otherwise.
+    pub(crate) fn free_space_constant(&self, kernel: Kernel, domain: &Domain, radius: Option<f64>) -> [f64; 3] {
+        match radius {
+            Some(r) if domain.periodicity() == 0 && kernel.needs_forces() => {
+                let c = parki_farfield::truncated::free_space_stokeslet_constant(r);
+                [c * self.0[2], c * self.0[3], c * self.0[4]]
+            }
+            _ => [0.0; 3],
+        }
+    }
+
+    /// With one or two periodic axes the image sums of a net charge (Laplace) or a net force
+    /// (Stokeslet) diverge (logarithmically in 1P, linearly in 2P): an error naming the sum.
+    /// 0P and 3P need nothing (free space is a plain sum; 3P drops the zero mode), nor does
+    /// the stresslet.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] on `sources.charges` or `sources.forces`.
+    pub(crate) fn check_free(&self, kernel: Kernel, domain: &Domain, single: bool) -> Result<()> {
+        let per = domain.periodicity();
+        if per == 0 || per == 3 {
+            return Ok(());
+        }
+        let s = &self.0;
+        let rel = if single { 1e-5 } else { 1e-10 };
+        let allowed = |what: &str| {
+            format!(
+                "a zero net {what} (to {rel:e} of the sum of magnitudes): with periodic = {:?} the image sums of a                  net {what} diverge",
+                domain.periodic()
+            )
+        };
+        if kernel.needs_charges() && s[0].abs() > rel * s[1].max(f64::MIN_POSITIVE) {
+            return Err(Error::OutOfRange {
+                field: "sources.charges".into(),
+                value: format!("net charge {:.6e}", s[0]),
+                allowed: allowed("charge"),
+            });
+        }
+        if kernel.needs_forces() && [s[2], s[3], s[4]].iter().any(|n| n.abs() > rel * s[5].max(f64::MIN_POSITIVE)) {
+            return Err(Error::OutOfRange {
+                field: "sources.forces".into(),
+                value: format!("net force [{:.6e}, {:.6e}, {:.6e}]", s[2], s[3], s[4]),
+                allowed: allowed("force"),
+            });
+        }
+        Ok(())
+    }
+
     /// Warnings for non-neutral input (the global sums; `single`: f32 round-off threshold).
-    pub(crate) fn warnings(&self, kernel: Kernel, single: bool) -> Vec<String> {
+    pub(crate) fn warnings(&self, kernel: Kernel, domain: &Domain, single: bool) -> Vec<String> {
+        if domain.periodicity() < 3 {
+            return Vec::new();
+        }
         let s = &self.0;
         let mut w = Vec::new();
         let rel = if single { 1e-5 } else { 1e-10 };

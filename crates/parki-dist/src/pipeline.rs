@@ -248,13 +248,17 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let p = &choice.params;
         let ncell = p.cells;
         let [mx, my, mz] = p.grid;
+        let fft_limits = match &p.free {
+            None => [my.min(mx / 2 + 1), mz.min(my)],
+            Some(f) => parki_fft3d::proc_grid_limits_in_order(&f.axes(), [0, 1, 2], false),
+        };
         let pgrid = ProcGrid::choose(
             comm.size(),
             popts.decomposition,
             popts.grid,
-            [my.min(mx / 2 + 1).min(ncell[1]), mz.min(my).min(ncell[2])],
+            [fft_limits[0].min(ncell[1]), fft_limits[1].min(ncell[2])],
         )?;
-        let own = CellOwnership::new(pgrid, ncell);
+        let own = CellOwnership::new(pgrid, ncell, opts.domain.periodic());
         let (wy, wz) = (own.window(comm.rank(), 0), own.window(comm.rank(), 1));
         let ghost_factor = (wy.len * wz.len) as f64 / own.column_count(comm.rank()).max(1) as f64;
         let memory =
@@ -278,45 +282,73 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let plan::Choice { params, threads, isa } = choice;
         let me = comm.rank();
         let global_cells = CellGrid::new(&opts.domain, params.rc)?;
-        let ncell = global_cells.dims();
-        let own = CellOwnership::new(pgrid, ncell);
-        let (wy, wz) = (own.window(me, 0), own.window(me, 1));
-        let cells =
-            global_cells.window([0, wy.origin, wz.origin], [ncell[0], wy.len, wz.len], [true, wy.wrap, wz.wrap]);
+        let ncell = global_cells.global_dims();
+        let periodic = opts.domain.periodic();
+        let own = CellOwnership::new(pgrid, ncell, periodic);
+        let (wx, wy, wz) = (own.window_x(), own.window(me, 0), own.window(me, 1));
+        let cells = global_cells.window(
+            [wx.origin, wy.origin, wz.origin],
+            [wx.len, wy.len, wz.len],
+            [wx.wrap, wy.wrap, wz.wrap],
+        );
 
-        // the grid block covering the supports of the particles in the owned cells
+        // the grid: along free axes the data of the extended grid (data index = grid index +
+        // offset) and, for x, the padded transform row
+        let free = params.free.clone();
+        let data = free.as_ref().map_or(params.grid, |f| f.data);
+        let offset = free.as_ref().map_or([0; 3], |f| f.offset).map(|o| o as i64);
+        let row_x = free.as_ref().map_or(params.grid[0], |f| if periodic[0] { f.grid[0] } else { f.fft_len[0] });
+
+        // the grid block covering the supports of the particles in the owned cells: `(origin
+        // as a grid index, points, wraps, split)`
         let half = (params.p / 2) as i64;
         let lengths = opts.domain.lengths();
         let cw = global_cells.widths();
         let owned_cells = own.columns(me);
-        let block_axis = |a: usize| -> (i64, usize, bool) {
+        let block_axis = |a: usize| -> (i64, usize, bool, bool) {
             let d = a + 1;
             if pgrid.dims[a] == 1 {
-                return (0, params.grid[d], true);
+                return (-offset[d], data[d], periodic[d], false);
             }
             let r = &owned_cells[a];
             let inv_h = params.grid[d] as f64 / lengths[d];
             let lo = (r.start as f64 * cw[d] * inv_h).floor() as i64 - half - 1;
             let hi = (r.end as f64 * cw[d] * inv_h).floor() as i64 + half + 2;
-            let n = ((hi - lo) as usize).next_multiple_of(2);
-            (lo, n, false)
+            if periodic[d] {
+                let n = ((hi - lo) as usize).next_multiple_of(2);
+                (lo, n, false, true)
+            } else {
+                // inside the data: grid indices -offset .. data - offset
+                let (lo, hi) = (lo.max(-offset[d]), hi.min(data[d] as i64 - offset[d]));
+                (lo, (hi - lo) as usize, false, true)
+            }
         };
-        let (by, bny, bwy) = block_axis(0);
-        let (bz, bnz, bwz) = block_axis(1);
-        let direct = bwy && bwz;
-        let [mx, my, mz] = params.grid;
-        let layout = parki_decomp::GridLayout { global: [mx, bny, bnz] };
-        let window = GridWindow::windowed(layout, params.grid, [0, by, bz], [true, bwy, bwz], params.h, &params.poly);
+        let (by, bny, bwy, sy) = block_axis(0);
+        let (bz, bnz, bwz, sz) = block_axis(1);
+        let direct = !sy && !sz;
+        let layout = parki_decomp::GridLayout { global: [row_x, bny, bnz], stride: None };
+        let window = GridWindow::windowed(
+            layout,
+            params.grid,
+            [-offset[0], by, bz],
+            [periodic[0], bwy, bwz],
+            params.h,
+            &params.poly,
+        );
         let kernel = opts.kernel;
         let halo = (!direct).then(|| {
             let [iy, iz] = pgrid.coords(me);
             let rows = OwnedRows {
-                global: params.grid,
+                global: data,
                 pgrid,
-                y: split_range(my, pgrid.dims[0], iy),
-                z: split_range(mz, pgrid.dims[1], iz),
+                y: split_range(data[1], pgrid.dims[0], iy),
+                z: split_range(data[2], pgrid.dims[1], iz),
             };
-            let placement = BlockPlacement { dims: layout.global, origin: [0, by, bz], wrap: [true, bwy, bwz] };
+            let placement = BlockPlacement {
+                dims: layout.global,
+                origin: [0, by + offset[1], bz + offset[2]],
+                wrap: [true, bwy, bwz],
+            };
             HaloPlan::new(
                 comm,
                 placement,
@@ -477,7 +509,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let pool = Arc::clone(&self.pool);
         pool.install(|| {
             let mut s = Stages { times: StageTimes::default(), progress };
-            let (warnings, background) = s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
+            let (warnings, background, constant) =
+                s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
             let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
             let near = s.run(EwaldStage::P2P, || self.near_field(&local));
@@ -487,7 +520,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             s.run(EwaldStage::CNV, || self.backend.convolve());
             s.run(EwaldStage::IFFT, || self.backend.fft_backward());
             s.run(EwaldStage::GridGhost, || self.halo_gather());
-            s.run(EwaldStage::G2P, || self.far_field(&mut local, background, out));
+            s.run(EwaldStage::G2P, || self.far_field(&mut local, background, constant, out));
             s.run(EwaldStage::Return, || self.return_results(&local, out));
             // a device backend's failure (recorded by its stages, which keep taking part in the
             // exchanges) ends the evaluation on every rank with its error
@@ -498,13 +531,21 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
 
     /// Checks the inputs on every rank (agreed), and sums the neutrality over ranks: the
     /// warnings and the background potential of a net charge.
-    fn prepare(&self, sources: &Sources<T>, targets: Targets<T>, out_len: usize) -> Result<(Vec<String>, f64)> {
+    fn prepare(
+        &self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out_len: usize,
+    ) -> Result<(Vec<String>, f64, [f64; 3])> {
         let kernel = self.opts.kernel;
         self.comm.agree(check_inputs(kernel, &self.opts.domain, sources, targets, out_len).map(drop))?;
         let mut sums = Neutrality::of(kernel, sources);
         self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
-        let background = sums.background(kernel, &self.opts.domain, self.params.xi);
-        Ok((sums.warnings(kernel, T::BYTES == 4), background))
+        let domain = &self.opts.domain;
+        sums.check_free(kernel, domain, T::BYTES == 4)?;
+        let background = sums.background(kernel, domain, self.params.xi);
+        let constant = sums.free_space_constant(kernel, domain, self.params.free.as_ref().map(|f| f.radius));
+        Ok((sums.warnings(kernel, domain, T::BYTES == 4), background, constant))
     }
 
     /// MPI-SORT: sources and separate targets to the owners of their cell columns. On one rank
@@ -580,7 +621,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let owned = local.owned();
         let ghosts = self.ghosts.exchange(&self.comm, self.opts.kernel, &owned as &dyn SourceSet<T>, &columns, par);
         for (p, &[ly, lz]) in ghosts.sources.positions.iter().zip(&ghosts.columns) {
-            let cx = self.cells.global_cell(p)[0];
+            // window-local x (the window of a free x starts one empty layer below the box)
+            let cx = (self.cells.global_cell(p)[0] as i64 - self.cells.window_origin()[0]) as usize;
             local.ghost_keys.push(self.cells.linear([cx, ly, lz]));
         }
         local.received.extend(&ghosts.sources.positions, &ghosts.sources.density);
@@ -607,15 +649,28 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
 
     /// G2P at the owned targets and the sum with the near field and the background: into `out`
     /// on one rank, into the owned results on several.
-    fn far_field(&mut self, local: &mut Local<'_, T>, background: f64, out: &mut [T]) {
+    /// `constant`: a velocity added to every target (the 0P Stokeslet's, see
+    /// [`parki_farfield::truncated::free_space_stokeslet_constant`]).
+    fn far_field(&mut self, local: &mut Local<'_, T>, background: f64, constant: [f64; 3], out: &mut [T]) {
         self.backend.interpolate(local.targets());
+        let add = |v: &mut [T]| {
+            if constant != [0.0; 3] {
+                for row in v.chunks_exact_mut(3) {
+                    for (x, &c) in row.iter_mut().zip(&constant) {
+                        *x += T::from_f64(c);
+                    }
+                }
+            }
+        };
         if local.routes.is_none() {
             self.backend.sum_into(background, out);
+            add(out);
         } else {
             let n = local.targets().len() * self.opts.kernel.output_dim();
             let mut result = std::mem::take(&mut local.result);
             result.resize(n, T::ZERO);
             self.backend.sum_into(background, &mut result);
+            add(&mut result);
             local.result = result;
         }
     }

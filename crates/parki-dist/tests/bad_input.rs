@@ -127,9 +127,6 @@ fn tolerance_and_parameters_out_of_range_are_rejected() {
     assert!(matches!(e, Error::Resource { .. }) && e.to_string().contains("limit of 1.00 kB"), "{e}");
     let e = parki_core::Domain::new([1.0, 0.0, 1.0], [true; 3]).unwrap_err();
     assert!(e.to_string().contains("problem.box[1]"), "{e}");
-    let free = parki_core::Domain::new([1.0; 3], [true, false, true]).unwrap();
-    let e = EwaldSolver::<f64>::new(&EwaldOptions::new(Kernel::Laplace, free, 1e-6), N, N).err().unwrap();
-    assert!(matches!(e, Error::Unsupported { .. }) && e.to_string().contains("periodic"), "{e}");
 }
 
 #[test]

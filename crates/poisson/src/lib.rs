@@ -18,7 +18,7 @@ pub mod fields;
 pub mod green;
 pub mod lgf;
 pub mod solver;
-pub mod special;
+pub use parki_core::special;
 
 pub use bc::{AxisClass, Bc, Centering};
 pub use green::{Green, GreenKind};

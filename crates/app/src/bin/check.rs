@@ -136,6 +136,9 @@ enum Command {
         /// the evaluation's collectives (the panic hook must abort the whole job).
         #[arg(long)]
         panic_rank: Option<usize>,
+        /// Periodic axes as three letters `t`/`f` (`ttt`: triply periodic, `fff`: free space).
+        #[arg(long, default_value = "ttt")]
+        periodic: String,
     },
 }
 
@@ -237,14 +240,19 @@ fn check_ewald(
     bound: f64,
     bad_rank: Option<usize>,
     panic_rank: Option<usize>,
+    periodic: &str,
 ) -> Result<(), Error> {
     let kernel = Kernel::from_name(kernel)?;
+    let flags: Vec<bool> = periodic.chars().map(|c| c == 't').collect();
+    if flags.len() != 3 || !periodic.chars().all(|c| c == 't' || c == 'f') {
+        return Err(unsupported(format!("--periodic {periodic}: expected three letters t or f")));
+    }
     let kind = Decomposition::parse(layout)
         .ok_or_else(|| unsupported(format!("layout = {layout}: expected slab, pencil or auto")))?;
     let backend = Backend::parse(backend)
         .ok_or_else(|| unsupported(format!("backend = {backend}: expected alltoallv or persistent")))?;
     let lengths = [1.0, 1.2, 0.9];
-    let domain = Domain::triply_periodic(lengths)?;
+    let domain = Domain::new(lengths, [flags[0], flags[1], flags[2]])?;
     let mut opts = EwaldOptions::new(kernel, domain, tol);
     opts.threads = 1;
     let nt = if separate { n / 2 } else { n };
@@ -307,8 +315,8 @@ fn check_ewald(
     let err2 = rel_diff(world, &u2, &fresh_mine);
     if world.rank() == 0 {
         println!(
-            "ewald {} n={n} tol={tol:e} targets={} {} {:?} backend={} ranks={}: vs single process {err:.3e}, \
-             moved + neighbour sort vs fresh {err2:.3e} (bound {bound:e})",
+            "ewald {} periodic={periodic} n={n} tol={tol:e} targets={} {} {:?} backend={} ranks={}: vs single \
+             process {err:.3e}, moved + neighbour sort vs fresh {err2:.3e} (bound {bound:e})",
             kernel.name(),
             if separate { "separate" } else { "sources" },
             solver.proc_grid().kind(),
@@ -746,8 +754,8 @@ fn main() -> ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank } => {
-            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank)
+        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank, periodic } => {
+            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank, &periodic)
         }
         Command::Poisson { grid, bc, green, field, component_bc, centering, layout, backend } => {
             check_poisson(&world, &grid, &bc, &green, &field, &component_bc, &centering, &layout, &backend)

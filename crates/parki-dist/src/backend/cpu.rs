@@ -5,7 +5,7 @@ use parki_core::memory::{try_touched_vec, HugeBuffer};
 use parki_core::{Kernel, Par, Result, SourceSet};
 use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
-    g2p, interleave, p2g, Cnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant,
+    g2p, interleave, p2g, Cnv, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
@@ -25,7 +25,9 @@ pub struct CpuBackend<T: SolverReal> {
     cells: CellGrid,
     window: GridWindow<T>,
     direct: bool,
-    cnv: Cnv,
+    cnv: Convolution<T>,
+    /// Values per grid row that carry data (the halo exchanges move these).
+    row_data: usize,
     fft: DistFft<T>,
     /// The P2G block (empty when direct).
     block: HugeBuffer<T>,
@@ -40,6 +42,12 @@ pub struct CpuBackend<T: SolverReal> {
     far: Vec<T>,
 }
 
+/// CNV: on the fly for a triply periodic box, by precomputed tables with free axes.
+enum Convolution<T> {
+    Periodic(Cnv),
+    Free(FreeCnv<T>),
+}
+
 impl<T: SolverReal> CpuBackend<T> {
     fn par(&self) -> Par {
         Par::with_threads(self.threads)
@@ -47,7 +55,7 @@ impl<T: SolverReal> CpuBackend<T> {
 
     /// The grid G2P reads and P2G writes: the block, or the FFT's own data when direct.
     fn block_layout(&self) -> RowLayout {
-        RowLayout::padded(&self.window.layout)
+        RowLayout { mx: self.row_data, ..RowLayout::padded(&self.window.layout) }
     }
 
     fn fft_layout(&self) -> RowLayout {
@@ -70,15 +78,33 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             rigor: s.fft_rigor,
             r2r: R2rMethod::default(),
         };
-        let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
-        let layout = parki_decomp::GridLayout::new(p.grid)?;
-        let cnv = Cnv::new(s.kernel, layout, s.lengths, &KaiserBessel::new(p.p), p.xi);
-        let block_len = if s.direct { 0 } else { ncomp * s.window.layout.real_len() };
+        let kb = KaiserBessel::new(p.p);
+        let (fft, cnv, row_data) = match &p.free {
+            None => {
+                let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
+                let layout = parki_decomp::GridLayout::new(p.grid)?;
+                (fft, Convolution::Periodic(Cnv::new(s.kernel, layout, s.lengths, &kb, p.xi)), p.grid[0])
+            }
+            Some(free) => {
+                let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
+                let block = fft.spectral_layout();
+                let cnv =
+                    FreeCnv::new(s.kernel, false, free, s.lengths, &kb, p.xi, &block, Par::with_threads(threads))?;
+                (fft, Convolution::Free(cnv), free.data[0])
+            }
+        };
+        // P2G and G2P work on the transform's own buffer when direct: its components lie the
+        // transform's component stride apart (room for the padded topologies of free axes)
+        let mut window = s.window.clone();
+        if s.direct {
+            window.layout = parki_decomp::GridLayout::with_stride(window.layout.global, fft.component_stride());
+        }
+        let block_len = if s.direct { 0 } else { ncomp * window.layout.real_len() };
         let block = HugeBuffer::try_new(block_len, T::ZERO, threads, "the P2G grid block")?;
-        let gather_len = if dim > 1 { dim * s.window.layout.points() } else { 0 };
+        let gather_len = if dim > 1 { dim * window.layout.points() } else { 0 };
         let gather = HugeBuffer::try_new(gather_len, T::ZERO, threads, "the G2P gather grid")?;
         let p2g_scratch = if s.p2g == P2gVariant::Blocked {
-            P2gScratch::planned(s.kernel, s.window, s.sources, threads)
+            P2gScratch::planned(s.kernel, &window, s.sources, threads)
         } else {
             P2gScratch::new(threads)
         };
@@ -93,9 +119,10 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             p2g: s.p2g,
             g2p: s.g2p,
             cells: s.cells.clone(),
-            window: s.window.clone(),
+            window,
             direct: s.direct,
             cnv,
+            row_data,
             fft,
             block,
             gather,
@@ -112,7 +139,12 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn bytes(&self) -> usize {
         let t = T::BYTES;
+        let tables = match &self.cnv {
+            Convolution::Periodic(_) => 0,
+            Convolution::Free(c) => c.bytes(),
+        };
         (self.block.len() + self.gather.len() + self.fft.data().len() + self.near.capacity() + self.far.capacity()) * t
+            + tables
     }
 
     fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
@@ -166,8 +198,13 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn convolve(&mut self) {
         let par = self.par();
-        let block = self.fft.spectral_layout();
-        self.cnv.apply_block(self.fft.data_mut(), &block, par);
+        match &self.cnv {
+            Convolution::Periodic(cnv) => {
+                let block = self.fft.spectral_layout();
+                cnv.apply_block(self.fft.data_mut(), &block, par);
+            }
+            Convolution::Free(cnv) => cnv.apply(self.fft.data_mut(), par),
+        }
     }
 
     fn fft_backward(&mut self) {

@@ -1,0 +1,810 @@
+//! The far field with free directions (0P, 1P, 2P): the extended, zero-padded grid and the
+//! kernel tables precomputed on an upsampled grid (Vico, Greengard & Ferrando 2016; the
+//! derivation is in docs/design.md, "Free directions").
+//!
+//! Along a free axis the box `[0, L)` is sampled at `g h`, `h = L / M`. The window of a particle
+//! reaches `P/2 - 1` points below index 0 and `P/2` above `M - 1`, so the data occupy `M_ext =
+//! M + P - 1` points, data index `g + o`, `o = P/2 - 1`. The far field is the aperiodic
+//! convolution of the spread grid with the kernel's discrete samples `K_n`, `|n| < M_ext`,
+//! done as a circular convolution on `N >= 2 M_ext` points (Hockney & Eastwood): the data
+//! zero-padded to `N`, one DFT, a multiplication by the DFT of the samples (the *table*), one
+//! inverse DFT, the first `M_ext` points kept.
+//!
+//! The samples are those of the band-limited far-field kernel `K = F^-1[G^F(k) / W^(k)^2]`,
+//! which along free directions is not periodic and whose transform is singular at `k = 0`.
+//! They are computed at plan time, per periodic mode `k_p`, from the *truncated* kernel
+//! ([`crate::truncated`]): `G_R` equals `G` where the free distance is below `R`, and its
+//! transform is smooth, so sampling it on a free grid of `N_up` points (period `N_up h`) and
+//! transforming back gives `K_n` exactly up to aliases from `N_up h` away. With the radius
+//! `R >= D + delta + P h` (`D` the data's diameter along the free axes, `delta` the reach of the
+//! screening) and `N_up >= M_ext - 1 + (R + delta + P h) / h`, the samples `|n| < M_ext` are
+//! exact to the screening's tail. Each kernel component is even or odd along each free axis, so both
+//! transforms are DCT-I or DST-I of the half grids: the table of one component is
+//!
+//! `T(k_p, k'_f) = c prod_{d free} (1/N_up,d) [R2R_N o restrict_{M_ext} o R2R_N_up] f(k_p, .)`
+//!
+//! with `f = m(k) S_R(k) sigma(k) / prod_d W^(k_d h_d)^2` (`m` the component's polynomial,
+//! `S_R` the truncated harmonic or biharmonic kernel, `sigma` the screening, `c` its unit
+//! factor: 1, `i` or `-i`), and CNV multiplies the spectrum by the tables: `v^ = T phi^ / V_h`,
+//! `V_h` the volume of the padded period.
+
+use std::f64::consts::PI;
+
+use parki_core::{Error, Kernel, Par, Real, Result};
+use parki_decomp::{fft_friendly_size, GridLayout, SpectralBlock};
+use parki_fft3d::{AxisSpec, LocalR2r, R2rKind};
+use rayon::prelude::{IntoParallelIterator, IntoParallelRefIterator, ParallelIterator};
+
+use crate::truncated::{truncated, ModeBessel, Scalar};
+use crate::window::KaiserBessel;
+
+/// The grid of a box with free axes (every axis for 0P).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FreeGrid {
+    /// Periodic axes.
+    pub periodic: [bool; 3],
+    /// Points over the box per axis (`h = L / M`).
+    pub grid: [usize; 3],
+    /// Data points per axis: `M + P - 1` on free axes, `M` on periodic ones.
+    pub data: [usize; 3],
+    /// Data index of grid index 0: `P/2 - 1` on free axes, 0 on periodic ones.
+    pub offset: [usize; 3],
+    /// Transform length per axis: the padded `N >= 2 M_ext` on free axes, `M` on periodic ones.
+    pub fft_len: [usize; 3],
+    /// Plan-time upsampled length on free axes (`M` on periodic ones).
+    pub upsampled: [usize; 3],
+    /// Truncation radius `R` of the kernels (distance along the free axes).
+    pub radius: f64,
+    /// Grid spacing per axis.
+    pub h: [f64; 3],
+}
+
+impl FreeGrid {
+    /// The grid of `M = grid` points per axis with spacing `h`, window support `p`, splitting
+    /// `xi`, for a relative tolerance `tol` (sets the screening margin).
+    pub fn new(periodic: [bool; 3], grid: [usize; 3], h: [f64; 3], p: usize, xi: f64, tol: f64) -> Self {
+        let mut data = grid;
+        let mut offset = [0; 3];
+        let mut fft_len = grid;
+        for d in 0..3 {
+            if !periodic[d] {
+                data[d] = grid[d] + p - 1;
+                offset[d] = p / 2 - 1;
+                fft_len[d] = fft_friendly_size(2 * data[d]);
+            }
+        }
+        // the data's diameter along the free axes, and the screening's reach: the Gaussian tail
+        // e^{-xi^2 delta^2} small against the tolerance over the truncation layer's weight
+        let diameter =
+            (0..3).filter(|&d| !periodic[d]).map(|d| ((data[d] - 1) as f64 * h[d]).powi(2)).sum::<f64>().sqrt();
+        let layer = 1.0 + (xi * diameter).powi(4);
+        let delta = ((1e3 * layer / tol.max(1e-16)).ln()).sqrt() / xi;
+        let hmin = (0..3).filter(|&d| !periodic[d]).map(|d| h[d]).fold(f64::INFINITY, f64::min);
+        let core = p as f64 * hmin;
+        let radius = diameter + delta + core;
+        let mut upsampled = grid;
+        for d in 0..3 {
+            if !periodic[d] {
+                let need = (data[d] - 1) as f64 + (radius + delta + core) / h[d];
+                upsampled[d] = fft_friendly_size(need.ceil() as usize + 2);
+            }
+        }
+        Self { periodic, grid, data, offset, fft_len, upsampled, radius, h }
+    }
+
+    /// The free axes.
+    pub fn free_axes(&self) -> Vec<usize> {
+        (0..3).filter(|&d| !self.periodic[d]).collect()
+    }
+
+    /// The distributed transform's axes: periodic DFTs and the zero-padded free ones.
+    pub fn axes(&self) -> [AxisSpec; 3] {
+        [0, 1, 2].map(|d| {
+            if self.periodic[d] {
+                AxisSpec::periodic(self.grid[d])
+            } else {
+                AxisSpec::padded_dft(self.data[d], self.fft_len[d])
+            }
+        })
+    }
+
+    /// Volume of one period of the padded grid, `V_h = prod_d N_d h_d` (`L_d` on periodic
+    /// axes).
+    pub fn padded_volume(&self) -> f64 {
+        (0..3).map(|d| self.fft_len[d] as f64 * self.h[d]).product()
+    }
+
+    /// Points of the padded grid.
+    pub fn padded_points(&self) -> usize {
+        self.fft_len.iter().product()
+    }
+}
+
+/// One kernel component: `c m(k) S(k) sigma(k)`; the tables store the real `m S sigma` part and
+/// CNV applies the unit `c` (1 for Laplace and the Stokeslet, `-i` for the Laplace field, `i`
+/// for the stresslet). The screening `sigma` Gaussian
+/// (`e^{-k^2/4xi^2}`) with the harmonic `S` (Laplace), Hasimoto's (`(1 + k^2/4xi^2)
+/// e^{-k^2/4xi^2}`) with the biharmonic one (Stokes).
+#[derive(Clone, Copy, Debug)]
+struct Component {
+    scalar: Scalar,
+    /// Indices of the polynomial (see [`monomial`]).
+    poly: Poly,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Poly {
+    /// 1.
+    One,
+    /// `k_a`.
+    K(usize),
+    /// `k^2 d_ij - k_i k_j`.
+    Stokeslet(usize, usize),
+    /// `k^2 (k_l d_ij + k_i d_jl + k_j d_il) - 2 k_i k_j k_l`.
+    Stresslet(usize, usize, usize),
+}
+
+impl Poly {
+    fn eval(self, k: [f64; 3]) -> f64 {
+        let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        let d = |a: usize, b: usize| if a == b { 1.0 } else { 0.0 };
+        match self {
+            Poly::One => 1.0,
+            Poly::K(a) => k[a],
+            Poly::Stokeslet(i, j) => k2 * d(i, j) - k[i] * k[j],
+            Poly::Stresslet(i, j, l) => {
+                k2 * (k[l] * d(i, j) + k[i] * d(j, l) + k[j] * d(i, l)) - 2.0 * k[i] * k[j] * k[l]
+            }
+        }
+    }
+
+    /// Whether the polynomial is odd in `k_a`.
+    fn odd(self, a: usize) -> bool {
+        let count = |idx: &[usize]| idx.iter().filter(|&&i| i == a).count() % 2 == 1;
+        match self {
+            Poly::One => false,
+            Poly::K(b) => b == a,
+            Poly::Stokeslet(i, j) => i != j && count(&[i, j]),
+            Poly::Stresslet(i, j, l) => count(&[i, j, l]),
+        }
+    }
+}
+
+/// The stresslet's ten components `T_ijl`, `i <= j <= l`.
+const STRESSLET: [(usize, usize, usize); 10] =
+    [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 1), (0, 1, 2), (0, 2, 2), (1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2)];
+
+/// The Stokeslet's six components `(i, j)`, `i <= j`, in the order of the tables.
+const STOKESLET: [(usize, usize); 6] = [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)];
+
+fn components(kernel: Kernel, field: bool) -> Vec<Component> {
+    let mut v = Vec::new();
+    match kernel {
+        Kernel::Laplace => {
+            v.push(Component { scalar: Scalar::Harmonic, poly: Poly::One });
+            if field {
+                for a in 0..3 {
+                    v.push(Component { scalar: Scalar::Harmonic, poly: Poly::K(a) });
+                }
+            }
+        }
+        _ => {
+            if kernel.needs_forces() {
+                for (i, j) in STOKESLET {
+                    v.push(Component { scalar: Scalar::Biharmonic, poly: Poly::Stokeslet(i, j) });
+                }
+            }
+            if kernel.needs_dipoles() {
+                for (i, j, l) in STRESSLET {
+                    v.push(Component { scalar: Scalar::Biharmonic, poly: Poly::Stresslet(i, j, l) });
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Number of kernel tables of `kernel` (the potential only).
+pub fn table_count(kernel: Kernel) -> usize {
+    components(kernel, false).len()
+}
+
+/// Index of `T_ijl` (any order of the indices) in [`STRESSLET`].
+fn stresslet_index(mut idx: [usize; 3]) -> usize {
+    idx.sort_unstable();
+    STRESSLET.iter().position(|&(i, j, l)| [i, j, l] == idx).unwrap_or(0)
+}
+
+/// Index of `(i, j)` (any order) in [`STOKESLET`].
+fn stokeslet_index(i: usize, j: usize) -> usize {
+    let (a, b) = (i.min(j), i.max(j));
+    STOKESLET.iter().position(|&p| p == (a, b)).unwrap_or(0)
+}
+
+/// CNV with free directions: the precomputed tables on this rank's spectral block.
+#[derive(Debug)]
+pub struct FreeCnv<T> {
+    kernel: Kernel,
+    field: bool,
+    block: SpectralBlock,
+    /// Elements of the local block.
+    elements: usize,
+    /// `tables[c * elements + e]`: component `c` at local element `e`, divided by `V_h`.
+    tables: Vec<T>,
+    /// Bytes of the tables.
+    bytes: usize,
+}
+
+/// Per-axis values of the upsampled free grid or the periodic modes.
+struct AxisModes {
+    /// Wave numbers.
+    k: Vec<f64>,
+    /// `1 / W^(k h)^2` (0 at the Nyquist mode).
+    w: Vec<f64>,
+}
+
+impl<T: Real> FreeCnv<T> {
+    /// The tables of `kernel` (and, for Laplace with `field`, of the field `-grad u`) on the
+    /// local spectral `block` of the padded grid of `free`, window `kb`, splitting `xi`, over
+    /// `lengths` (the periodic axes' periods). `block` has the axes in the order `[x, y, z]` (x
+    /// the real-to-complex axis).
+    ///
+    /// # Errors
+    /// When FFTW cannot plan the plan-time transforms.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kernel: Kernel,
+        field: bool,
+        free: &FreeGrid,
+        lengths: [f64; 3],
+        kb: &KaiserBessel,
+        xi: f64,
+        block: &SpectralBlock,
+        par: Par,
+    ) -> Result<Self> {
+        let comps = components(kernel, field);
+        let nfree = free.free_axes().len();
+        if nfree == 0 {
+            return Err(Error::Unsupported { what: "FreeCnv on a triply periodic box".into() });
+        }
+        let fa = free.free_axes();
+        let pa: Vec<usize> = (0..3).filter(|&d| free.periodic[d]).collect();
+        let h = free.h;
+        let two_pi = 2.0 * PI;
+        // periodic modes (user axes); x holds the half spectrum
+        let periodic_modes = |d: usize, count: usize, start: usize| -> AxisModes {
+            let m = free.grid[d];
+            let (k, w) = (start..start + count)
+                .map(|i| {
+                    if GridLayout::is_nyquist(i, m) {
+                        return (0.0, 0.0);
+                    }
+                    let kd = two_pi * GridLayout::signed_mode(i, m) as f64 / lengths[d];
+                    let wf = kb.fourier(kd * h[d]);
+                    (kd, 1.0 / (wf * wf))
+                })
+                .unzip();
+            AxisModes { k, w }
+        };
+        // the upsampled half grid of each free axis: j = 0..=N_up/2 (Nyquist zero)
+        let up_modes = |d: usize| -> AxisModes {
+            let nu = free.upsampled[d];
+            let (k, w) = (0..=nu / 2)
+                .map(|j| {
+                    if 2 * j == nu {
+                        return (0.0, 0.0);
+                    }
+                    let kd = two_pi * j as f64 / (nu as f64 * h[d]);
+                    let wf = kb.fourier(kd * h[d]);
+                    (kd, 1.0 / (wf * wf))
+                })
+                .unzip();
+            AxisModes { k, w }
+        };
+        let up: Vec<AxisModes> = fa.iter().map(|&d| up_modes(d)).collect();
+        // block ranges per user axis (memory order is [x, y, z])
+        let ranges = [block.x, block.y, (0, block.z)];
+        let local = [block.x.1, block.y.1, block.z];
+        let elements = local.iter().product::<usize>();
+        // periodic modes of the local block
+        let pmodes: Vec<AxisModes> = pa.iter().map(|&d| periodic_modes(d, ranges[d].1, ranges[d].0)).collect();
+        // free-axis sizes of the half grids: even (DCT-I) and odd (DST-I)
+        let half_up: Vec<usize> = fa.iter().map(|&d| free.upsampled[d] / 2).collect();
+        let half_h: Vec<usize> = fa.iter().map(|&d| free.fft_len[d] / 2).collect();
+        let dims_for = |half: &[usize], odd: &[bool]| -> Vec<usize> {
+            half.iter().zip(odd).map(|(&n, &o)| if o { n - 1 } else { n + 1 }).collect()
+        };
+        // plans per parity pattern
+        let parity = |c: &Component| -> Vec<bool> { fa.iter().map(|&d| c.poly.odd(d)).collect() };
+        let mut patterns: Vec<Vec<bool>> = comps.iter().map(parity).collect();
+        patterns.sort();
+        patterns.dedup();
+        let kinds = |odd: &[bool]| -> Vec<R2rKind> {
+            odd.iter().map(|&o| if o { R2rKind::Dst1 } else { R2rKind::Dct1 }).collect()
+        };
+        let mut plans = Vec::new();
+        for odd in &patterns {
+            let p1 = LocalR2r::<f64>::new(&dims_for(&half_up, odd), &kinds(odd))?;
+            let p2 = LocalR2r::<f64>::new(&dims_for(&half_h, odd), &kinds(odd))?;
+            plans.push((odd.clone(), p1, p2));
+        }
+        // per point of the upsampled free half grid: |k_f| and the window factor
+        let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
+        let up_points: usize = up_dims.iter().product();
+        let point_k = |e: usize| -> ([f64; 3], f64) {
+            let mut rem = e;
+            let mut k = [0.0; 3];
+            let mut w = 1.0;
+            for a in (0..nfree).rev() {
+                let j = rem % up_dims[a];
+                rem /= up_dims[a];
+                k[fa[a]] = up[a].k[j];
+                w *= up[a].w[j];
+            }
+            (k, w)
+        };
+        let radius = free.radius;
+        // J0/J1 of the 2-D truncation depend on |k_f| only: computed once, in `truncated`
+        let inv4xi2 = 1.0 / (4.0 * xi * xi);
+        let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
+        // every periodic mode of the block: its local indices per periodic axis
+        let pcounts: Vec<usize> = pa.iter().map(|&d| ranges[d].1).collect();
+        let nmodes: usize = pcounts.iter().product();
+        let ncomp = comps.len();
+        let fa_ref = &fa;
+        let tables_per_mode: Vec<(usize, Vec<Vec<f64>>)> = {
+            let work = |mode: usize| -> (usize, Vec<Vec<f64>>) {
+                // this mode's periodic indices and wave vector
+                let mut rem = mode;
+                let mut kp = [0.0; 3];
+                let mut wp = 1.0;
+                for (a, &d) in pa.iter().enumerate() {
+                    let i = rem % pcounts[a];
+                    rem /= pcounts[a];
+                    kp[d] = pmodes[a].k[i];
+                    wp *= pmodes[a].w[i];
+                }
+                if wp == 0.0 {
+                    return (mode, vec![Vec::new(); ncomp]);
+                }
+                let kappa = (kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2]).sqrt();
+                let bessel = ModeBessel::new(kappa * radius);
+                // the scalar kernels times screening and window at every upsampled point
+                let mut s_h = vec![0.0; up_points];
+                let mut s_b = vec![0.0; up_points];
+                let need_h = comps.iter().any(|c| c.scalar == Scalar::Harmonic);
+                let need_b = comps.iter().any(|c| c.scalar == Scalar::Biharmonic);
+                let full_k = |e: usize| -> ([f64; 3], f64) {
+                    let (kf, w) = point_k(e);
+                    let mut k = kp;
+                    for &d in fa_ref {
+                        k[d] = kf[d];
+                    }
+                    (k, w)
+                };
+                for e in 0..up_points {
+                    let (kf, w) = point_k(e);
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let kfn = fa_ref.iter().map(|&d| kf[d] * kf[d]).sum::<f64>().sqrt();
+                    let k2 = kappa * kappa + kfn * kfn;
+                    let g = (-k2 * inv4xi2).exp() * w * wp;
+                    if need_h {
+                        s_h[e] = truncated(Scalar::Harmonic, nfree, kappa, kfn, radius, bessel) * g;
+                    }
+                    if need_b {
+                        s_b[e] =
+                            truncated(Scalar::Biharmonic, nfree, kappa, kfn, radius, bessel) * g * (1.0 + k2 * inv4xi2);
+                    }
+                }
+                let one = |c: &Component| -> Vec<f64> {
+                    let odd = parity(c);
+                    let (_, p1, p2) = plans.iter().find(|(o, _, _)| *o == odd).expect("planned pattern");
+                    let d1 = p1.dims().to_vec();
+                    let d2 = p2.dims().to_vec();
+                    let base = match c.scalar {
+                        Scalar::Harmonic => &s_h,
+                        Scalar::Biharmonic => &s_b,
+                    };
+                    // fill the first array: index per axis i -> j = i (even) or i + 1 (odd)
+                    let n1: usize = d1.iter().product();
+                    let mut a1 = vec![0.0; n1];
+                    for (i, v) in a1.iter_mut().enumerate() {
+                        let mut rem = i;
+                        let mut e = 0;
+                        let mut stride = 1;
+                        let mut ok = true;
+                        let mut js = [0usize; 3];
+                        for ax in (0..nfree).rev() {
+                            let li = rem % d1[ax];
+                            rem /= d1[ax];
+                            js[ax] = if odd[ax] { li + 1 } else { li };
+                            ok &= js[ax] < up_dims[ax];
+                        }
+                        for ax in (0..nfree).rev() {
+                            e += js[ax] * stride;
+                            stride *= up_dims[ax];
+                        }
+                        if ok {
+                            *v = c.poly.eval(full_k(e).0) * base[e];
+                        }
+                    }
+                    p1.execute(&mut a1);
+                    // restrict to |n| < M_ext and transform on the padded half grid
+                    let n2: usize = d2.iter().product();
+                    let mut a2 = vec![0.0; n2];
+                    for (i, v) in a2.iter_mut().enumerate() {
+                        let mut rem = i;
+                        let mut src = 0;
+                        let mut stride = 1;
+                        let mut keep = true;
+                        let mut ns = [0usize; 3];
+                        for ax in (0..nfree).rev() {
+                            let li = rem % d2[ax];
+                            rem /= d2[ax];
+                            ns[ax] = li;
+                            let n = if odd[ax] { li + 1 } else { li };
+                            keep &= n < free.data[fa_ref[ax]];
+                        }
+                        if !keep {
+                            continue;
+                        }
+                        for ax in (0..nfree).rev() {
+                            src += ns[ax] * stride;
+                            stride *= d1[ax];
+                        }
+                        *v = a1[src];
+                    }
+                    p2.execute(&mut a2);
+                    // the local entries of this mode: every local free index
+                    let mut t = vec![0.0; local_free_count(&fa, &local)];
+                    let mut q = 0;
+                    for_each_local_free(&fa, &ranges, &local, |jf| {
+                        // jf: global free-axis slots (user axes); mirror into the half grid
+                        let mut src = 0;
+                        let mut stride = 1;
+                        let mut sign = 1.0;
+                        let mut zero = false;
+                        for ax in (0..nfree).rev() {
+                            let d = fa[ax];
+                            let nn = free.fft_len[d];
+                            let j = jf[d];
+                            let (jm, neg) = if j <= nn / 2 { (j, false) } else { (nn - j, true) };
+                            // the Nyquist slot is kept: the circular convolution is exact only with
+                            // every mode of the samples' transform (odd tables vanish there)
+                            let li = if odd[ax] {
+                                if jm == 0 || 2 * jm == nn {
+                                    zero = true;
+                                    0
+                                } else {
+                                    jm - 1
+                                }
+                            } else {
+                                jm
+                            };
+                            if neg && odd[ax] {
+                                sign = -sign;
+                            }
+                            src += li * stride;
+                            stride *= d2[ax];
+                        }
+                        t[q] = if zero { 0.0 } else { sign * a2[src] * scale };
+                        q += 1;
+                    });
+                    t
+                };
+                let out = match par {
+                    Par::Seq => comps.iter().map(one).collect(),
+                    Par::Rayon(_) => comps.par_iter().map(one).collect(),
+                };
+                (mode, out)
+            };
+            match par {
+                Par::Seq => (0..nmodes).map(work).collect(),
+                Par::Rayon(_) => (0..nmodes).into_par_iter().map(work).collect(),
+            }
+        };
+        // scatter into [comp][z][y][x] of the local block
+        let mut tables = vec![T::ZERO; ncomp * elements];
+        for (mode, per_comp) in tables_per_mode {
+            if per_comp.iter().all(Vec::is_empty) {
+                continue;
+            }
+            let mut rem = mode;
+            let mut lidx = [0usize; 3];
+            for (a, &d) in pa.iter().enumerate() {
+                lidx[d] = rem % pcounts[a];
+                rem /= pcounts[a];
+            }
+            let mut q = 0;
+            for_each_local_free(&fa, &ranges, &local, |jf| {
+                let mut l = lidx;
+                for &d in &fa {
+                    l[d] = jf[d] - ranges[d].0;
+                }
+                let e = (l[2] * local[1] + l[1]) * local[0] + l[0];
+                for (c, t) in per_comp.iter().enumerate() {
+                    tables[c * elements + e] = T::from_f64(t[q]);
+                }
+                q += 1;
+            });
+        }
+        let bytes = tables.len() * std::mem::size_of::<T>();
+        Ok(Self { kernel, field, block: *block, elements, tables, bytes })
+    }
+
+    /// Bytes of the tables.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Output components: the kernel's, plus 3 for the Laplace field.
+    pub fn outputs(&self) -> usize {
+        self.kernel.output_dim() + if self.field { 3 } else { 0 }
+    }
+
+    /// Applies the tables in place on the local spectrum `grid` (the layout of the block the
+    /// tables were made for): reads the kernel's grid components, writes [`outputs`](Self::outputs)
+    /// spectra into the first components (the field after the potential).
+    pub fn apply(&self, grid: &mut [T], par: Par) {
+        let b = &self.block;
+        let cs = b.component_stride;
+        let (xl, yl) = (b.x.1, b.y.1);
+        let plane = yl * b.row_stride;
+        let ncomp = self.kernel.grid_components();
+        let nout = self.outputs();
+        assert!(nout <= ncomp.max(nout) && grid.len() >= (ncomp.max(nout) - 1) * cs + b.z * plane);
+        let writer = parki_core::par::DisjointSlice::new(grid);
+        let work = |iz: usize| {
+            let mut comps: [&mut [T]; 9] = Default::default();
+            for (c, slot) in comps.iter_mut().enumerate().take(ncomp.max(nout)) {
+                // SAFETY: plane iz of component c belongs to this task only (one task per iz).
+                *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
+            }
+            for ly in 0..yl {
+                for lx in 0..xl {
+                    let e = (iz * yl + ly) * xl + lx;
+                    let o = ly * b.row_stride + 2 * lx;
+                    self.point(e, o, &mut comps[..ncomp.max(nout)]);
+                }
+            }
+        };
+        match par {
+            Par::Seq => (0..b.z).for_each(work),
+            Par::Rayon(_) => (0..b.z).into_par_iter().for_each(work),
+        }
+    }
+
+    #[inline]
+    fn t(&self, c: usize, e: usize) -> f64 {
+        self.tables[c * self.elements + e].to_f64()
+    }
+
+    #[inline]
+    #[allow(clippy::needless_range_loop)]
+    fn point(&self, e: usize, o: usize, comps: &mut [&mut [T]]) {
+        let mut phi = [(0.0f64, 0.0f64); 9];
+        let ncomp = self.kernel.grid_components();
+        for (c, p) in phi.iter_mut().enumerate().take(ncomp) {
+            *p = (comps[c][o].to_f64(), comps[c][o + 1].to_f64());
+        }
+        let mut v = [(0.0f64, 0.0f64); 6];
+        match self.kernel {
+            Kernel::Laplace => {
+                let t = self.t(0, e);
+                v[0] = (t * phi[0].0, t * phi[0].1);
+                if self.field {
+                    // E^_a = -i t_a phi^
+                    for a in 0..3 {
+                        let t = self.t(1 + a, e);
+                        v[1 + a] = (t * phi[0].1, -t * phi[0].0);
+                    }
+                }
+            }
+            _ => {
+                let mut off_t = 0;
+                let mut off_g = 0;
+                if self.kernel.needs_forces() {
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            let t = self.t(stokeslet_index(i, j), e);
+                            v[i].0 += t * phi[j].0;
+                            v[i].1 += t * phi[j].1;
+                        }
+                    }
+                    off_t = 6;
+                    off_g = 3;
+                }
+                if self.kernel.needs_dipoles() {
+                    let s = &phi[off_g..off_g + 6];
+                    // symmetric S: [S11, S22, S33, S12, S13, S23]; sum_jl T_ijl S_jl
+                    let pairs = [(0, 0, 1.0), (1, 1, 1.0), (2, 2, 1.0), (0, 1, 2.0), (0, 2, 2.0), (1, 2, 2.0)];
+                    for i in 0..3 {
+                        let (mut re, mut im) = (0.0, 0.0);
+                        for (m, &(j, l, mult)) in pairs.iter().enumerate() {
+                            let t = mult * self.t(off_t + stresslet_index([i, j, l]), e);
+                            re += t * s[m].0;
+                            im += t * s[m].1;
+                        }
+                        // times i
+                        v[i].0 -= im;
+                        v[i].1 += re;
+                    }
+                }
+            }
+        }
+        for (c, vc) in v.iter().enumerate().take(self.outputs()) {
+            comps[c][o] = T::from_f64(vc.0);
+            comps[c][o + 1] = T::from_f64(vc.1);
+        }
+    }
+}
+
+/// Number of local (free-axis) slots of a block.
+fn local_free_count(fa: &[usize], local: &[usize; 3]) -> usize {
+    fa.iter().map(|&d| local[d]).product()
+}
+
+/// Calls `f` with the global slots (user axes; periodic entries 0) of every local free-axis
+/// slot of the block, the last free axis fastest... in the order `z` slowest, `x` fastest.
+fn for_each_local_free(fa: &[usize], ranges: &[(usize, usize); 3], local: &[usize; 3], mut f: impl FnMut([usize; 3])) {
+    let count = local_free_count(fa, local);
+    for i in 0..count {
+        let mut rem = i;
+        let mut j = [0usize; 3];
+        for &d in fa {
+            j[d] = ranges[d].0 + rem % local[d];
+            rem /= local[d];
+        }
+        f(j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{components, FreeCnv, FreeGrid};
+    use crate::window::KaiserBessel;
+    use parki_core::{Kernel, Par};
+    use parki_decomp::SpectralBlock;
+    use std::f64::consts::PI;
+
+    /// The tables against their definition summed directly (complex exponentials): the
+    /// upsampled inverse transform, the restriction to `|n| < M_ext`, the padded transform.
+    #[test]
+    fn tables_match_the_definition() {
+        for periodic in [[false; 3], [true, false, false], [true, true, false]] {
+            let grid = [6, 5, 4];
+            let lengths = [1.0, 0.9, 0.8];
+            let h = [0, 1, 2].map(|d| lengths[d] / grid[d] as f64);
+            let p = 4;
+            let xi = 4.0;
+            let free = FreeGrid::new(periodic, grid, h, p, xi, 1e-6);
+            let kb = KaiserBessel::new(p);
+            let n = free.fft_len;
+            let block = SpectralBlock {
+                x: (0, n[0] / 2 + 1),
+                y: (0, n[1]),
+                z: n[2],
+                row_stride: 2 * (n[0] / 2 + 1),
+                component_stride: 2 * (n[0] / 2 + 1) * n[1] * n[2],
+            };
+            let kernel = Kernel::Stokes;
+            let cnv = FreeCnv::<f64>::new(kernel, false, &free, lengths, &kb, xi, &block, Par::Seq).unwrap();
+            let comps = components(kernel, false);
+            let fa = free.free_axes();
+            // wave numbers of the upsampled grid (free) and of the periodic modes
+            let kmode = |d: usize, j: i64| -> f64 {
+                if periodic[d] {
+                    2.0 * PI * j as f64 / lengths[d]
+                } else {
+                    2.0 * PI * j as f64 / (free.upsampled[d] as f64 * h[d])
+                }
+            };
+            let wf = |d: usize, k: f64| 1.0 / kb.fourier(k * h[d]).powi(2);
+            let mut pairs = Vec::new();
+            for (ci, c) in comps.iter().enumerate().step_by(4) {
+                for &(jx, jy, jz) in &[(1usize, 2usize, 3usize), (2, n[1] - 1, 1)] {
+                    let js = [jx, jy, jz];
+                    // the periodic part of the mode and the padded free wave numbers
+                    let mut kout = [0.0; 3];
+                    let mut skip = false;
+                    for d in 0..3 {
+                        let m = if periodic[d] { grid[d] } else { n[d] };
+                        let s = if js[d] <= m / 2 { js[d] as i64 } else { js[d] as i64 - m as i64 };
+                        if 2 * js[d] == m {
+                            skip = true;
+                        }
+                        kout[d] = if periodic[d] { kmode(d, s) } else { 2.0 * PI * s as f64 / (m as f64 * h[d]) };
+                    }
+                    if skip
+                        || (periodic[0] && jx >= grid[0] / 2)
+                        || (periodic[1] && jy >= grid[1])
+                        || (periodic[2] && jz >= grid[2])
+                    {
+                        continue;
+                    }
+                    // f on the full upsampled free grid, summed to the samples |n| < M_ext
+                    let up = free.upsampled;
+                    let range = |d: usize| -> Vec<i64> {
+                        if periodic[d] {
+                            vec![0]
+                        } else {
+                            (-(up[d] as i64) / 2 + 1..up[d] as i64 / 2).collect()
+                        }
+                    };
+                    let nrange = |d: usize| -> Vec<i64> {
+                        if periodic[d] {
+                            vec![0]
+                        } else {
+                            (-(free.data[d] as i64) + 1..free.data[d] as i64).collect()
+                        }
+                    };
+                    let (rx, ry, rz) = (range(0), range(1), range(2));
+                    let mut fvals = Vec::new();
+                    for &a in &rx {
+                        for &b in &ry {
+                            for &cc in &rz {
+                                let mut k = kout;
+                                let mut w = 1.0;
+                                for (d, &j) in [a, b, cc].iter().enumerate() {
+                                    if !periodic[d] {
+                                        k[d] = kmode(d, j);
+                                    }
+                                    w *= wf(d, k[d]);
+                                }
+                                let kp = fa.iter().fold((k[0] * k[0] + k[1] * k[1] + k[2] * k[2]).sqrt(), |acc, _| acc);
+                                let kappa = (0..3).filter(|&d| periodic[d]).map(|d| k[d] * k[d]).sum::<f64>().sqrt();
+                                let kf = fa.iter().map(|&d| k[d] * k[d]).sum::<f64>().sqrt();
+                                let k2 = kp * kp;
+                                let sc = crate::truncated::truncated(
+                                    c.scalar,
+                                    fa.len(),
+                                    kappa,
+                                    kf,
+                                    free.radius,
+                                    crate::truncated::ModeBessel::new(kappa * free.radius),
+                                );
+                                let screen = (-k2 / (4.0 * xi * xi)).exp() * (1.0 + k2 / (4.0 * xi * xi));
+                                fvals.push((k, c.poly.eval(k) * sc * screen * w));
+                            }
+                        }
+                    }
+                    let (mut tre, mut tim) = (0.0, 0.0);
+                    for &a in &nrange(0) {
+                        for &b in &nrange(1) {
+                            for &cc in &nrange(2) {
+                                let x = [a as f64 * h[0], b as f64 * h[1], cc as f64 * h[2]];
+                                // kappa(x_n) = prod (1/(N_up h)) sum f e^{i k x} over free axes
+                                let (mut kr, mut ki) = (0.0, 0.0);
+                                for (k, f) in &fvals {
+                                    let ph: f64 = fa.iter().map(|&d| k[d] * x[d]).sum();
+                                    kr += f * ph.cos();
+                                    ki += f * ph.sin();
+                                }
+                                let ph: f64 = fa.iter().map(|&d| kout[d] * x[d]).sum();
+                                // times e^{-i k' x}
+                                tre += kr * ph.cos() + ki * ph.sin();
+                                tim += ki * ph.cos() - kr * ph.sin();
+                            }
+                        }
+                    }
+                    let norm: f64 =
+                        fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
+                    let (tre, tim) = (tre * norm, tim * norm);
+                    let e = (jz * n[1] + jy) * (n[0] / 2 + 1) + jx;
+                    let got = cnv.t(ci, e);
+                    println!(
+                        "{periodic:?} comp {ci} {:?} mode {js:?}: table {got:.6e}, direct ({tre:.6e}, {tim:.6e})",
+                        c.poly
+                    );
+                    pairs.push((got, tre, tim));
+                }
+            }
+            let scale = pairs.iter().map(|p| p.1.abs()).fold(0.0, f64::max);
+            for (got, re, im) in pairs {
+                assert!((got - re).abs() <= 1e-10 * scale && im.abs() <= 1e-10 * scale, "{got:e} vs ({re:e}, {im:e})");
+            }
+        }
+    }
+}
