@@ -215,11 +215,13 @@ fn stresslet_index(mut idx: [usize; 3]) -> usize {
     STRESSLET.iter().position(|&(i, j, l)| [i, j, l] == idx).unwrap_or(0)
 }
 
-/// Index of `(i, j)` (any order) in [`STOKESLET`].
-fn stokeslet_index(i: usize, j: usize) -> usize {
-    let (a, b) = (i.min(j), i.max(j));
-    STOKESLET.iter().position(|&p| p == (a, b)).unwrap_or(0)
-}
+/// The symmetric `S` components `[S11, S22, S33, S12, S13, S23]` with their multiplicity in
+/// `sum_jl T_ijl S_jl`.
+const S_PAIRS: [(usize, usize, f64); 6] =
+    [(0, 0, 1.0), (1, 1, 1.0), (2, 2, 1.0), (0, 1, 2.0), (0, 2, 2.0), (1, 2, 2.0)];
+
+/// [`STOKESLET`] index of `(i, j)`.
+const STOKESLET_INDEX: [[usize; 3]; 3] = [[0, 3, 4], [3, 1, 5], [4, 5, 2]];
 
 /// CNV with free directions: the precomputed tables on this rank's spectral block.
 #[derive(Debug)]
@@ -233,6 +235,8 @@ pub struct FreeCnv<T> {
     tables: Vec<T>,
     /// Bytes of the tables.
     bytes: usize,
+    /// `stress[i][m]`: the table of `T_i S_pairs[m]`.
+    stress: [[usize; 6]; 3],
 }
 
 /// Per-axis values of the upsampled free grid or the periodic modes.
@@ -531,7 +535,8 @@ impl<T: Real> FreeCnv<T> {
             });
         }
         let bytes = tables.len() * std::mem::size_of::<T>();
-        Ok(Self { kernel, field, block: *block, elements, tables, bytes })
+        let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
+        Ok(Self { kernel, field, block: *block, elements, tables, bytes, stress })
     }
 
     /// Bytes of the tables.
@@ -606,26 +611,26 @@ impl<T: Real> FreeCnv<T> {
                 let mut off_t = 0;
                 let mut off_g = 0;
                 if self.kernel.needs_forces() {
+                    let t: [f64; 6] = std::array::from_fn(|c| self.t(c, e));
                     for i in 0..3 {
                         for j in 0..3 {
-                            let t = self.t(stokeslet_index(i, j), e);
-                            v[i].0 += t * phi[j].0;
-                            v[i].1 += t * phi[j].1;
+                            let tij = t[STOKESLET_INDEX[i][j]];
+                            v[i].0 += tij * phi[j].0;
+                            v[i].1 += tij * phi[j].1;
                         }
                     }
                     off_t = 6;
                     off_g = 3;
                 }
                 if self.kernel.needs_dipoles() {
+                    let t: [f64; 10] = std::array::from_fn(|c| self.t(off_t + c, e));
                     let s = &phi[off_g..off_g + 6];
-                    // symmetric S: [S11, S22, S33, S12, S13, S23]; sum_jl T_ijl S_jl
-                    let pairs = [(0, 0, 1.0), (1, 1, 1.0), (2, 2, 1.0), (0, 1, 2.0), (0, 2, 2.0), (1, 2, 2.0)];
                     for i in 0..3 {
                         let (mut re, mut im) = (0.0, 0.0);
-                        for (m, &(j, l, mult)) in pairs.iter().enumerate() {
-                            let t = mult * self.t(off_t + stresslet_index([i, j, l]), e);
-                            re += t * s[m].0;
-                            im += t * s[m].1;
+                        for (m, &(_, _, mult)) in S_PAIRS.iter().enumerate() {
+                            let tm = mult * t[self.stress[i][m]];
+                            re += tm * s[m].0;
+                            im += tm * s[m].1;
                         }
                         // times i
                         v[i].0 -= im;

@@ -324,14 +324,28 @@ fn evaluate(
         let scale = if req.real_bytes == 4 { c.f32_ratio } else { 1.0 };
         let pairs = req.targets as f64 * 27.0 * (per_cell + 0.5 * (req.lanes as f64 - 1.0));
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
-        let ng = fft_points as f64;
+        // FFT work: sum over the passes of lines x length x log2(length); with free axes the
+        // passes before an axis is padded skip its padding (x first over the data rows, then
+        // y over the data z planes, then z over everything)
+        let fft_work = match &free {
+            None => {
+                let ng = fft_points as f64;
+                ng * ng.log2()
+            }
+            Some(f) => {
+                let (n, d) = (f.fft_len.map(|v| v as f64), f.data.map(|v| v as f64));
+                d[1] * d[2] * n[0] * n[0].log2() + n[0] * d[2] * n[1] * n[1].log2() + n[0] * n[1] * n[2] * n[2].log2()
+            }
+        };
+        // CNV: the tables-based multiply reads one real per table and element
+        let cnv_factor = free.as_ref().map_or(1.0, |_| 1.0 + crate::free::table_count(req.kernel) as f64 / 8.0);
         let p3 = (p * p * p) as f64;
         let dim = req.kernel.output_dim() as f64;
         let cost = CostEstimate {
             p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
             p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
-            fft: 1e-9 * scale * c.fft * ng * ng.log2() * (ncomp as f64 + dim),
-            cnv: 1e-9 * scale * c.cnv * (fft_real / 2) as f64,
+            fft: 1e-9 * scale * c.fft * fft_work * (ncomp as f64 + dim),
+            cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim,
         };
         let total_cost = cost.total();

