@@ -478,7 +478,7 @@ impl Run<'_> {
         let check_count = args.check.or(self.cfg.run.check).unwrap_or(0);
         let check = if check_count > 0 {
             log.line(&format!(
-                "checking {} random targets against {} (f64 positions as read)",
+                "checking {} random targets against the {} (f64 positions as read)",
                 check_count.min(prob.targets_total()),
                 verify::reference_name(prob.domain.periodicity())
             ));

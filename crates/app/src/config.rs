@@ -148,7 +148,7 @@ pub struct EwaldSection {
 pub struct RunSection {
     /// Threads (default: all cores).
     pub threads: Option<usize>,
-    /// Measure the error on this many random targets against the classical Ewald sum.
+    /// Measure the error on this many random targets against the reference sum of the box.
     pub check: Option<usize>,
     /// Evaluate this many times (timings are reported per evaluation, the last one kept).
     pub repeat: Option<usize>,

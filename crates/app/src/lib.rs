@@ -1,7 +1,7 @@
 //! The `parki-dist` application: a run.toml ([`config`]) names the problem, the `.npy` inputs
 //! ([`npy`], [`input`]) and the outputs; [`app::run`] plans and evaluates the solvers of the
 //! `parki-dist` library on one process or over MPI ranks, on the CPU or a CUDA device
-//! ([`backend`]), checks the result against the classical Ewald sum ([`verify`]) and writes the
+//! ([`backend`]), checks the result against a reference sum ([`verify`]) and writes the
 //! potential and the JSON report ([`report`]) through temporary files checked before the run
 //! ([`outputs`]).
 //!

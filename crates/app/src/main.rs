@@ -135,7 +135,8 @@ enum Command {
     Run {
         /// The run.toml.
         config: PathBuf,
-        /// Measure the relative RMS error on K random targets against the classical Ewald sum.
+        /// Measure the relative RMS error on K random targets against a reference sum (classical
+        /// Ewald in 3P, the free-space direct sum in 0P, image sums in 1P and 2P).
         #[arg(long, value_name = "K")]
         check: Option<usize>,
         /// Threads (default: [run] threads, else all cores).

@@ -81,10 +81,10 @@ pub fn sample_indices(n: usize, k: usize) -> Vec<usize> {
 /// The reference of a box with `periodicity` periodic axes.
 pub fn reference_name(periodicity: usize) -> &'static str {
     match periodicity {
-        3 => "the classical Ewald sum",
-        0 => "the free-space direct sum",
-        1 => "the image sum along the periodic axis (Euler-Maclaurin tail)",
-        _ => "the classical Ewald sum of a tall box with the planar correction",
+        3 => "classical Ewald sum",
+        0 => "free-space direct sum",
+        1 => "image sum along the periodic axis (Euler-Maclaurin tail)",
+        _ => "classical Ewald sum of a tall box with the planar correction",
     }
 }
 
@@ -135,19 +135,12 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
             t.elapsed().as_secs_f64()
         ));
     }
-    let (name, evaluate): (&'static str, Box<ReferenceAt<'_>>) = match (periodicity, &prepared) {
-        (3, Some(p)) => ("classical Ewald sum (parki-reference), f64", Box::new(|pts| p.evaluate(pts))),
-        (0, _) => {
-            ("free-space direct sum (parki-reference), f64", Box::new(|pts| free_space_sum(kernel, &sources, pts)))
-        }
-        (1, _) => (
-            "image sum along the periodic axis, Euler-Maclaurin tail (parki-reference), f64",
-            Box::new(|pts| line_sum(kernel, domain, &sources, pts)),
-        ),
-        _ => (
-            "classical Ewald sum of a tall box with the planar correction (parki-reference), f64",
-            Box::new(|pts| planar_from_tall_box(kernel, domain, &sources, pts, 8.0)),
-        ),
+    let name = reference_name(periodicity);
+    let evaluate: Box<ReferenceAt<'_>> = match (periodicity, &prepared) {
+        (3, Some(p)) => Box::new(|pts| p.evaluate(pts)),
+        (0, _) => Box::new(|pts| free_space_sum(kernel, &sources, pts)),
+        (1, _) => Box::new(|pts| line_sum(kernel, domain, &sources, pts)),
+        _ => Box::new(|pts| planar_from_tall_box(kernel, domain, &sources, pts, 8.0)),
     };
     let mut reference = Vec::with_capacity(k * dim);
     let chunk = k.div_ceil(20).max(1);
