@@ -233,8 +233,6 @@ pub struct FreeCnv<T> {
     elements: usize,
     /// `tables[c * elements + e]`: component `c` at local element `e`, divided by `V_h`.
     tables: Vec<T>,
-    /// Bytes of the tables.
-    bytes: usize,
     /// `stress[i][m]`: the table of `T_i S_pairs[m]`.
     stress: [[usize; 6]; 3],
 }
@@ -267,11 +265,11 @@ impl<T: Real> FreeCnv<T> {
         par: Par,
     ) -> Result<Self> {
         let comps = components(kernel, field);
-        let nfree = free.free_axes().len();
+        let fa = free.free_axes();
+        let nfree = fa.len();
         if nfree == 0 {
             return Err(Error::Unsupported { what: "FreeCnv on a triply periodic box".into() });
         }
-        let fa = free.free_axes();
         let pa: Vec<usize> = (0..3).filter(|&d| free.periodic[d]).collect();
         let h = free.h;
         let two_pi = 2.0 * PI;
@@ -348,7 +346,6 @@ impl<T: Real> FreeCnv<T> {
             (k, w)
         };
         let radius = free.radius;
-        // J0/J1 of the 2-D truncation depend on |k_f| only: computed once, in `truncated`
         let inv4xi2 = 1.0 / (4.0 * xi * xi);
         let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
         // every periodic mode of the block: its local indices per periodic axis
@@ -356,17 +353,25 @@ impl<T: Real> FreeCnv<T> {
         let nmodes: usize = pcounts.iter().product();
         let ncomp = comps.len();
         let fa_ref = &fa;
+        // local indices along the periodic axes of periodic mode `mode` (user axes)
+        let mode_index = |mode: usize| -> [usize; 3] {
+            let mut rem = mode;
+            let mut l = [0usize; 3];
+            for (a, &d) in pa.iter().enumerate() {
+                l[d] = rem % pcounts[a];
+                rem /= pcounts[a];
+            }
+            l
+        };
         let tables_per_mode: Vec<(usize, Vec<Vec<f64>>)> = {
             let work = |mode: usize| -> (usize, Vec<Vec<f64>>) {
-                // this mode's periodic indices and wave vector
-                let mut rem = mode;
+                // this mode's periodic wave vector and window factor
+                let lidx = mode_index(mode);
                 let mut kp = [0.0; 3];
                 let mut wp = 1.0;
                 for (a, &d) in pa.iter().enumerate() {
-                    let i = rem % pcounts[a];
-                    rem /= pcounts[a];
-                    kp[d] = pmodes[a].k[i];
-                    wp *= pmodes[a].w[i];
+                    kp[d] = pmodes[a].k[lidx[d]];
+                    wp *= pmodes[a].w[lidx[d]];
                 }
                 if wp == 0.0 {
                     return (mode, vec![Vec::new(); ncomp]);
@@ -415,50 +420,23 @@ impl<T: Real> FreeCnv<T> {
                     let n1: usize = d1.iter().product();
                     let mut a1 = vec![0.0; n1];
                     for (i, v) in a1.iter_mut().enumerate() {
-                        let mut rem = i;
-                        let mut e = 0;
-                        let mut stride = 1;
-                        let mut ok = true;
-                        let mut js = [0usize; 3];
-                        for ax in (0..nfree).rev() {
-                            let li = rem % d1[ax];
-                            rem /= d1[ax];
-                            js[ax] = if odd[ax] { li + 1 } else { li };
-                            ok &= js[ax] < up_dims[ax];
+                        let mut js = unravel(i, &d1);
+                        for ax in 0..nfree {
+                            js[ax] += usize::from(odd[ax]);
                         }
-                        for ax in (0..nfree).rev() {
-                            e += js[ax] * stride;
-                            stride *= up_dims[ax];
-                        }
-                        if ok {
-                            *v = c.poly.eval(full_k(e).0) * base[e];
-                        }
+                        let e = ravel(&js, &up_dims);
+                        *v = c.poly.eval(full_k(e).0) * base[e];
                     }
                     p1.execute(&mut a1);
                     // restrict to |n| < M_ext and transform on the padded half grid
                     let n2: usize = d2.iter().product();
                     let mut a2 = vec![0.0; n2];
                     for (i, v) in a2.iter_mut().enumerate() {
-                        let mut rem = i;
-                        let mut src = 0;
-                        let mut stride = 1;
-                        let mut keep = true;
-                        let mut ns = [0usize; 3];
-                        for ax in (0..nfree).rev() {
-                            let li = rem % d2[ax];
-                            rem /= d2[ax];
-                            ns[ax] = li;
-                            let n = if odd[ax] { li + 1 } else { li };
-                            keep &= n < free.data[fa_ref[ax]];
+                        // array index li holds sample n = li (+ 1 on odd axes) in both arrays
+                        let ns = unravel(i, &d2);
+                        if (0..nfree).all(|ax| ns[ax] + usize::from(odd[ax]) < free.data[fa_ref[ax]]) {
+                            *v = a1[ravel(&ns, &d1)];
                         }
-                        if !keep {
-                            continue;
-                        }
-                        for ax in (0..nfree).rev() {
-                            src += ns[ax] * stride;
-                            stride *= d1[ax];
-                        }
-                        *v = a1[src];
                     }
                     p2.execute(&mut a2);
                     // the local entries of this mode: every local free index
@@ -515,12 +493,7 @@ impl<T: Real> FreeCnv<T> {
             if per_comp.iter().all(Vec::is_empty) {
                 continue;
             }
-            let mut rem = mode;
-            let mut lidx = [0usize; 3];
-            for (a, &d) in pa.iter().enumerate() {
-                lidx[d] = rem % pcounts[a];
-                rem /= pcounts[a];
-            }
+            let lidx = mode_index(mode);
             let mut q = 0;
             for_each_local_free(&fa, &ranges, &local, |jf| {
                 let mut l = lidx;
@@ -534,14 +507,13 @@ impl<T: Real> FreeCnv<T> {
                 q += 1;
             });
         }
-        let bytes = tables.len() * std::mem::size_of::<T>();
         let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
-        Ok(Self { kernel, field, block: *block, elements, tables, bytes, stress })
+        Ok(Self { kernel, field, block: *block, elements, tables, stress })
     }
 
     /// Bytes of the tables.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.tables.len() * std::mem::size_of::<T>()
     }
 
     /// Output components: the kernel's, plus 3 for the Laplace field.
@@ -559,7 +531,7 @@ impl<T: Real> FreeCnv<T> {
         let plane = yl * b.row_stride;
         let ncomp = self.kernel.grid_components();
         let nout = self.outputs();
-        assert!(nout <= ncomp.max(nout) && grid.len() >= (ncomp.max(nout) - 1) * cs + b.z * plane);
+        assert!(grid.len() >= (ncomp.max(nout) - 1) * cs + b.z * plane, "grid buffer too short");
         let writer = parki_core::par::DisjointSlice::new(grid);
         let work = |iz: usize| {
             let mut comps: [&mut [T]; 9] = Default::default();
@@ -644,6 +616,21 @@ impl<T: Real> FreeCnv<T> {
             comps[c][o + 1] = T::from_f64(vc.1);
         }
     }
+}
+
+/// The C-order multi-index (last dimension fastest) of flat index `i` in `dims`.
+fn unravel(mut i: usize, dims: &[usize]) -> [usize; 3] {
+    let mut idx = [0usize; 3];
+    for ax in (0..dims.len()).rev() {
+        idx[ax] = i % dims[ax];
+        i /= dims[ax];
+    }
+    idx
+}
+
+/// The flat C-order index of `idx` in `dims` (inverse of [`unravel`]).
+fn ravel(idx: &[usize; 3], dims: &[usize]) -> usize {
+    dims.iter().enumerate().fold(0, |acc, (ax, &n)| acc * n + idx[ax])
 }
 
 /// Number of local (free-axis) slots of a block.

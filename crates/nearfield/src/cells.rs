@@ -89,11 +89,6 @@ impl CellGrid {
         g
     }
 
-    /// Which axes are periodic.
-    pub fn periodic(&self) -> [bool; 3] {
-        self.periodic
-    }
-
     /// Global cells per axis.
     pub fn global_dims(&self) -> [usize; 3] {
         self.global_n

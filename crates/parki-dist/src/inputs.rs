@@ -65,6 +65,27 @@ impl Neutrality {
         Self(s)
     }
 
+    /// Whether the net charge (Laplace) exceeds round-off: `1e-10` (f64) or `1e-5` (`single`)
+    /// of the sum of magnitudes.
+    fn charged(&self, kernel: Kernel, single: bool) -> bool {
+        kernel.needs_charges() && self.0[0].abs() > Self::threshold(single) * self.0[1].max(f64::MIN_POSITIVE)
+    }
+
+    /// Whether a component of the net force (Stokeslet) exceeds round-off (as [`Self::charged`]).
+    fn forced(&self, kernel: Kernel, single: bool) -> bool {
+        let s = &self.0;
+        kernel.needs_forces()
+            && [s[2], s[3], s[4]].iter().any(|n| n.abs() > Self::threshold(single) * s[5].max(f64::MIN_POSITIVE))
+    }
+
+    fn threshold(single: bool) -> f64 {
+        if single {
+            1e-5
+        } else {
+            1e-10
+        }
+    }
+
     /// The sums as an array (for a sum over ranks).
     pub(crate) fn as_mut(&mut self) -> &mut [f64; 6] {
         &mut self.0
@@ -116,21 +137,22 @@ impl Neutrality {
             return Ok(());
         }
         let s = &self.0;
-        let rel = if single { 1e-5 } else { 1e-10 };
+        let rel = Self::threshold(single);
         let allowed = |what: &str| {
             format!(
-                "a zero net {what} (to {rel:e} of the sum of magnitudes): with periodic = {:?} the image sums of a                  net {what} diverge",
+                "a zero net {what} (to {rel:e} of the sum of magnitudes): with periodic = {:?} the image sums of a \
+                 net {what} diverge",
                 domain.periodic()
             )
         };
-        if kernel.needs_charges() && s[0].abs() > rel * s[1].max(f64::MIN_POSITIVE) {
+        if self.charged(kernel, single) {
             return Err(Error::OutOfRange {
                 field: "sources.charges".into(),
                 value: format!("net charge {:.6e}", s[0]),
                 allowed: allowed("charge"),
             });
         }
-        if kernel.needs_forces() && [s[2], s[3], s[4]].iter().any(|n| n.abs() > rel * s[5].max(f64::MIN_POSITIVE)) {
+        if self.forced(kernel, single) {
             return Err(Error::OutOfRange {
                 field: "sources.forces".into(),
                 value: format!("net force [{:.6e}, {:.6e}, {:.6e}]", s[2], s[3], s[4]),
@@ -147,25 +169,19 @@ impl Neutrality {
         }
         let s = &self.0;
         let mut w = Vec::new();
-        let rel = if single { 1e-5 } else { 1e-10 };
-        if kernel.needs_charges() {
-            let net = s[0];
-            if net.abs() > rel * s[1].max(f64::MIN_POSITIVE) {
-                w.push(format!(
-                    "sources.charges: net charge {net:.6e} is not zero; the zero Fourier mode is dropped, \
-                     which adds a uniform neutralising background"
-                ));
-            }
+        if self.charged(kernel, single) {
+            w.push(format!(
+                "sources.charges: net charge {:.6e} is not zero; the zero Fourier mode is dropped, which adds a \
+                 uniform neutralising background",
+                s[0]
+            ));
         }
-        if kernel.needs_forces() {
-            let net = [s[2], s[3], s[4]];
-            if net.iter().any(|n| n.abs() > rel * s[5].max(f64::MIN_POSITIVE)) {
-                w.push(format!(
-                    "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is \
-                     dropped, which balances it by a uniform pressure gradient (zero mean flow)",
-                    net[0], net[1], net[2]
-                ));
-            }
+        if self.forced(kernel, single) {
+            w.push(format!(
+                "sources.forces: net force [{:.6e}, {:.6e}, {:.6e}] is not zero; the zero Fourier mode is dropped, \
+                 which balances it by a uniform pressure gradient (zero mean flow)",
+                s[2], s[3], s[4]
+            ));
         }
         w
     }

@@ -4,6 +4,33 @@ use parki_core::kernel::free_space;
 use parki_core::{Kernel, Sources};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut};
 
+/// Adds `w` times the free-space kernel of source `j` at displacement `r` into `acc` (nothing at
+/// `r = 0`: a coincident source is skipped); `monopoles`: the Laplace and Stokeslet parts only.
+pub(crate) fn add_source(
+    kernel: Kernel,
+    sources: &Sources<f64>,
+    j: usize,
+    r: [f64; 3],
+    w: f64,
+    acc: &mut [f64; 3],
+    monopoles: bool,
+) {
+    if r == [0.0; 3] {
+        return;
+    }
+    if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
+        acc[0] += w * free_space::laplace(r) * q[j];
+    }
+    if kernel.needs_forces() {
+        let v = free_space::stokeslet(r, sources.forces.expect("forces")[j]);
+        (0..3).for_each(|a| acc[a] += w * v[a]);
+    }
+    if kernel.needs_dipoles() && !monopoles {
+        let v = free_space::stresslet(r, sources.dipoles.expect("dipoles")[j], sources.normals.expect("normals")[j]);
+        (0..3).for_each(|a| acc[a] += w * v[a]);
+    }
+}
+
 /// Evaluates the free-space sum at `targets` (output `(Nt, dim)` row-major, `dim` =
 /// [`Kernel::output_dim`]). A target that coincides exactly with a source skips it.
 pub fn free_space_sum(kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3]]) -> Vec<f64> {
@@ -12,26 +39,7 @@ pub fn free_space_sum(kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3
     out.par_chunks_mut(dim).zip(targets.par_iter()).for_each(|(u, x)| {
         let mut acc = [0.0f64; 3];
         for (j, y) in sources.positions.iter().enumerate() {
-            let r = [x[0] - y[0], x[1] - y[1], x[2] - y[2]];
-            if r == [0.0; 3] {
-                continue;
-            }
-            if let Some(q) = sources.charges {
-                if kernel.needs_charges() {
-                    acc[0] += free_space::laplace(r) * q[j];
-                }
-            }
-            if kernel.needs_forces() {
-                let f = sources.forces.expect("forces")[j];
-                let v = free_space::stokeslet(r, f);
-                (0..3).for_each(|a| acc[a] += v[a]);
-            }
-            if kernel.needs_dipoles() {
-                let q = sources.dipoles.expect("dipoles")[j];
-                let n = sources.normals.expect("normals")[j];
-                let v = free_space::stresslet(r, q, n);
-                (0..3).for_each(|a| acc[a] += v[a]);
-            }
+            add_source(kernel, sources, j, [x[0] - y[0], x[1] - y[1], x[2] - y[2]], 1.0, &mut acc, false);
         }
         u.copy_from_slice(&acc[..dim]);
     });

@@ -16,42 +16,15 @@
 //!   n_j + n_jz q_j - 2 e_z q_jz n_jz`), up to terms `e^{-2 pi L_tall / L_p}`: the limit of the
 //!   square truncations `|a|, |b| <= M` of the planar image sum.
 
-use parki_core::kernel::free_space;
 use parki_core::quadrature::gauss_legendre;
 use parki_core::{Domain, Kernel, Sources};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut};
 
 use crate::classical::ClassicalEwald;
-
-/// The free-space kernel applied to source `j` at displacement `r` (zero at `r = 0`), added
-/// into `acc` with weight `w`; `monopoles`: the Laplace and Stokeslet parts only.
-fn add_parts(
-    kernel: Kernel,
-    sources: &Sources<f64>,
-    j: usize,
-    r: [f64; 3],
-    w: f64,
-    acc: &mut [f64; 3],
-    monopoles: bool,
-) {
-    if r == [0.0; 3] {
-        return;
-    }
-    if kernel.needs_charges() {
-        acc[0] += w * free_space::laplace(r) * sources.charges.expect("charges")[j];
-    }
-    if kernel.needs_forces() {
-        let v = free_space::stokeslet(r, sources.forces.expect("forces")[j]);
-        (0..3).for_each(|a| acc[a] += w * v[a]);
-    }
-    if kernel.needs_dipoles() && !monopoles {
-        let v = free_space::stresslet(r, sources.dipoles.expect("dipoles")[j], sources.normals.expect("normals")[j]);
-        (0..3).for_each(|a| acc[a] += w * v[a]);
-    }
-}
+use crate::direct::add_source;
 
 fn add_kernel(kernel: Kernel, sources: &Sources<f64>, j: usize, r: [f64; 3], w: f64, acc: &mut [f64; 3]) {
-    add_parts(kernel, sources, j, r, w, acc, false);
+    add_source(kernel, sources, j, r, w, acc, false);
 }
 
 /// The 1P image sum at `targets` of a box periodic along exactly one axis (see the module
@@ -81,7 +54,7 @@ pub fn line_sum(kernel: Kernel, domain: &Domain, sources: &Sources<f64>, targets
                 // the pair form's subtraction, for the charges and forces (they sum to zero)
                 let mut r = [0.0; 3];
                 r[axis] = t * l;
-                add_parts(kernel, sources, j, r, -2.0, acc, true);
+                add_source(kernel, sources, j, r, -2.0, acc, true);
             };
             add_kernel(kernel, sources, j, d, 1.0, &mut acc);
             // explicit terms n = 1..=N, summed from the smallest up
