@@ -19,7 +19,7 @@ use parki_dist::{
     CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage,
     ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
-use parki_farfield::{G2pVariant, P2gVariant};
+use parki_farfield::{FieldMethod, G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::Isa;
 use serde_json::Value;
@@ -108,8 +108,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     if paths.is_empty() && !args.json {
         warn(
             comm,
-            "run.toml has no [output] potential or report (and no --json): the potential is computed \
-             and discarded, only the timing table is printed",
+            "run.toml has no [output] potential, field or report (and no --json): the potential is \
+             computed and discarded, only the timing table is printed",
         );
     }
     let staged = Staged::begin(comm, &paths)?;
@@ -147,8 +147,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         (precision, Compute::Cuda) => run.cuda(precision),
     }?;
     staged.commit(comm)?;
-    let (potential, report) = (paths.potential.as_deref(), paths.report.as_deref());
-    for p in potential.into_iter().chain(report) {
+    for p in [&paths.potential, &paths.field, &paths.report].into_iter().flatten() {
         log.line(&format!("wrote {}", p.display()));
     }
     log.line(&format!("done in {:.2} s", t0.elapsed().as_secs_f64()));
@@ -159,25 +158,31 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
 /// `"auto"` says on rank 0 which it chose and why. Collective.
 fn choose_backend(cfg: &RunConfig, comm: &Comm, log: Log) -> Result<Choice> {
     let requested = comm.agree(backend_request(cfg))?;
-    // the CUDA backend has no free-direction kernel tables yet: boxes with free axes run on
+    // the CUDA backend has no free-direction kernel tables and no field yet: such runs go to
     // the CPU ("auto") or are refused ("cuda")
     let periodic = cfg.problem.periodic_axes();
-    if periodic != [true; 3] {
+    let cpu_only = if periodic != [true; 3] {
+        Some((
+            format!("problem.periodic = {periodic:?}: the CUDA backend runs triply periodic boxes only for now"),
+            "free or partly periodic boxes run on the CPU backend",
+        ))
+    } else if cfg.output.field.is_some() {
+        Some((
+            "[output] field: the CUDA backend computes no field yet".to_string(),
+            "the field ([output] field) is computed on the CPU backend",
+        ))
+    } else {
+        None
+    };
+    if let Some((why, reason)) = cpu_only {
         match requested {
             Request::Cuda => {
                 return Err(Error::Unsupported {
-                    what: format!(
-                        "[run] backend = \"cuda\" with problem.periodic = {periodic:?}: the CUDA backend runs triply \
-                         periodic boxes only for now; use backend = \"cpu\" or \"auto\""
-                    ),
+                    what: format!("[run] backend = \"cuda\" with {why}; use backend = \"cpu\" or \"auto\""),
                 })
             }
             Request::Auto => {
-                let choice = Choice {
-                    requested,
-                    compute: Compute::Cpu,
-                    reason: "free or partly periodic boxes run on the CPU backend".into(),
-                };
+                let choice = Choice { requested, compute: Compute::Cpu, reason: reason.into() };
                 log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));
                 return Ok(choice);
             }
@@ -209,7 +214,7 @@ fn check_memory(cfg: &RunConfig, args: &RunArgs, comm: &Comm, popts: ParallelOpt
     let ranks = comm.size() as f64;
     let per_source = (3.0 + k.density_width() as f64) * (8.0 + real);
     let separate = if cfg.targets.is_some() { 3.0 * (8.0 + real) } else { 0.0 };
-    let per_target = separate + k.output_dim() as f64 * (real + 8.0);
+    let per_target = separate + opts.output_dim() as f64 * (real + 8.0);
     let caller = (sources as f64 * per_source + targets as f64 * per_target) / ranks;
     let checked = if single {
         DistEwaldSolver::<f32>::check_memory(comm, &opts, popts, sources, targets, caller).map(drop)
@@ -317,6 +322,11 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.oversampling = e.oversampling;
     o.p2g = word("ewald.p2g", e.p2g.as_deref(), P2gVariant::parse, "\"blocked\" or \"scatter\"")?.unwrap_or_default();
     o.g2p = word("ewald.g2p", e.g2p.as_deref(), G2pVariant::parse, "\"sorted\" or \"base\"")?.unwrap_or_default();
+    o.field = cfg.output.field.is_some();
+    o.field_method =
+        word("ewald.field_method", e.field_method.as_deref(), FieldMethod::parse, "\"window\" or \"spectral\"")?
+            .unwrap_or_default();
+    o.output()?;
     o.fft_rigor = word("ewald.fft_plan", e.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
         .unwrap_or_default();
     o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
@@ -385,7 +395,6 @@ impl Run<'_> {
         let forces = prob.forces.as_ref().map(|f| convert3::<T>(f));
         let dipoles = prob.dipoles.as_ref().map(|f| convert3::<T>(f));
         let normals = prob.normals.as_ref().map(|f| convert3::<T>(f));
-        let dim = kernel.output_dim();
         let nt = prob.local_targets();
         let sources = Sources {
             positions: &pos,
@@ -411,6 +420,7 @@ impl Run<'_> {
             stats.pairs().density_ratio(0)
         ));
         let opts = comm.agree(options(self.cfg, args))?.statistics(Some(stats));
+        let dim = opts.output_dim();
         let t_plan = Instant::now();
         let mut engine =
             DistEwaldSolver::<T, B>::with_backend(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;
@@ -482,7 +492,7 @@ impl Run<'_> {
                 check_count.min(prob.targets_total()),
                 verify::reference_name(prob.domain.periodicity())
             ));
-            Some(verify::classical_check(comm, prob, &u64v, check_count, &|m: &str| log.line(m)))
+            Some(verify::classical_check(comm, prob, opts.field, &u64v, check_count, &|m: &str| log.line(m)))
         } else {
             None
         };
@@ -491,9 +501,23 @@ impl Run<'_> {
                 "relative RMS error {:.3e} from {} targets (tolerance {:e}; over the checked targets' own norm {:.3e}), {:.2} s",
                 c.relative_rms_error, c.targets, prob.tolerance, c.sample_relative_rms_error, c.seconds
             ));
+            if let Some((whole, sample)) = c.field {
+                log.line(&format!(
+                    "field: relative RMS error {whole:.3e} (over the checked targets' own norm {sample:.3e})"
+                ));
+            }
         }
+        // the potential's and the field's columns of the results
+        let kdim = kernel.output_dim();
+        let columns = |range: std::ops::Range<usize>| -> Vec<f64> {
+            u64v.chunks_exact(dim).flat_map(|row| row[range.clone()].iter().copied()).collect()
+        };
         if let Some(path) = self.staged.potential() {
-            write_potential(comm, path, prob, dim, &u64v)?;
+            let potential = if dim == kdim { u64v.clone() } else { columns(0..kdim) };
+            write_rows(comm, path, prob, kdim, &potential)?;
+        }
+        if let Some(path) = self.staged.field() {
+            write_rows(comm, path, prob, 3, &columns(kdim..dim))?;
         }
         let mut warnings = prob.warnings.clone();
         warnings.extend(ev.warnings.iter().cloned());
@@ -526,10 +550,10 @@ impl Run<'_> {
     }
 }
 
-/// Writes the potential in the global input order into `path` (the staged temporary file):
-/// rank 0 creates it at its full length, then every rank writes its rows in place (no gather
-/// through one rank).
-fn write_potential(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f64]) -> Result<()> {
+/// Writes the potential or the field (`dim` values per target) in the global input order into
+/// `path` (the staged temporary file): rank 0 creates it at its full length, then every rank
+/// writes its rows in place (no gather through one rank).
+fn write_rows(comm: &Comm, path: &Path, prob: &Problem, dim: usize, u: &[f64]) -> Result<()> {
     let total = prob.targets_total();
     let shape: Vec<usize> = if dim == 1 { vec![total] } else { vec![total, dim] };
     let offset = outputs::create_npy(comm, path, &shape)?;

@@ -116,6 +116,8 @@ fn default_seed() -> u64 {
 pub struct OutputSection {
     /// Potential, `(Nt,)` or `(Nt, 3)` float64 in input order.
     pub potential: Option<PathBuf>,
+    /// The Laplace field `E = -grad u`, `(Nt, 3)` float64 in input order (kernel laplace only).
+    pub field: Option<PathBuf>,
     /// JSON report.
     pub report: Option<PathBuf>,
 }
@@ -136,6 +138,9 @@ pub struct EwaldSection {
     pub p2g: Option<String>,
     /// `"sorted"` (default) or `"base"`.
     pub g2p: Option<String>,
+    /// The field's far part: `"window"` (default, the window's derivative in G2P) or
+    /// `"spectral"` (`-i k` in CNV).
+    pub field_method: Option<String>,
     /// `"estimate"` (default) or `"measure"`.
     pub fft_plan: Option<String>,
     /// `"avx512"`, `"avx2"` or `"scalar"` (default: the best available).

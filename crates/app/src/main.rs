@@ -40,6 +40,7 @@ run.toml (relative paths are relative to the file):
 
   [output]                    # without it (and without --json) a run only prints timings
   potential = \"u.npy\"         # (Nt,) or (Nt,3) float64, input order
+  field = \"e.npy\"             # laplace only: the field E = -grad u, (Nt,3) float64, input order
   report = \"report.json\"      # provenance, parameters, per-stage times, error estimate, check
                               # (every field with its unit: docs/report.md)
   # Outputs are checked before anything is read or computed: an output that is an input
@@ -54,6 +55,8 @@ run.toml (relative paths are relative to the file):
   oversampling = 1.2          # grid refinement over the Fourier truncation's need, 1..4
   p2g = \"blocked\"             # or \"scatter\" (atomic baseline)
   g2p = \"sorted\"              # or \"base\"
+  field_method = \"window\"     # the field's far part: the window's derivative in G2P, or
+                              # \"spectral\" (-i k in CNV: three more inverse transforms)
   fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs)
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
 
@@ -185,6 +188,9 @@ fn main() -> ExitCode {
                                     c["relative_rms_error"].as_f64().unwrap_or(f64::NAN),
                                     c["targets"]
                                 );
+                                if let Some(e) = c["field"]["relative_rms_error"].as_f64() {
+                                    println!("check: field relative RMS error {e:.3e}");
+                                }
                             }
                         }
                     }

@@ -1,5 +1,5 @@
-//! The outputs of a run (`[output] potential` and `report`), settled before anything is read
-//! or computed:
+//! The outputs of a run (`[output] potential`, `field` and `report`), settled before anything
+//! is read or computed:
 //!
 //! - [`check`] refuses an output path that names an input (the run.toml, any `[sources]` or
 //!   `[targets]` file, whether the kernel uses it or not) or the other output, compared as files
@@ -27,6 +27,8 @@ pub struct OutputPaths {
     /// The data every rank writes its part of: `[output] potential` (particles) or `solution`
     /// (Poisson).
     pub potential: Option<PathBuf>,
+    /// `[output] field` (the Laplace field, particles only), written like the potential.
+    pub field: Option<PathBuf>,
     /// `[output] report`.
     pub report: Option<PathBuf>,
     /// The data's field in run.toml, for messages.
@@ -34,9 +36,9 @@ pub struct OutputPaths {
 }
 
 impl OutputPaths {
-    /// Neither a potential nor a report is written.
+    /// Neither a potential, a field nor a report is written.
     pub fn is_empty(&self) -> bool {
-        self.potential.is_none() && self.report.is_none()
+        self.potential.is_none() && self.field.is_none() && self.report.is_none()
     }
 }
 
@@ -94,6 +96,7 @@ pub fn inputs(cfg: &RunConfig, config: &Path) -> Vec<(String, PathBuf)> {
 pub fn check(cfg: &RunConfig, config: &Path) -> Result<OutputPaths> {
     let paths = OutputPaths {
         potential: cfg.output.potential.as_ref().map(|p| resolve(config, p)),
+        field: cfg.output.field.as_ref().map(|p| resolve(config, p)),
         report: cfg.output.report.as_ref().map(|p| resolve(config, p)),
         data_field: "output.potential",
     };
@@ -103,10 +106,11 @@ pub fn check(cfg: &RunConfig, config: &Path) -> Result<OutputPaths> {
 /// Checks resolved output `paths` against each other and against the `inputs` (field, path) of
 /// the run.toml at `config` (see the module documentation). Local. Touches nothing.
 pub fn check_paths(config: &Path, inputs: &[(String, PathBuf)], paths: OutputPaths) -> Result<OutputPaths> {
-    let outputs: Vec<(&str, &PathBuf)> = [(paths.data_field, &paths.potential), ("output.report", &paths.report)]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
-        .collect();
+    let outputs: Vec<(&str, &PathBuf)> =
+        [(paths.data_field, &paths.potential), ("output.field", &paths.field), ("output.report", &paths.report)]
+            .into_iter()
+            .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
+            .collect();
     let io = |path: &Path, message: String| Error::Io { path: path.into(), message };
     let mut ids = Vec::new();
     for &(field, path) in &outputs {
@@ -136,8 +140,8 @@ pub fn check_paths(config: &Path, inputs: &[(String, PathBuf)], paths: OutputPat
             }
         }
     }
-    if let [(a, path, x), (b, _, y)] = ids.as_slice() {
-        if x == y {
+    for (i, (b, _, y)) in ids.iter().enumerate() {
+        if let Some((a, path, _)) = ids[..i].iter().find(|(_, _, x)| x == y) {
             return Err(same("each output needs its own file", b, a, path));
         }
     }
@@ -165,6 +169,7 @@ struct StagedFile {
 #[derive(Debug)]
 pub struct Staged {
     potential: Option<StagedFile>,
+    field: Option<StagedFile>,
     report: Option<StagedFile>,
     owner: bool,
     committed: bool,
@@ -198,6 +203,7 @@ impl Staged {
         };
         let staged = Staged {
             potential: stage(paths.data_field, &paths.potential),
+            field: stage("output.field", &paths.field),
             report: stage("output.report", &paths.report),
             owner,
             committed: false,
@@ -213,13 +219,16 @@ impl Staged {
             Ok(())
         };
         comm.agree(created)?;
-        // every rank writes its rows of the potential into the file rank 0 created
-        let opened = match (&staged.potential, owner) {
-            (Some(f), false) => fs::OpenOptions::new().write(true).open(&f.temp).map(drop).map_err(|e| Error::Io {
-                path: f.temp.clone(),
-                message: format!("{}: this rank cannot open the file rank 0 created: {e}", f.field),
-            }),
-            _ => Ok(()),
+        // every rank writes its rows of the potential and the field into the files rank 0 created
+        let opened = if owner {
+            Ok(())
+        } else {
+            staged.potential.iter().chain(&staged.field).try_for_each(|f| {
+                fs::OpenOptions::new().write(true).open(&f.temp).map(drop).map_err(|e| Error::Io {
+                    path: f.temp.clone(),
+                    message: format!("{}: this rank cannot open the file rank 0 created: {e}", f.field),
+                })
+            })
         };
         comm.agree(opened)?;
         let cleared = if owner {
@@ -238,7 +247,7 @@ impl Staged {
     }
 
     fn files(&self) -> impl Iterator<Item = &StagedFile> {
-        self.potential.iter().chain(self.report.iter())
+        self.potential.iter().chain(self.field.iter()).chain(self.report.iter())
     }
 
     /// The temporary file the potential is written into (every rank), if there is a potential.
@@ -246,14 +255,19 @@ impl Staged {
         self.potential.as_ref().map(|f| f.temp.as_path())
     }
 
+    /// The temporary file the field is written into (every rank), if there is a field.
+    pub fn field(&self) -> Option<&Path> {
+        self.field.as_ref().map(|f| f.temp.as_path())
+    }
+
     /// The temporary file the report is written into (rank 0), if there is a report.
     pub fn report(&self) -> Option<&Path> {
         self.report.as_ref().map(|f| f.temp.as_path())
     }
 
-    /// The final paths: potential, report.
-    pub fn paths(&self) -> (Option<&Path>, Option<&Path>) {
-        (self.potential.as_ref().map(|f| f.path.as_path()), self.report.as_ref().map(|f| f.path.as_path()))
+    /// The final paths of the outputs that are written.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.files().map(|f| f.path.as_path()).collect()
     }
 
     /// Renames the written temporary files into place (rank 0; the potential first). If a

@@ -389,6 +389,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     }
     let paths = OutputPaths {
         potential: cfg.output.solution.as_ref().map(|p| resolve(&args.config, p)),
+        field: None,
         report: cfg.output.report.as_ref().map(|p| resolve(&args.config, p)),
         data_field: "output.solution",
     };

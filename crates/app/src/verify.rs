@@ -43,6 +43,9 @@ pub struct Check {
     pub seconds: f64,
     /// The reference used.
     pub reference: &'static str,
+    /// The Laplace field's errors, `(relative_rms_error, sample_relative_rms_error)` as for the
+    /// potential, when the run computes the field.
+    pub field: Option<(f64, f64)>,
 }
 
 impl Check {
@@ -56,6 +59,10 @@ impl Check {
             "reference_rms": self.reference_rms,
             "reference": format!("{} (parki-reference), f64", self.reference),
             "seconds": self.seconds,
+            "field": self.field.map(|(whole, sample)| json!({
+                "relative_rms_error": whole,
+                "sample_relative_rms_error": sample,
+            })),
         })
     }
 }
@@ -94,16 +101,25 @@ type ReferenceAt<'a> = dyn Fn(&[[f64; 3]]) -> Vec<f64> + 'a;
 /// Seconds between progress lines of a long check.
 const PROGRESS_SECONDS: f64 = 2.0;
 
-/// Compares this rank's potential `u` (its target rows, input order) with the classical Ewald
-/// sum at `k` random targets of the whole set. The reference uses the particles as read, in
+/// Compares this rank's potential `u` (its target rows, input order; with `field`, the
+/// potential and then the Laplace field per target) with the classical Ewald sum at `k` random
+/// targets of the whole set; the potential and the field are measured each against its own norm. The reference uses the particles as read, in
 /// f64 (after `wrap` in f64: [`crate::input::prepare`]), never the copies the solver rounded to
 /// its precision, so that it measures the error of the whole run. Its splitting is chosen for
 /// this rank's sources and the `k` targets in this box ([`ClassicalEwald::new`]): the cost is
 /// the structure factors once, then each target at `O(Ns / R)`. `progress` receives a line
 /// every few seconds (rank 0's view; pass a no-op elsewhere). Collective.
-pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progress: &dyn Fn(&str)) -> Check {
+pub fn classical_check(
+    comm: &Comm,
+    prob: &Problem,
+    field: bool,
+    u: &[f64],
+    k: usize,
+    progress: &dyn Fn(&str),
+) -> Check {
     let t = Instant::now();
-    let dim = prob.kernel.output_dim();
+    let output = parki_core::Output { kernel: prob.kernel, field };
+    let dim = output.dim();
     let idx = sample_indices(prob.targets_total(), k);
     let k = idx.len();
     let rows = &prob.target_rows;
@@ -122,10 +138,10 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
     let tp: Vec<[f64; 3]> = shared.chunks_exact(3 + dim).map(|r| [r[0], r[1], r[2]]).collect();
     // this rank's sources, summed at the chosen targets (every reference is linear in them)
     let sources = prob.sources();
-    let (domain, kernel) = (&prob.domain, prob.kernel);
+    let domain = &prob.domain;
     let periodicity = domain.periodicity();
     let ewald = (periodicity == 3).then(|| ClassicalEwald::new(prob.domain, sources.len(), k));
-    let prepared = ewald.as_ref().map(|e| e.prepare(kernel, &sources));
+    let prepared = ewald.as_ref().map(|e| e.prepare(output, &sources));
     if let (Some(e), Some(p)) = (&ewald, &prepared) {
         progress(&format!(
             "check: classical Ewald sum with xi = {:.4}, {} wave vectors, structure factors of {} sources in {:.2} s",
@@ -138,9 +154,9 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
     let name = reference_name(periodicity);
     let evaluate: Box<ReferenceAt<'_>> = match (periodicity, &prepared) {
         (3, Some(p)) => Box::new(|pts| p.evaluate(pts)),
-        (0, _) => Box::new(|pts| free_space_sum(kernel, &sources, pts)),
-        (1, _) => Box::new(|pts| line_sum(kernel, domain, &sources, pts)),
-        _ => Box::new(|pts| planar_from_tall_box(kernel, domain, &sources, pts, 8.0)),
+        (0, _) => Box::new(|pts| free_space_sum(output, &sources, pts)),
+        (1, _) => Box::new(|pts| line_sum(output, domain, &sources, pts)),
+        _ => Box::new(|pts| planar_from_tall_box(output, domain, &sources, pts, 8.0)),
     };
     let mut reference = Vec::with_capacity(k * dim);
     let chunk = k.div_ceil(20).max(1);
@@ -154,33 +170,43 @@ pub fn classical_check(comm: &Comm, prob: &Problem, u: &[f64], k: usize, progres
         }
     }
     comm.all_reduce(&mut reference, ReduceOp::Sum);
-    let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
-    for a in 0..k {
-        for d in 0..dim {
-            let r = reference[a * dim + d];
-            let e = shared[a * (3 + dim) + 3 + d] - r;
-            num += e * e;
-            den += r * r;
-            maxe = maxe.max(e.abs());
+    // the errors of the components `range` of every target: (whole, sample, max, reference rms)
+    let errors = |range: std::ops::Range<usize>| {
+        let width = range.len();
+        let (mut num, mut den, mut maxe) = (0.0f64, 0.0f64, 0.0f64);
+        for a in 0..k {
+            for d in range.clone() {
+                let r = reference[a * dim + d];
+                let e = shared[a * (3 + dim) + 3 + d] - r;
+                num += e * e;
+                den += r * r;
+                maxe = maxe.max(e.abs());
+            }
         }
-    }
-    // mean square of the computed potential over every target of every rank
-    let mut whole = [u.iter().map(|v| v * v).sum::<f64>(), u.len() as f64];
-    comm.all_reduce(&mut whole, ReduceOp::Sum);
-    let sample = (num / den).sqrt();
-    let relative = if k >= prob.targets_total() || whole[0] <= 0.0 {
-        sample
-    } else {
-        (num / (k * dim).max(1) as f64 / (whole[0] / whole[1])).sqrt()
+        // mean square of the computed values over every target of every rank
+        let own = u.chunks_exact(dim).flat_map(|row| &row[range.clone()]);
+        let mut whole = [own.map(|v| v * v).sum::<f64>(), (u.len() / dim * width) as f64];
+        comm.all_reduce(&mut whole, ReduceOp::Sum);
+        let sample = (num / den).sqrt();
+        let relative = if k >= prob.targets_total() || whole[0] <= 0.0 {
+            sample
+        } else {
+            (num / (k * width).max(1) as f64 / (whole[0] / whole[1])).sqrt()
+        };
+        (relative, sample, maxe, (den / (k * width).max(1) as f64).sqrt())
     };
+    let kdim = prob.kernel.output_dim();
+    let (relative, sample, maxe, rms) = errors(0..kdim);
+    let field = field.then(|| errors(kdim..dim)).map(|(w, s, ..)| (w, s));
     Check {
         targets: k,
         relative_rms_error: relative,
         sample_relative_rms_error: sample,
         max_abs_error: maxe,
-        reference_rms: (den / (k * dim).max(1) as f64).sqrt(),
+        reference_rms: rms,
         seconds: comm.max(t.elapsed().as_secs_f64()),
         reference: name,
+        field,
     }
 }
 

@@ -443,3 +443,64 @@ fn check_on_an_elongated_box_is_accurate_and_reports_progress() {
     println!("box 1 x 1 x 400, 2000 sources, 5 targets checked: {e:.3e} in {} s", report["check"]["seconds"]);
     assert!(e <= 1e-6, "{e:e}");
 }
+
+/// `[output] field`: the Laplace field E = -grad u written as (N, 3) next to the potential
+/// (N,), checked by `--check` against the reference's field, equal to the classical sum's
+/// field to the tolerance, with both far-field methods; and its errors.
+#[test]
+fn laplace_field_is_written_checked_and_accurate() {
+    let dir = Dir::new("field");
+    let pos = write_inputs(&dir, 600);
+    let q = npy::read(&dir.path("q.npy"), "q").unwrap().data;
+    let domain = parki_core::Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+    let out = parki_core::Output::with_field(Kernel::Laplace).unwrap();
+    let reference = ClassicalEwald::new(domain, 600, 600).evaluate(out, &Sources::laplace(&pos, &q), &pos);
+    let want: Vec<f64> = reference.chunks(4).flat_map(|r| r[1..].to_vec()).collect();
+    for method in ["window", "spectral"] {
+        let cfg = dir.file(
+            "run.toml",
+            &format!(
+                "[problem]\nkernel = \"laplace\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-8\n[sources]\n\
+                 positions = \"src.npy\"\ncharges = \"q.npy\"\n[output]\npotential = \"u.npy\"\nfield = \"e.npy\"\n\
+                 report = \"report.json\"\n[ewald]\nfield_method = \"{method}\"\n"
+            ),
+        );
+        let run_out = run(&cfg, &["--check", "100"]);
+        assert!(run_out.status.success(), "{}", String::from_utf8_lossy(&run_out.stderr));
+        assert!(String::from_utf8_lossy(&run_out.stdout).contains("check: field relative RMS error"));
+        assert_eq!(npy::read(&dir.path("u.npy"), "u").unwrap().shape, vec![600]);
+        let e = npy::read(&dir.path("e.npy"), "e").unwrap();
+        assert_eq!(e.shape, vec![600, 3]);
+        let err = rel_rms(&e.data, &want);
+        assert!((1e-10..=1e-8).contains(&err), "{method}: field error {err:e}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap();
+        assert_eq!(report["field"], method);
+        let checked = report["check"]["field"]["relative_rms_error"].as_f64().unwrap();
+        assert!(checked <= 1e-8, "{method}: checked field error {checked:e}");
+    }
+    // the field of another kernel, an unknown method, one file for two outputs, and CUDA
+    let bad = |kernel: &str, extra: &str| {
+        format!(
+            "[problem]\nkernel = \"{kernel}\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-6\n[sources]\n\
+             generate = {{ distribution = \"uniform\", count = 200 }}\n[output]\nfield = \"e.npy\"\n{extra}"
+        )
+    };
+    let cases = [
+        (bad("stokeslet", ""), vec!["output.field", "stokeslet", "laplace"]),
+        (bad("laplace", "[ewald]\nfield_method = \"ik\"\n"), vec!["ewald.field_method", "\"ik\"", "spectral"]),
+        (bad("laplace", "potential = \"e.npy\"\n"), vec!["output.field", "output.potential", "same file"]),
+        (bad("laplace", "[run]\nbackend = \"cuda\"\n"), vec!["backend = \"cuda\"", "[output] field"]),
+    ];
+    for (text, needles) in cases {
+        let cfg = dir.file("bad.toml", &text);
+        assert_error(&run(&cfg, &[]), &needles);
+    }
+    // "auto" computes the field on the CPU and says why
+    let cfg = dir.file("auto.toml", &bad("laplace", "report = \"auto.json\"\n[run]\nbackend = \"auto\"\n"));
+    let out = bin().arg("run").arg(&cfg).args(["--threads", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("auto.json")).unwrap()).unwrap();
+    assert_eq!(report["backend"], "cpu");
+}

@@ -181,6 +181,40 @@ fn distributed_free_and_partly_periodic_ewald_matches_one_process() {
     }
 }
 
+#[test]
+fn distributed_laplace_field_matches_one_process() {
+    for (periodic, field) in
+        [("ttt", "window"), ("ttt", "spectral"), ("fff", "window"), ("tft", "spectral"), ("fft", "window")]
+    {
+        for ranks in 1..=4 {
+            let backend = if ranks % 2 == 0 { "persistent" } else { "alltoallv" };
+            let layout = if ranks == 4 { "pencil" } else { "slab" };
+            let targets = if ranks % 2 == 1 { "--targets" } else { "--bound=1e-12" };
+            ok(
+                ranks,
+                &[
+                    "ewald",
+                    "--kernel",
+                    "laplace",
+                    "--n",
+                    "1500",
+                    "--tol",
+                    "1e-7",
+                    "--layout",
+                    layout,
+                    "--backend",
+                    backend,
+                    "--periodic",
+                    periodic,
+                    "--field",
+                    field,
+                    targets,
+                ],
+            );
+        }
+    }
+}
+
 /// The run failed, and rank 0 alone printed one error line naming the rank the error arose on
 /// (`program: error (rank R of N): ...`) with every needle.
 fn failed_once(out: &Output, program: &str, origin: usize, ranks: usize, needles: &[&str]) {

@@ -163,3 +163,63 @@ pub mod free_space {
         [c * r[0], c * r[1], c * r[2]]
     }
 }
+
+/// What an evaluation writes per target: the kernel's potential and, for Laplace, optionally
+/// the field `E = -grad u` after it (`[u, E_x, E_y, E_z]`, the force per unit charge that
+/// molecular dynamics needs).
+///
+/// ```
+/// use parki_core::{Kernel, Output};
+/// assert_eq!(Output::from(Kernel::Stokeslet).dim(), 3);
+/// assert_eq!(Output::with_field(Kernel::Laplace).unwrap().dim(), 4);
+/// assert!(Output::with_field(Kernel::Stokes).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Output {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Whether the field follows the potential (Laplace only).
+    pub field: bool,
+}
+
+impl Output {
+    /// The potential of `kernel` alone.
+    pub fn potential(kernel: Kernel) -> Self {
+        Self { kernel, field: false }
+    }
+
+    /// The potential and the field of `kernel`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] naming `output.field` for a kernel other than Laplace (the field of
+    /// the Stokes kernels, the velocity gradient, is not provided).
+    pub fn with_field(kernel: Kernel) -> Result<Self> {
+        Self::new(kernel, true)
+    }
+
+    /// The potential of `kernel`, and its field if `field` (see [`Output::with_field`]).
+    ///
+    /// # Errors
+    /// As [`Output::with_field`].
+    pub fn new(kernel: Kernel, field: bool) -> Result<Self> {
+        if field && kernel != Kernel::Laplace {
+            return Err(Error::OutOfRange {
+                field: "output.field".into(),
+                value: format!("a field for the {} kernel", kernel.name()),
+                allowed: "the laplace kernel (E = -grad u)".into(),
+            });
+        }
+        Ok(Self { kernel, field })
+    }
+
+    /// Values per target: the kernel's [`Kernel::output_dim`], plus 3 with the field.
+    pub fn dim(self) -> usize {
+        self.kernel.output_dim() + if self.field { 3 } else { 0 }
+    }
+}
+
+impl From<Kernel> for Output {
+    fn from(kernel: Kernel) -> Self {
+        Self::potential(kernel)
+    }
+}

@@ -25,7 +25,7 @@ pub mod validate;
 
 pub use domain::Domain;
 pub use error::{Error, Result};
-pub use kernel::{Kernel, KernelPart};
+pub use kernel::{Kernel, KernelPart, Output};
 pub use par::Par;
 pub use real::Real;
 pub use sources::{PackedSet, PackedSources, SourceSet, Sources};

@@ -10,7 +10,9 @@
 //! - Stokeslet: `v^ = 8 pi gamma / k^4 (k^2 phi^_f - (k.phi^_f) k)`;
 //! - stresslet (`S` the symmetric part of `q (x) n`):
 //!   `v^_i = 8 pi i gamma / k^4 [k^2 (2 (S k)_i + k_i tr S) - 2 k_i (k.S k)]`;
-//! - Stokes: the sum.
+//! - Stokes: the sum;
+//! - the Laplace field `E = -grad u` by spectral differentiation ([`Cnv::with_field`]):
+//!   `E^_d = -i k_d v^`, three more output spectra after the potential's.
 //!
 //! The zero mode is dropped (zero net charge / force; a uniform neutralising background
 //! otherwise), and so are the Nyquist modes, whose odd parts a real transform cannot represent.
@@ -29,6 +31,7 @@ use crate::window::KaiserBessel;
 #[derive(Clone, Debug)]
 pub struct Cnv {
     kernel: Kernel,
+    field: bool,
     layout: GridLayout,
     xi: f64,
     volume: f64,
@@ -58,7 +61,23 @@ impl Cnv {
         let (kx, fx) = axis(0, layout.complex_row());
         let (ky, fy) = axis(1, m[1]);
         let (kz, fz) = axis(2, m[2]);
-        Self { kernel, layout, xi, volume: lengths.iter().product(), k: [kx, ky, kz], f: [fx, fy, fz] }
+        Self { kernel, field: false, layout, xi, volume: lengths.iter().product(), k: [kx, ky, kz], f: [fx, fy, fz] }
+    }
+
+    /// The same tables, writing the Laplace field `-i k v^` after the potential (3 more output
+    /// spectra; the grid must hold 4 components).
+    ///
+    /// # Panics
+    /// For a kernel other than Laplace (checked by `parki_core::Output::with_field` upstream).
+    pub fn with_field(mut self) -> Self {
+        assert_eq!(self.kernel, Kernel::Laplace, "the field is the Laplace kernel's");
+        self.field = true;
+        self
+    }
+
+    /// Output spectra written: the kernel's, plus 3 with the field.
+    pub fn output_components(&self) -> usize {
+        self.kernel.output_dim() + if self.field { 3 } else { 0 }
     }
 
     /// The per-axis tables `(k_d, f_d)` (see the module documentation): `k_d(i)` the
@@ -87,7 +106,7 @@ impl Cnv {
     /// As [`apply`](Self::apply) on the local block of a distributed spectrum (the z-pencils
     /// a distributed FFT ends in): global `kx` in `block.x`, `ky` in `block.y`, every `kz`.
     pub fn apply_block<T: Real>(&self, grid: &mut [T], block: &SpectralBlock, par: Par) {
-        let ncomp = self.kernel.grid_components();
+        let ncomp = self.kernel.grid_components().max(self.output_components());
         let cs = block.component_stride;
         let plane = block.y.1 * block.row_stride;
         assert!(block.x.0 + block.x.1 <= self.layout.complex_row() && block.y.0 + block.y.1 <= self.layout.global[1]);
@@ -113,7 +132,8 @@ impl Cnv {
         let inv4xi2 = 1.0 / (4.0 * self.xi * self.xi);
         let kz = self.k[2][iz];
         let fz = self.f[2][iz];
-        let ncomp = comps.len();
+        let ncomp = self.kernel.grid_components();
+        let nout = self.output_components();
         for ly in 0..block.y.1 {
             let iy = block.y.0 + ly;
             let ky = self.k[1][iy];
@@ -128,13 +148,18 @@ impl Cnv {
                 for (c, p) in phi.iter_mut().enumerate().take(ncomp) {
                     *p = (comps[c][o].to_f64(), comps[c][o + 1].to_f64());
                 }
-                let mut v = [(0.0f64, 0.0f64); 3];
+                let mut v = [(0.0f64, 0.0f64); 4];
                 if k2 > 0.0 && sf != 0.0 {
                     let k = [kx, ky, kz];
                     match self.kernel {
                         Kernel::Laplace => {
                             let g = 4.0 * PI * sf / (self.volume * k2);
                             v[0] = (g * phi[0].0, g * phi[0].1);
+                            if self.field {
+                                for d in 0..3 {
+                                    v[1 + d] = (k[d] * v[0].1, -k[d] * v[0].0);
+                                }
+                            }
                         }
                         _ => {
                             let g = 8.0 * PI * (1.0 + k2 * inv4xi2) * sf / (self.volume * k2 * k2);
@@ -177,7 +202,7 @@ impl Cnv {
                         }
                     }
                 }
-                for (c, vc) in v.iter().enumerate().take(self.kernel.output_dim()) {
+                for (c, vc) in v.iter().enumerate().take(nout) {
                     comps[c][o] = T::from_f64(vc.0);
                     comps[c][o + 1] = T::from_f64(vc.1);
                 }

@@ -29,6 +29,13 @@
 //!   [`FarModel::self_alias`] estimate these coherent terms, which dominate on grids that barely
 //!   resolve the Fourier truncation.
 //!
+//! - The Laplace field `E = -grad u` ([`ErrorModel::laplace_field`]): the same terms with
+//!   `|G^_E(k)|^2 = k^2 16 pi^2/k^4 = 16 pi^2/k^2` (Frobenius over the three components) and
+//!   `|G^N_E(r)|^2 = ((erfc(xi r)/r + 2 xi e^{-xi^2 r^2}/sqrt(pi))/r)^2`; its magnitude diverges
+//!   like the stresslet's and is cut or measured the same way; no self term (the smooth part of
+//!   `grad G` is odd). With the window's derivative in G2P ([`ErrorModel::window_derivative`])
+//!   interpolation adds the potential's aliases at `2 pi / h_d` along each derivative.
+//!
 //! `G^N`, `G^F` are the Hasimoto split (Laplace: erfc screening). The validation report
 //! (docs/validation.md) compares these estimates with measured errors term by term.
 
@@ -43,6 +50,8 @@ use crate::window::KaiserBessel;
 #[derive(Clone, Debug)]
 pub struct ErrorModel {
     part: KernelPart,
+    /// The Laplace field instead of the part's potential.
+    field: bool,
     lengths: [f64; 3],
     volume: f64,
     /// Stresslet cut-off wave number of the magnitude sum.
@@ -56,12 +65,40 @@ impl ErrorModel {
         let lengths = domain.lengths();
         let volume = domain.volume();
         let k_cut = PI * (ns.max(1) as f64 / volume).cbrt();
-        let mut m = Self { part, lengths, volume, k_cut, magnitude2: 0.0 };
+        let mut m = Self { part, field: false, lengths, volume, k_cut, magnitude2: 0.0 };
         m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
         m
     }
 
+    /// The model of the Laplace field `E = -grad u` on `domain` with `ns` sources (module
+    /// documentation).
+    pub fn laplace_field(domain: &Domain, ns: usize) -> Self {
+        let mut m = Self::new(KernelPart::Laplace, domain, ns);
+        m.field = true;
+        m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
+        m
+    }
+
+    /// Whether this is the Laplace field's model.
+    pub fn is_field(&self) -> bool {
+        self.field
+    }
+
+    /// The extra relative error of the field interpolated with the window's derivative: at each
+    /// mode the derivative along `d` turns the first aliases of the potential's interpolation,
+    /// `rho(0)^2 U_F^2` in energy, into aliases of wave number `2 pi / h_d`, so
+    /// `E^2 = rho(0)^2 U_F^2 sum_d (2 pi / h_d)^2` over the field's magnitude, with `U_F^2` the
+    /// potential's far-field mean square (`potential_far2`, [`FarModel::far2`]).
+    pub fn window_derivative(&self, p: usize, h: [f64; 3], potential_far2: f64) -> f64 {
+        let rho0 = alias_table(p).at(0.0);
+        let k2: f64 = h.iter().map(|&hd| (2.0 * PI / hd).powi(2)).sum();
+        (rho0 * potential_far2 * k2 / self.magnitude2).sqrt()
+    }
+
     fn c(&self) -> f64 {
+        if self.field {
+            return 1.0;
+        }
         match self.part {
             KernelPart::Laplace => 1.0,
             KernelPart::Stokeslet => 1.0 / 3.0,
@@ -71,6 +108,9 @@ impl ErrorModel {
 
     /// `|G^(k)|^2` (Frobenius), unscreened.
     fn g2(&self, k2: f64) -> f64 {
+        if self.field {
+            return 16.0 * PI * PI / k2;
+        }
         match self.part {
             KernelPart::Laplace => 16.0 * PI * PI / (k2 * k2),
             KernelPart::Stokeslet => 128.0 * PI * PI / (k2 * k2),
@@ -112,6 +152,7 @@ impl ErrorModel {
         let density = self.volume / (8.0 * PI * PI * PI);
         let tail = if unscreened {
             match self.part {
+                _ if self.field => 8.0 * self.volume * (self.k_cut - radius).max(0.0),
                 KernelPart::Laplace => 8.0 * self.volume / radius,
                 KernelPart::Stokeslet => 64.0 * self.volume / radius,
                 KernelPart::Stresslet => 224.0 * self.volume * (self.k_cut - radius).max(0.0),
@@ -127,6 +168,9 @@ impl ErrorModel {
     /// `4 pi e^{-k^2/4xi^2}/k^2`, Stokeslet `tr/3 = 16 pi gamma / (3 k^2)`, stresslet 0 (odd).
     fn self_kernel(&self, k2: f64, xi: f64) -> f64 {
         let s = k2 / (4.0 * xi * xi);
+        if self.field {
+            return 0.0;
+        }
         match self.part {
             KernelPart::Laplace => 4.0 * PI * (-s).exp() / k2,
             KernelPart::Stokeslet => 16.0 * PI * (1.0 + s) * (-s).exp() / (3.0 * k2),
@@ -138,7 +182,7 @@ impl ErrorModel {
     /// source sees `-(1/V) sum_{dropped k} G^F(k) s_i`, the same for every target (coherent), so it
     /// is `|T_D| / (sqrt(Ns) U)` relative, not part of the random-phase `E_F`.
     pub fn self_truncation(&self, xi: f64, kmax: [f64; 3], sources: usize) -> f64 {
-        if self.part == KernelPart::Stresslet {
+        if self.part == KernelPart::Stresslet || self.field {
             return 0.0;
         }
         let kmin = kmax.iter().cloned().fold(f64::INFINITY, f64::min);
@@ -155,6 +199,15 @@ impl ErrorModel {
     /// is larger (the close-pair magnitude of the stresslet, [`crate::stats`]).
     pub fn with_magnitude2(mut self, magnitude2: f64) -> Self {
         if magnitude2.is_finite() && magnitude2 > self.magnitude2 {
+            self.magnitude2 = magnitude2;
+        }
+        self
+    }
+
+    /// The model with the solution's mean square per unit `Q` set to `magnitude2` (measured on
+    /// the particles: the Laplace field's close pairs, [`crate::stats`]).
+    pub fn with_measured_magnitude2(mut self, magnitude2: f64) -> Self {
+        if magnitude2.is_finite() && magnitude2 > 0.0 {
             self.magnitude2 = magnitude2;
         }
         self
@@ -180,6 +233,7 @@ impl ErrorModel {
         let a = libm::erfc(xi * r) / r;
         let b = 2.0 * xi * (-xi * xi * r * r).exp() / PI.sqrt();
         match self.part {
+            _ if self.field => ((a + b) / r).powi(2),
             KernelPart::Laplace => a * a,
             KernelPart::Stokeslet => {
                 let (p, q) = (a - b, a + b);
@@ -285,6 +339,11 @@ pub struct FarModel {
 }
 
 impl FarModel {
+    /// `U_F^2`: the far field's mean square per unit `Q`.
+    pub fn far2(&self) -> f64 {
+        self.far2
+    }
+
     /// Relative error of the position-dependent part of a source's own interaction through the
     /// grid: the products of the window with its first aliases, `r = W^(kappa -+ 2 pi)/W^(kappa)`,
     /// carry the phase `e^{+-2 pi i y_d/h_d}` of the source's offset in its grid cell, so a source

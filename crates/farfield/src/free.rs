@@ -205,8 +205,8 @@ fn components(kernel: Kernel, field: bool) -> Vec<Component> {
 }
 
 /// Number of kernel tables of `kernel` (the potential only).
-pub fn table_count(kernel: Kernel) -> usize {
-    components(kernel, false).len()
+pub fn table_count(kernel: Kernel, field: bool) -> usize {
+    components(kernel, field).len()
 }
 
 /// Index of `T_ijl` (any order of the indices) in [`STRESSLET`].

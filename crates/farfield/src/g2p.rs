@@ -47,6 +47,39 @@ impl G2pVariant {
     }
 }
 
+/// How the far field of the Laplace field `E = -grad u` is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FieldMethod {
+    /// G2P with the window's derivative on the potential grid ([`g2p_field`]): no extra
+    /// transforms, two FMAs per grid point in G2P instead of one (default).
+    #[default]
+    Window,
+    /// Spectral differentiation in CNV (`-i k`, [`crate::Cnv::with_field`]): three more inverse
+    /// transforms and a G2P of four components.
+    Spectral,
+}
+
+impl FieldMethod {
+    /// Name in run.toml and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldMethod::Window => "window",
+            FieldMethod::Spectral => "spectral",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`FieldMethod::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [FieldMethod::Window, FieldMethod::Spectral].into_iter().find(|v| v.name() == s)
+    }
+
+    /// Components of the grid the inverse transform returns and G2P reads, for `kernel`'s
+    /// potential and, with `field`, the field.
+    pub fn grid_outputs(field: Option<Self>, kernel: parki_core::Kernel) -> usize {
+        kernel.output_dim() + if field == Some(FieldMethod::Spectral) { 3 } else { 0 }
+    }
+}
+
 /// A real grid of `dim` interleaved components: value `(x, y, z, c)` at
 /// `z * plane + y * row + x * dim + c`.
 #[derive(Clone, Copy, Debug)]
@@ -109,14 +142,49 @@ pub fn g2p<T: Real>(
     isa: Isa,
     par: Par,
 ) {
-    let dim = grid.dim;
+    drive(variant, win, targets, out, grid.dim, par, |order, range, writer, offset| {
+        gather_chunk(isa, win, grid, targets, order, range, writer, offset)
+    });
+}
+
+/// The potential and the field of one potential component: writes `[u, E_x, E_y, E_z]` per
+/// target into `out`, with `E = -grad u = -sum_g grad W(x - g) v(g)`, the window's derivative
+/// weights ([`GridWindow::footprint_with_derivative`]) in place of its weights along one axis
+/// at a time. The rows are read once: per z layer, `sum_y w_y v` and `sum_y w_y' v` (two FMAs per
+/// grid point, against one for the potential alone).
+pub fn g2p_field<T: Real>(
+    variant: G2pVariant,
+    win: &GridWindow<T>,
+    grid: &GatherGrid<T>,
+    targets: &[[T; 3]],
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    assert_eq!(grid.dim, 1, "the field differentiates one potential component");
+    drive(variant, win, targets, out, 4, par, |order, range, writer, offset| {
+        gather_field_chunk(isa, win, grid, targets, order, range, writer, offset)
+    });
+}
+
+/// Runs `gather(order, range, out, offset)` over chunks of targets, in input order or sorted by
+/// far-field cell (`variant`), writing `dim` values per target.
+fn drive<T: Real>(
+    variant: G2pVariant,
+    win: &GridWindow<T>,
+    targets: &[[T; 3]],
+    out: &mut [T],
+    dim: usize,
+    par: Par,
+    gather: impl Fn(&[u32], (usize, usize), &DisjointSlice<T>, usize) + Sync,
+) {
     assert_eq!(out.len(), targets.len() * dim, "G2P output length");
     let chunk = 256;
     match variant {
         G2pVariant::Base => {
             let work = |(i, u): (usize, &mut [T])| {
                 let range = (i * chunk, i * chunk + u.len() / dim);
-                gather_chunk(isa, win, grid, targets, &[], range, &DisjointSlice::new(u), i * chunk);
+                gather(&[], range, &DisjointSlice::new(u), i * chunk);
             };
             match par {
                 Par::Seq => out.chunks_mut(chunk * dim).enumerate().for_each(work),
@@ -139,7 +207,7 @@ pub fn g2p<T: Real>(
             let chunks = b.order.len().div_ceil(chunk);
             let work = |i: usize| {
                 let range = (i * chunk, ((i + 1) * chunk).min(b.order.len()));
-                gather_chunk(isa, win, grid, targets, &b.order, range, &writer, 0);
+                gather(&b.order, range, &writer, 0);
             };
             match par {
                 Par::Seq => (0..chunks).for_each(work),
@@ -194,6 +262,71 @@ isa_dispatch! {
                     acc = tmp[k * dim + c].mul_add(f.w[0][k], acc);
                 }
                 *uc = acc;
+            }
+        }
+    }
+}
+
+isa_dispatch! {
+    /// As `gather_chunk` for [`g2p_field`]: `[u, E]` of one component at `(j - offset) * 4`.
+    fn gather_field_chunk<T: Real>(
+        win: &GridWindow<T>,
+        grid: &GatherGrid<T>,
+        targets: &[[T; 3]],
+        order: &[u32],
+        range: (usize, usize),
+        out: &DisjointSlice<T>,
+        offset: usize,
+    ) {
+        let [_, my, mz] = win.layout.global;
+        let p = win.p;
+        for k in range.0..range.1 {
+            let j = if order.is_empty() { k } else { order[k] as usize };
+            let (f, dw) = win.footprint_with_derivative(&targets[j]);
+            let (x0, len1) = win.x_run(f.anchor[0]);
+            // per x index of the support: sum_yz w_y w_z v, sum_yz w_y' w_z v, sum_yz w_y w_z' v
+            let (mut t0, mut ty, mut tz) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P], [T::ZERO; MAX_P]);
+            for l in 0..p {
+                let iz = (f.anchor[2] + l) % mz;
+                let (mut s0, mut s1) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P]);
+                {
+                    // the periodic x run in two contiguous pieces, as in `gather_chunk`
+                    let (s0a, s0b) = s0[..p].split_at_mut(len1);
+                    let (s1a, s1b) = s1[..p].split_at_mut(len1);
+                    for (m, (&wy, &dy)) in f.w[1][..p].iter().zip(&dw[1][..p]).enumerate() {
+                        let iy = (f.anchor[1] + m) % my;
+                        let row = &grid.data[iz * grid.plane + iy * grid.row..];
+                        let (ra, rb) = (&row[x0..x0 + len1], &row[..p - len1]);
+                        for ((a, b), &g) in s0a.iter_mut().zip(s1a.iter_mut()).zip(ra) {
+                            *a = g.mul_add(wy, *a);
+                            *b = g.mul_add(dy, *b);
+                        }
+                        for ((a, b), &g) in s0b.iter_mut().zip(s1b.iter_mut()).zip(rb) {
+                            *a = g.mul_add(wy, *a);
+                            *b = g.mul_add(dy, *b);
+                        }
+                    }
+                }
+                let (wz, dz) = (f.w[2][l], dw[2][l]);
+                for q in 0..p {
+                    t0[q] = s0[q].mul_add(wz, t0[q]);
+                    ty[q] = s1[q].mul_add(wz, ty[q]);
+                    tz[q] = s0[q].mul_add(dz, tz[q]);
+                }
+            }
+            let mut acc = [T::ZERO; 4];
+            for q in 0..p {
+                let (wx, dx) = (f.w[0][q], dw[0][q]);
+                acc[0] = t0[q].mul_add(wx, acc[0]);
+                acc[1] = t0[q].mul_add(dx, acc[1]);
+                acc[2] = ty[q].mul_add(wx, acc[2]);
+                acc[3] = tz[q].mul_add(wx, acc[3]);
+            }
+            // SAFETY: every target index is gathered by exactly one chunk.
+            let u = unsafe { out.range_mut((j - offset) * 4, (j - offset + 1) * 4) };
+            u[0] = acc[0];
+            for d in 0..3 {
+                u[1 + d] = -acc[1 + d];
             }
         }
     }

@@ -20,6 +20,8 @@ pub struct GridWindow<T> {
     pub p: usize,
     degree: usize,
     coeffs: Vec<T>,
+    /// The bins' derivatives in `delta` (see [`WindowPoly::derivative`]).
+    dcoeffs: Vec<T>,
     /// Global points per axis.
     pub global: [usize; 3],
     /// Along axes with `wrap[d] == false` the layout holds global points `origin[d]..` (unwrapped)
@@ -50,6 +52,7 @@ impl<T: Real> GridWindow<T> {
             p: poly.p,
             degree: poly.degree,
             coeffs: poly.coeffs.iter().map(|&c| T::from_f64(c)).collect(),
+            dcoeffs: poly.derivative.iter().map(|&c| T::from_f64(c)).collect(),
             global: layout.global,
             origin: [0; 3],
             wrap: [true; 3],
@@ -119,6 +122,27 @@ impl<T: Real> GridWindow<T> {
         f
     }
 
+    /// As [`footprint`](Self::footprint), with the weights' derivatives in the position:
+    /// `dw[d][l] = (1/h_d) d w_l / d delta` (the field's G2P).
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
+    pub fn footprint_with_derivative(&self, pos: &[T; 3]) -> (Footprint<T>, [[T; MAX_P]; 3]) {
+        let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
+        let mut dw = [[T::ZERO; MAX_P]; 3];
+        let half = (self.p / 2) as i64;
+        for d in 0..3 {
+            let g = pos[d].to_f64() * self.inv_h[d];
+            let i0 = g.floor();
+            let delta = T::from_f64(g - i0);
+            f.anchor[d] = self.local_anchor(d, i0 as i64 - half + 1);
+            self.weights(delta, &mut f.w[d]);
+            self.derivative_weights(delta, &mut dw[d]);
+            let inv_h = T::from_f64(self.inv_h[d]);
+            dw[d][..self.p].iter_mut().for_each(|v| *v *= inv_h);
+        }
+        (f, dw)
+    }
+
     /// Anchor (wrapped first support index per axis) of a point in the box.
     #[inline(always)]
     pub fn anchor(&self, pos: &[T; 3]) -> [usize; 3] {
@@ -138,6 +162,21 @@ impl<T: Real> GridWindow<T> {
         out.copy_from_slice(&self.coeffs[self.degree * p..(self.degree + 1) * p]);
         for k in (0..self.degree).rev() {
             let c = &self.coeffs[k * p..(k + 1) * p];
+            for (o, &ck) in out.iter_mut().zip(c) {
+                *o = o.mul_add(z, ck);
+            }
+        }
+    }
+
+    /// Derivatives in `delta` of the weights of all `P` bins at offset `delta in [0, 1)`.
+    #[inline(always)]
+    pub fn derivative_weights(&self, delta: T, out: &mut [T; MAX_P]) {
+        let p = self.p;
+        let z = delta + delta - T::ONE;
+        let out = &mut out[..p];
+        out.copy_from_slice(&self.dcoeffs[self.degree * p..(self.degree + 1) * p]);
+        for k in (0..self.degree).rev() {
+            let c = &self.dcoeffs[k * p..(k + 1) * p];
             for (o, &ck) in out.iter_mut().zip(c) {
                 *o = o.mul_add(z, ck);
             }

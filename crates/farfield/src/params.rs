@@ -60,6 +60,8 @@ pub struct Request {
     pub kernel: Kernel,
     /// Box.
     pub domain: Domain,
+    /// The Laplace field too, and how its far field is computed (`None`: the potential only).
+    pub field: Option<crate::FieldMethod>,
     /// Number of sources.
     pub sources: usize,
     /// Number of targets.
@@ -231,10 +233,12 @@ fn cells_for(domain: &Domain, rc: f64) -> Option<([usize; 3], [f64; 3])> {
 /// aliasing of the modes near Nyquist and so the window support `P`.
 const OVERSAMPLING: [f64; 7] = [1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0];
 
+#[allow(clippy::too_many_arguments)]
 fn evaluate(
     req: &Request,
     models: &[ErrorModel],
     parts: &PartWeights,
+    field: Option<&ErrorModel>,
     rounding: f64,
     rc: f64,
     smallest_rejected: &mut usize,
@@ -246,13 +250,18 @@ fn evaluate(
     let target = term_target(req.tolerance, rounding);
     let l = req.domain.lengths();
     let two_pi = 2.0 * std::f64::consts::PI;
+    // every term is the larger of the potential's and, when asked, the field's
+    let worst = |pot: f64, f: &dyn Fn(&ErrorModel) -> f64| field.map_or(pot, |m| pot.max(f(m)));
+    let near_at = |xi: f64| worst(parts.combine(|p| models[p].near(xi, widths)), &|m| m.near(xi, widths));
     // 1. xi from the real-space error
-    let xi = bisect_log(&|xi| parts.combine(|p| models[p].near(xi, widths)), 0.5 / r_eff, 40.0 / r_eff, target);
+    let xi = bisect_log(&near_at, 0.5 / r_eff, 40.0 / r_eff, target);
     // 2. kept wave numbers from the Fourier error
-    let kneed = bisect_log(&|k| parts.combine(|p| models[p].fourier(xi, [k; 3])), 0.1 * xi, 60.0 * xi, target);
+    let fourier_at = |k: [f64; 3]| worst(parts.combine(|p| models[p].fourier(xi, k)), &|m| m.fourier(xi, k));
+    let kneed = bisect_log(&|k| fourier_at([k; 3]), 0.1 * xi, 60.0 * xi, target);
     let k_hi = 1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
     let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
-    let near = parts.combine(|p| models[p].near(xi, widths));
+    let field_far = field.map(|m| m.far_model(xi, k_hi));
+    let near = near_at(xi);
     let cellvol: f64 = (0..3).map(|d| l[d] / cells[d] as f64).product();
     let per_cell = req.sources as f64 * cellvol / req.domain.volume();
     let ncomp = req.kernel.grid_components();
@@ -272,7 +281,19 @@ fn evaluate(
         let window_at = |grid: [usize; 3], p: usize| -> (f64, [f64; 3], [f64; 3]) {
             let h = [0, 1, 2].map(|d| l[d] / grid[d] as f64);
             let kmax = [0, 1, 2].map(|d| two_pi * (grid[d] / 2 - 1) as f64 / l[d]);
-            (parts.combine(|i| far[i].window(p, kmax, h)), kmax, h)
+            let potential = parts.combine(|i| far[i].window(p, kmax, h));
+            let field_window = match (field, &field_far) {
+                (Some(m), Some(f)) => {
+                    let w = f.window(p, kmax, h);
+                    if req.field == Some(crate::FieldMethod::Window) {
+                        w.hypot(m.window_derivative(p, h, far[0].far2()))
+                    } else {
+                        w
+                    }
+                }
+                _ => 0.0,
+            };
+            (potential.max(field_window), kmax, h)
         };
         let p = match req.window_p {
             Some(p) => p,
@@ -287,7 +308,7 @@ fn evaluate(
             *m = fft_friendly_size((*m).max(p + 2));
         }
         let (window, kmax, h) = window_at(grid, p);
-        let fourier = parts.combine(|i| models[i].fourier(xi, kmax));
+        let fourier = fourier_at(kmax);
         let self_term = parts.combine(|i| {
             let t = models[i].self_truncation(xi, kmax, req.sources);
             let a = far[i].self_alias(p, kmax, h, req.sources);
@@ -304,17 +325,20 @@ fn evaluate(
             .then(|| crate::free::FreeGrid::new(req.domain.periodic(), grid, h, p, xi, req.tolerance));
         // FFT buffer, plus the interleaved copy G2P gathers from (vector kernels); with free
         // axes the padded grid, its kernel tables and the data grid G2P reads
-        let dim_out = req.kernel.output_dim();
+        // the grid's output components: the potential's, and the field's when CNV computes it
+        let dim_out = crate::FieldMethod::grid_outputs(req.field, req.kernel);
+        let spectral_field = req.field == Some(crate::FieldMethod::Spectral);
         let (fft_points, fft_real, data_points, tables) = match &free {
             None => (layout.points(), layout.real_len(), layout.points(), 0),
             Some(f) => {
                 let n = f.fft_len;
                 let half = 2 * (n[0] / 2 + 1) * n[1] * n[2];
-                (f.padded_points(), half, f.data.iter().product(), crate::free::table_count(req.kernel) * half / 2)
+                let count = crate::free::table_count(req.kernel, spectral_field);
+                (f.padded_points(), half, f.data.iter().product(), count * half / 2)
             }
         };
         let gather = if dim_out > 1 { dim_out * data_points } else { 0 };
-        let grid_bytes = (ncomp * fft_real + gather + tables) * req.real_bytes;
+        let grid_bytes = (ncomp.max(dim_out) * fft_real + gather + tables) * req.real_bytes;
         if grid_bytes > req.max_grid_bytes {
             *smallest_rejected = (*smallest_rejected).min(grid_bytes);
             continue;
@@ -338,15 +362,18 @@ fn evaluate(
             }
         };
         // CNV: the tables-based multiply reads one real per table and element
-        let cnv_factor = free.as_ref().map_or(1.0, |_| 1.0 + crate::free::table_count(req.kernel) as f64 / 8.0);
+        let cnv_factor =
+            free.as_ref().map_or(1.0, |_| 1.0 + crate::free::table_count(req.kernel, spectral_field) as f64 / 8.0);
         let p3 = (p * p * p) as f64;
-        let dim = req.kernel.output_dim() as f64;
+        let dim = dim_out as f64;
+        // G2P with the window's derivative: two FMAs per grid point instead of one
+        let g2p_factor = if req.field == Some(crate::FieldMethod::Window) { 2.0 } else { 1.0 };
         let cost = CostEstimate {
             p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
             p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
             fft: 1e-9 * scale * c.fft * fft_work * (ncomp as f64 + dim),
             cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
-            g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim,
+            g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim * g2p_factor,
         };
         let total_cost = cost.total();
         if best.as_ref().is_some_and(|b| b.cost <= total_cost) {
@@ -479,14 +506,27 @@ pub fn select(req: &Request) -> Result<Params> {
         })
         .collect();
     let parts = PartWeights::new(req, &models);
+    // the Laplace field's model, its magnitude measured on the particles when their statistics
+    // are given (set, not only raised: targets away from clustered sources see a smaller field
+    // than the uniform model's)
+    let field = req.field.map(|_| {
+        let m = ErrorModel::laplace_field(&req.domain, req.sources);
+        match req.pairs.as_ref().and_then(|s| s.field_magnitude2(0, volume)) {
+            Some(m2) => m.with_measured_magnitude2(m2),
+            None => m,
+        }
+    });
     // the round-off of the positions, relative to each part's magnitude (not scaled: it is
-    // computed from the actual pairs)
+    // computed from the actual pairs), and the field's
     let rounding = match &req.pairs {
         Some(stats) if req.position_rounding2 > 0.0 => {
             let rel = |p: usize| {
                 (stats.rounding2(models[p].part(), p, volume, req.position_rounding2) / models[p].magnitude2()).sqrt()
             };
-            parts.combine_unscaled(rel)
+            let field_rel = field
+                .as_ref()
+                .map_or(0.0, |m| (stats.field_rounding2(0, volume, req.position_rounding2) / m.magnitude2()).sqrt());
+            parts.combine_unscaled(rel).max(field_rel)
         }
         _ => 0.0,
     };
@@ -537,7 +577,7 @@ pub fn select(req: &Request) -> Result<Params> {
     let mut count = 0;
     let mut smallest_rejected = usize::MAX;
     for &rc in &candidates {
-        if let Some(c) = evaluate(req, &models, &parts, rounding, rc, &mut smallest_rejected)? {
+        if let Some(c) = evaluate(req, &models, &parts, field.as_ref(), rounding, rc, &mut smallest_rejected)? {
             count += 1;
             if best.as_ref().is_none_or(|b| c.cost < b.cost) {
                 best = Some(c);

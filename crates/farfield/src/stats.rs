@@ -266,6 +266,30 @@ impl PairStatistics {
         Some(MAGNITUDE_SAFETY * m)
     }
 
+    /// Mean square Laplace field per unit `Q` of part `p` (the charges) from the close pairs
+    /// plus the uniform tail beyond `r_0`, times [`MAGNITUDE_SAFETY`]: `|grad (1/r)|^2 = 1/r^4`,
+    /// `0.7 (S_4/(n_t Q) + 4 pi/(V r_0))`, or `None` without sources.
+    pub fn field_magnitude2(&self, p: usize, volume: f64) -> Option<f64> {
+        let part = &self.parts[p];
+        if part.q <= 0.0 || self.sampled <= 0.0 {
+            return None;
+        }
+        let m = part.s4 / (self.sampled * part.q) + 4.0 * std::f64::consts::PI / (volume * self.radius);
+        Some(MAGNITUDE_SAFETY * m)
+    }
+
+    /// As [`rounding2`](Self::rounding2) for the Laplace field of part `p`: `c |grad grad (1/r)|_F^2
+    /// = 6/r^6`.
+    pub fn field_rounding2(&self, p: usize, volume: f64, delta2: f64) -> f64 {
+        let s = &self.parts[p];
+        if s.q <= 0.0 || self.sampled <= 0.0 {
+            return 0.0;
+        }
+        let r0 = self.radius;
+        let tail = 6.0 * 4.0 * std::f64::consts::PI / (3.0 * volume * r0 * r0 * r0);
+        2.0 * (delta2 / 3.0) * (6.0 * s.s6 / (self.sampled * s.q) + tail)
+    }
+
     /// Mean square change per unit `Q` of part `p`'s sum when every position moves by an
     /// independent isotropic error of mean square `delta2` (`E|delta|^2`), pair differences
     /// counted twice: `2 (delta2/3) c |grad G|^2` summed over the close pairs, plus the

@@ -29,6 +29,21 @@ pub fn bessel_i0(x: f64) -> f64 {
     sum
 }
 
+/// `I1(x)/x`, `x >= 0`, by its power series `(1/2) sum_k (x^2/4)^k / (k! (k+1)!)` (all terms
+/// positive; `1/2` at `x = 0`).
+pub fn bessel_i1_over_x(x: f64) -> f64 {
+    let q = 0.25 * x * x;
+    let mut term = 0.5;
+    let mut sum = 0.5;
+    let mut k = 1.0;
+    while term > 1e-17 * sum {
+        term *= q / (k * (k + 1.0));
+        sum += term;
+        k += 1.0;
+    }
+    sum
+}
+
 /// The Kaiser–Bessel window of support `P` grid points, `beta = 2.5 P`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KaiserBessel {
@@ -61,6 +76,18 @@ impl KaiserBessel {
         bessel_i0(self.beta * s.sqrt()) / self.i0_beta
     }
 
+    /// `W'(u) = -beta^2 u I1(beta s) / (a^2 beta s I0(beta))`, `s = sqrt(1 - (u/a)^2)`, for
+    /// `|u| < a`, else 0 (`u` in grid units): what G2P differentiates the far field with.
+    pub fn derivative(&self, u: f64) -> f64 {
+        let a = self.half_support();
+        let s = 1.0 - (u / a) * (u / a);
+        if s <= 0.0 || u.abs() >= a {
+            return 0.0;
+        }
+        let x = self.beta * s.sqrt();
+        -self.beta * self.beta * u * bessel_i1_over_x(x) / (a * a * self.i0_beta)
+    }
+
     /// `W^(kappa)`, `kappa` in radians per grid spacing.
     pub fn fourier(&self, kappa: f64) -> f64 {
         let a = self.half_support();
@@ -78,7 +105,8 @@ impl KaiserBessel {
     }
 }
 
-/// Piecewise-polynomial window: `P` bins, each a polynomial of degree `degree` in `z = 2 delta - 1`.
+/// Piecewise-polynomial window: `P` bins, each a polynomial of degree `degree` in `z = 2 delta - 1`,
+/// and the same for the bins' derivatives in `delta` (G2P's field).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowPoly {
     /// Support in grid points.
@@ -87,44 +115,72 @@ pub struct WindowPoly {
     pub degree: usize,
     /// `coeffs[k * p + l]`: coefficient of `z^k` in bin `l`.
     pub coeffs: Vec<f64>,
+    /// `derivative[k * p + l]`: coefficient of `z^k` in `d w_l / d delta = -W'(l - P/2 + 1 -
+    /// delta)`, interpolated at its own Chebyshev points (not the derivative of `coeffs`, which
+    /// would lose a factor of the degree squared).
+    pub derivative: Vec<f64>,
 }
 
 impl WindowPoly {
-    /// Interpolates each bin of `kb` at `degree + 1` Chebyshev points.
+    /// Interpolates each bin of `kb`, and its derivative, at `degree + 1` Chebyshev points.
     pub fn fit(kb: &KaiserBessel, degree: usize) -> Self {
         let p = kb.p;
-        let n = degree + 1;
-        let nodes: Vec<f64> = (0..n).map(|j| (std::f64::consts::PI * (j as f64 + 0.5) / n as f64).cos()).collect();
-        let mut coeffs = vec![0.0; n * p];
-        for l in 0..p {
-            let vals: Vec<f64> = nodes
-                .iter()
-                .map(|&z| {
-                    let delta = 0.5 * (z + 1.0);
-                    kb.eval(l as f64 - 0.5 * p as f64 + 1.0 - delta)
-                })
-                .collect();
-            // Chebyshev coefficients, then monomial coefficients
-            let cheb: Vec<f64> = (0..n)
-                .map(|k| {
-                    let s: f64 = (0..n)
-                        .map(|j| vals[j] * (std::f64::consts::PI * k as f64 * (j as f64 + 0.5) / n as f64).cos())
-                        .sum();
-                    if k == 0 {
-                        s / n as f64
-                    } else {
-                        2.0 * s / n as f64
-                    }
-                })
-                .collect();
-            let mono = chebyshev_to_monomial(&cheb);
-            for (k, c) in mono.iter().enumerate() {
-                coeffs[k * p + l] = *c;
-            }
-        }
-        Self { p, degree, coeffs }
+        let at = |l: usize, delta: f64| l as f64 - 0.5 * p as f64 + 1.0 - delta;
+        let coeffs = fit_bins(p, degree, |l, delta| kb.eval(at(l, delta)));
+        let derivative = fit_bins(p, degree, |l, delta| -kb.derivative(at(l, delta)));
+        Self { p, degree, coeffs, derivative }
     }
 
+    /// Largest absolute error of the derivative polynomials against `d w_l / d delta`, sampled
+    /// as [`max_error`](Self::max_error).
+    pub fn max_derivative_error(&self, kb: &KaiserBessel) -> f64 {
+        let mut err: f64 = 0.0;
+        for s in 0..64 {
+            let delta = (s as f64 + 0.5) / 64.0;
+            let z = 2.0 * delta - 1.0;
+            for l in 0..self.p {
+                let mut v = 0.0;
+                for k in (0..=self.degree).rev() {
+                    v = v * z + self.derivative[k * self.p + l];
+                }
+                let exact = -kb.derivative(l as f64 - 0.5 * self.p as f64 + 1.0 - delta);
+                err = err.max((v - exact).abs());
+            }
+        }
+        err
+    }
+}
+
+/// Monomial coefficients in `z = 2 delta - 1` (`out[k * p + l]`) of the degree-`degree`
+/// interpolants of `f(l, delta)`, `l < p`, at Chebyshev points of `delta in [0, 1]`.
+fn fit_bins(p: usize, degree: usize, f: impl Fn(usize, f64) -> f64) -> Vec<f64> {
+    let n = degree + 1;
+    let nodes: Vec<f64> = (0..n).map(|j| (std::f64::consts::PI * (j as f64 + 0.5) / n as f64).cos()).collect();
+    let mut coeffs = vec![0.0; n * p];
+    for l in 0..p {
+        let vals: Vec<f64> = nodes.iter().map(|&z| f(l, 0.5 * (z + 1.0))).collect();
+        // Chebyshev coefficients, then monomial coefficients
+        let cheb: Vec<f64> = (0..n)
+            .map(|k| {
+                let s: f64 = (0..n)
+                    .map(|j| vals[j] * (std::f64::consts::PI * k as f64 * (j as f64 + 0.5) / n as f64).cos())
+                    .sum();
+                if k == 0 {
+                    s / n as f64
+                } else {
+                    2.0 * s / n as f64
+                }
+            })
+            .collect();
+        let mono = chebyshev_to_monomial(&cheb);
+        for (k, c) in mono.iter().enumerate() {
+            coeffs[k * p + l] = *c;
+        }
+    }
+    coeffs
+}
+
+impl WindowPoly {
     /// The lowest degree (up to 20) whose largest error against `kb` is at most `target`
     /// (relative to the window's maximum, 1), and that error.
     pub fn fit_to(kb: &KaiserBessel, target: f64) -> (Self, f64) {
@@ -241,6 +297,25 @@ mod tests {
                 let exact = kb.fourier(kappa);
                 assert!((s - exact).abs() < 1e-13 * kb.fourier(0.0), "P={p} kappa={kappa}: {s} vs {exact}");
             }
+        }
+    }
+
+    #[test]
+    fn derivative_matches_differences_and_its_fit_the_window_fit() {
+        for p in [4usize, 8, 12, 16] {
+            let kb = KaiserBessel::new(p);
+            let a = kb.half_support();
+            let h = 1e-5;
+            for i in 1..40 {
+                let u = -a + 2.0 * a * i as f64 / 40.0;
+                let fd = (kb.eval(u + h) - kb.eval(u - h)) / (2.0 * h);
+                assert!((kb.derivative(u) - fd).abs() < 1e-8 * kb.beta, "P={p} u={u}");
+            }
+            // the derivative's fit at the value's degree is as accurate, relative to max |W'|
+            // (about beta / a^{1/2} e^{-1/2}...; bounded here by beta)
+            let (w, e) = WindowPoly::fit_to(&kb, 1e-12);
+            let ed = w.max_derivative_error(&kb);
+            assert!(ed <= 20.0 * e.max(1e-15) * kb.beta, "P={p}: degree {} value {e:e} derivative {ed:e}", w.degree);
         }
     }
 

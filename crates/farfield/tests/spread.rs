@@ -4,7 +4,9 @@
 use parki_core::isa::Isa;
 use parki_core::{Kernel, Par, Sources};
 use parki_decomp::GridLayout;
-use parki_farfield::{g2p, p2g, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant, WindowPoly};
+use parki_farfield::{
+    g2p, g2p_field, p2g, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant, WindowPoly,
+};
 
 struct Lcg(u64);
 impl Lcg {
@@ -173,5 +175,46 @@ fn spreading_conserves_mass_up_to_aliasing() {
             let expect = kb.fourier(0.0).powi(3);
             assert!((sum / expect - 1.0).abs() < 20.0 * (-kb.beta).exp(), "P={p}: {sum} vs {expect}");
         }
+    }
+}
+
+/// The field G2P: its potential equals the plain G2P's (to rounding), its field is minus the
+/// derivative of that interpolant (central differences), and the variants agree bitwise.
+#[test]
+fn g2p_field_is_minus_the_gradient_of_the_interpolant() {
+    for (p, grid) in [(8usize, [20usize, 24, 18]), (6, [8, 10, 6]), (12, [16, 14, 14])] {
+        let (win, pos, ..) = setup(p, grid);
+        let mut g = Lcg(3);
+        let data: Vec<f64> = (0..win.layout.real_len()).map(|_| g.next() - 0.5).collect();
+        let view = GatherGrid::from_fft(&win.layout, &data);
+        let mut u = vec![0.0; N];
+        g2p(G2pVariant::Base, &win, &view, &pos, &mut u, Isa::Scalar, Par::Seq);
+        let mut uf = vec![0.0; 4 * N];
+        g2p_field(G2pVariant::Base, &win, &view, &pos, &mut uf, Isa::detect(), Par::Rayon(3));
+        let mut sorted = vec![0.0; 4 * N];
+        g2p_field(G2pVariant::TargetSorted, &win, &view, &pos, &mut sorted, Isa::detect(), Par::Rayon(2));
+        assert!(uf.iter().zip(&sorted).all(|(a, b)| a.to_bits() == b.to_bits()), "variants differ");
+        let h = 1e-6;
+        let (mut worst_u, mut worst_e, mut scale) = (0.0f64, 0.0f64, 0.0f64);
+        for (i, x) in pos.iter().enumerate() {
+            worst_u = worst_u.max((uf[4 * i] - u[i]).abs());
+            for d in 0..3 {
+                let mut pts = [*x; 2];
+                pts[0][d] -= h;
+                pts[1][d] += h;
+                if pts[1][d] >= L[d] || pts[0][d] < 0.0 {
+                    continue;
+                }
+                let mut v = [0.0; 2];
+                g2p(G2pVariant::Base, &win, &view, &pts, &mut v, Isa::Scalar, Par::Seq);
+                let grad = (v[1] - v[0]) / (2.0 * h);
+                worst_e = worst_e.max((uf[4 * i + 1 + d] + grad).abs());
+                scale = scale.max(grad.abs());
+            }
+        }
+        assert!(worst_u < 1e-13, "P={p}: potential differs by {worst_u:e}");
+        // central differences of the polynomial bins: O(h^2) and rounding 1e-16/h; a step
+        // across a bin boundary is smaller than h in a handful of cases and rare here
+        assert!(worst_e < 1e-6 * scale, "P={p}: field against differences {:e}", worst_e / scale);
     }
 }

@@ -49,7 +49,8 @@ use crate::{FftReal, PlanRigor};
 pub struct DistFftOptions {
     /// Components transformed forward.
     pub forward_components: usize,
-    /// Components transformed backward (at most `forward_components`).
+    /// Components transformed backward (more than forward when the spectrum is turned into
+    /// several outputs, e.g. a potential and its gradient; the buffer holds the larger count).
     pub backward_components: usize,
     /// Complex input (c2c along x) instead of real (r2c).
     pub complex: bool,
@@ -432,11 +433,11 @@ impl<T: FftReal> DistFft<T> {
                 allowed: format!("a process grid of {} ranks", comm.size()),
             });
         }
-        if opts.backward_components > opts.forward_components || opts.forward_components == 0 {
+        if opts.forward_components == 0 || opts.backward_components == 0 {
             return Err(Error::OutOfRange {
                 field: "fft.components".into(),
                 value: format!("{} forward, {} backward", opts.forward_components, opts.backward_components),
-                allowed: "at least one forward component and at most as many backward".into(),
+                allowed: "at least one component each way".into(),
             });
         }
         for (i, a) in user_axes.iter().enumerate() {
@@ -473,7 +474,7 @@ impl<T: FftReal> DistFft<T> {
         let t2 = GridTopology { global: [l0, l1, l2], parts: [py, pz, 1], coords: [iy, iz, 0] };
         let cs = nf * t0.local_len().max(t1.local_len()).max(t2.local_len());
         let threads = opts.threads.max(1);
-        let mut data = HugeBuffer::new(cs * opts.forward_components, T::ZERO, threads);
+        let mut data = HugeBuffer::new(cs * opts.forward_components.max(opts.backward_components), T::ZERO, threads);
         let ptr = data.as_mut_slice().as_mut_ptr();
 
         crate::ensure_fftw_threads();
@@ -674,7 +675,7 @@ impl<T: FftReal> DistFft<T> {
             }
             _ => 0,
         };
-        self.cs * self.opts.forward_components * T::BYTES + switches + scratch
+        self.cs * self.opts.forward_components.max(self.opts.backward_components) * T::BYTES + switches + scratch
     }
 
     /// Seconds spent so far (see [`FftTimes`]).

@@ -693,6 +693,13 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     .into(),
             });
         }
+        if s.output.field {
+            return Err(Error::Unsupported {
+                what: "the Laplace field (output.field) on the CUDA backend (its G2P has no window derivative \
+                       yet): use the CPU backend"
+                    .into(),
+            });
+        }
         let dev = Arc::new(D::open(s.local_rank)?);
         let precision = if T::BYTES == 4 { Precision::F32 } else { Precision::F64 };
         let p = s.params;

@@ -8,18 +8,21 @@
 //! - Stokeslet: `u += (A - B) f + (A + B) (r.f) r / r^2`;
 //! - stresslet: `u += D [(q.n) r + (r.n) q + (r.q) n] - (r.q)(r.n) r [6 (A + B)/r^4 + 2 D/r^2]`
 //!   (this is `T - T^F` with `T^F` from the derivation in `parki_reference::classical`);
-//! - Stokes: the sum of the Stokeslet and stresslet terms, sharing `A`, `B`, `1/r`.
+//! - Stokes: the sum of the Stokeslet and stresslet terms, sharing `A`, `B`, `1/r`;
+//! - the Laplace field `E = -grad u`: `E += (A + B) q r / r^2` (from
+//!   `-d/dr [erfc(xi r)/r] = erfc(xi r)/r^2 + 2 xi e^{-xi^2 r^2}/(sqrt(pi) r)`), after `u`.
 //!
 //! A source that coincides with the target (`r = 0` exactly) contributes `-G^F(0) s`: the
 //! singular free-space part is skipped, `erf(xi r)/r -> 2 xi/sqrt(pi)` remains, i.e. `-2 xi/sqrt(pi) q`
-//! (Laplace), `-4 xi/sqrt(pi) f` (Stokeslet) and `0` (stresslet, `T^F` is odd). This is the self
-//! correction, applied inside the kernel.
+//! (Laplace), `-4 xi/sqrt(pi) f` (Stokeslet) and `0` (stresslet, `T^F` is odd; likewise the
+//! Laplace field, whose smooth part is odd). This is the self correction, applied inside the
+//! kernel.
 //!
 //! All pairs in colleague cells are summed (not only those with `r < r_c`): the extra terms are
 //! below the error estimate and cost nothing in SIMD. Parallelism is over target cells; each
 //! target accumulates in SIMD lanes over sources, so the result is independent of the thread count.
 
-use parki_core::{Kernel, Par, Real};
+use parki_core::{Kernel, Output, Par, Real};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
 
 use crate::cells::{CellGrid, PaddedSources, SortedTargets};
@@ -34,7 +37,8 @@ impl P2pFlops {
     /// Flops per pair for `kernel` in precision `T` on `isa` (the f32 polynomials are shorter;
     /// on AVX-512 `1/sqrt` and `1/x` are estimates refined by Newton steps, counted as the FMA
     /// work they do instead of one flop each).
-    pub fn per_pair<T: KernelReal>(kernel: Kernel, isa: Isa) -> f64 {
+    pub fn per_pair<T: KernelReal>(output: impl Into<Output>, isa: Isa) -> f64 {
+        let output = output.into();
         let newton = isa == Isa::Avx512;
         let steps = if T::BYTES == 8 { 2.0 } else { 1.0 };
         // estimate + per step: rsqrt 1 mul + 1 fma + 1 mul (4 flops), recip 2 fma (4 flops)
@@ -46,8 +50,10 @@ impl P2pFlops {
         let common = 8.0 + rsqrt + 1.0 + 1.0 + 1.0 + exp + 1.0 + erfc + 1.0;
         let stokeslet = 1.0 + 1.0 + 2.0 + 5.0 + 1.0 + 12.0; // A-B, A+B, (A+B)/r^2, r.f, c, 3x(2 fma)
         let stresslet = 1.0 + 15.0 + 6.0 + 18.0 + 2.0 + 12.0; // D, r.q r.n q.n, e, 3 comps, s
+        let field = if output.field { 1.0 + 2.0 + 6.0 } else { 0.0 }; // A+B, q(A+B)/r^2, 3 fma
         common
-            + match kernel {
+            + field
+            + match output.kernel {
                 Kernel::Laplace => 2.0,
                 Kernel::Stokeslet => stokeslet,
                 Kernel::Stresslet => stresslet,
@@ -116,18 +122,19 @@ trait PairKernel {
     const DIM: usize;
     /// Density components read per source.
     const COMPS: usize;
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal;
 }
 
 struct Laplace;
+struct LaplaceField;
 struct Stokeslet;
 struct Stresslet;
 struct Stokes;
 
 #[inline(always)]
-fn stokeslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], f: [V; 3], rad: &Radial<V>, acc: &mut [V; 3]) {
+fn stokeslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], f: [V; 3], rad: &Radial<V>, acc: &mut [V; 4]) {
     let a = V::select_positive(rad.r2, rad.a, c.self_a) - rad.b;
     let cr = (rad.a + rad.b) * rad.rinv * rad.rinv;
     let rf = d[0].mul_add(f[0], d[1].mul_add(f[1], d[2] * f[2]));
@@ -138,7 +145,7 @@ fn stokeslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], f: [V; 3], rad: &Radial<V
 }
 
 #[inline(always)]
-fn stresslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], q: [V; 3], n: [V; 3], rad: &Radial<V>, acc: &mut [V; 3]) {
+fn stresslet_terms<V: Simd>(c: &Consts<V>, d: &[V; 3], q: [V; 3], n: [V; 3], rad: &Radial<V>, acc: &mut [V; 4]) {
     let dd = c.two_xi2 * rad.b;
     let rq = d[0].mul_add(q[0], d[1].mul_add(q[1], d[2] * q[2]));
     let rn = d[0].mul_add(n[0], d[1].mul_add(n[1], d[2] * n[2]));
@@ -156,7 +163,7 @@ impl PairKernel for Laplace {
     const DIM: usize = 1;
     const COMPS: usize = 1;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
@@ -166,11 +173,30 @@ impl PairKernel for Laplace {
     }
 }
 
+impl PairKernel for LaplaceField {
+    const DIM: usize = 4;
+    const COMPS: usize = 1;
+    #[inline(always)]
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    where
+        V::Scalar: KernelReal,
+    {
+        let rad = radial(c, d);
+        let a = V::select_positive(rad.r2, rad.a, c.self_a);
+        acc[0] = a.mul_add(s[0], acc[0]);
+        // E = q (A + B) r / r^2; zero at r = 0 (1/r is 0 there)
+        let e = (rad.a + rad.b) * rad.rinv * rad.rinv * s[0];
+        for i in 0..3 {
+            acc[1 + i] = e.mul_add(d[i], acc[1 + i]);
+        }
+    }
+}
+
 impl PairKernel for Stokeslet {
     const DIM: usize = 3;
     const COMPS: usize = 3;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
@@ -183,7 +209,7 @@ impl PairKernel for Stresslet {
     const DIM: usize = 3;
     const COMPS: usize = 6;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
@@ -196,7 +222,7 @@ impl PairKernel for Stokes {
     const DIM: usize = 3;
     const COMPS: usize = 9;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 3])
+    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
@@ -259,7 +285,7 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
     let src = job.src;
     let tx: [[f64; 3]; NT] =
         std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
-    let mut acc = [[consts.zero; 3]; NT];
+    let mut acc = [[consts.zero; 4]; NT];
     for &(cell, offset) in colleagues.iter() {
         let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
         if a == b {
@@ -320,7 +346,7 @@ where
 /// A real type with SIMD P2P instantiations (`f32`, `f64`).
 pub trait P2pReal: KernelReal {
     #[doc(hidden)]
-    fn run_cell(token: IsaToken, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]);
+    fn run_cell(token: IsaToken, output: Output, job: &Job<Self>, c: usize, out: &mut [Self]);
     #[doc(hidden)]
     fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize);
 }
@@ -328,7 +354,7 @@ pub trait P2pReal: KernelReal {
 macro_rules! impl_p2p_real {
     ($t:ty, $v512:ty, $v256:ty) => {
         impl P2pReal for $t {
-            fn run_cell(token: IsaToken, kernel: Kernel, job: &Job<Self>, c: usize, out: &mut [Self]) {
+            fn run_cell(token: IsaToken, output: Output, job: &Job<Self>, c: usize, out: &mut [Self]) {
                 macro_rules! go {
                     ($k:ty) => {
                         match token.isa() {
@@ -344,7 +370,8 @@ macro_rules! impl_p2p_real {
                         }
                     };
                 }
-                match kernel {
+                match output.kernel {
+                    Kernel::Laplace if output.field => go!(LaplaceField),
                     Kernel::Laplace => go!(Laplace),
                     Kernel::Stokeslet => go!(Stokeslet),
                     Kernel::Stresslet => go!(Stresslet),
@@ -378,14 +405,14 @@ impl_p2p_real!(f64, f64, f64);
 #[cfg(not(target_arch = "x86_64"))]
 impl_p2p_real!(f32, f32, f32);
 
-/// Near field of all targets: writes `kernel.output_dim()` values per target into `out`, in the
-/// sorted (cell) order of `targets`.
+/// Near field of all targets: writes `output.dim()` values per target into `out` (the
+/// potential, then the Laplace field if asked), in the sorted (cell) order of `targets`.
 ///
 /// `sources` must be padded to a multiple of `isa.lanes::<T>()`; an `isa` this CPU lacks runs
 /// the portable code (the SIMD code runs only behind an [`IsaToken`], see [`crate::simd`]).
 #[allow(clippy::too_many_arguments)]
 pub fn p2p<T: P2pReal>(
-    kernel: Kernel,
+    output: impl Into<Output>,
     xi: f64,
     grid: &CellGrid,
     sources: &PaddedSources<T>,
@@ -394,7 +421,8 @@ pub fn p2p<T: P2pReal>(
     isa: Isa,
     par: Par,
 ) {
-    let dim = kernel.output_dim();
+    let output = output.into();
+    let dim = output.dim();
     let token = IsaToken::new(isa).unwrap_or_else(IsaToken::scalar);
     assert_eq!(out.len(), targets.len() * dim, "P2P output length");
     assert!(sources.offsets.iter().all(|o| o % token.isa().lanes::<T>() == 0), "sources padded for another ISA");
@@ -409,7 +437,7 @@ pub fn p2p<T: P2pReal>(
         // SAFETY: target cell c owns the range t0..t1 of the sorted targets, disjoint from every
         // other cell's, and `work` runs once per cell, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(token, kernel, &job, c, o);
+        T::run_cell(token, output, &job, c, o);
     };
     match par {
         Par::Seq => (0..grid.cells()).for_each(work),

@@ -1,7 +1,7 @@
 //! P2P on padded cell lists against a plain O(N^2) sum of the reference's screened kernels over
 //! all periodic images, for every kernel, instruction set and precision.
 
-use parki_core::{Domain, Kernel, Par, Sources};
+use parki_core::{Domain, Kernel, Output, Par, Sources};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
 use parki_reference::classical::add_real_space;
 
@@ -32,14 +32,14 @@ fn problem() -> Problem {
 }
 
 /// Every source image within `cut` of every target (cut below the colleague-cell reach).
-fn reference(kernel: Kernel, domain: &Domain, xi: f64, src: &Sources<f64>, cut: f64) -> Vec<f64> {
+fn reference(output: Output, domain: &Domain, xi: f64, src: &Sources<f64>, cut: f64) -> Vec<f64> {
     let l = domain.lengths();
-    let dim = kernel.output_dim();
+    let dim = output.dim();
     let mut out = vec![0.0; N * dim];
     for (i, x) in src.positions.iter().enumerate() {
-        let mut acc = [0.0; 3];
+        let mut acc = [0.0; 4];
         for (j, y) in src.positions.iter().enumerate() {
-            for_images_within(x, y, l, cut, |r, r2| add_real_space(kernel, xi, r, r2, src, j, &mut acc));
+            for_images_within(x, y, l, cut, |r, r2| add_real_space(output, xi, r, r2, src, j, &mut acc));
         }
         out[i * dim..(i + 1) * dim].copy_from_slice(&acc[..dim]);
     }
@@ -76,8 +76,12 @@ fn p2p_matches_the_reference_screened_sum() {
     // sum equals the all-image sum within the smallest cell width
     let grid = CellGrid::new(&domain, 0.15).unwrap();
     let xi = 50.0;
-    for kernel in Kernel::ALL {
-        let expect = reference(kernel, &domain, xi, &src, grid.min_width());
+    // every kernel's potential, and the Laplace field after its potential
+    let outputs = Kernel::ALL.map(Output::from).into_iter().chain([Output::with_field(Kernel::Laplace).unwrap()]);
+    for output in outputs {
+        let (kernel, dim) = (output.kernel, output.dim());
+        let name = if output.field { "laplace field" } else { kernel.name() };
+        let expect = reference(output, &domain, xi, &src, grid.min_width());
         for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             if !isa.available() {
                 continue;
@@ -85,12 +89,12 @@ fn p2p_matches_the_reference_screened_sum() {
             for par in [Par::Seq, Par::Rayon(3)] {
                 let padded = PaddedSources::build(&grid, kernel, &src, isa.lanes::<f64>(), par);
                 let sorted = SortedTargets::build(&grid, &pos, par);
-                let mut near = vec![0.0; N * kernel.output_dim()];
-                p2p(kernel, xi, &grid, &padded, &sorted, &mut near, isa, par);
-                let mut u = vec![0.0; N * kernel.output_dim()];
-                sorted.unsort(&near, kernel.output_dim(), &mut u);
+                let mut near = vec![0.0; N * dim];
+                p2p(output, xi, &grid, &padded, &sorted, &mut near, isa, par);
+                let mut u = vec![0.0; N * dim];
+                sorted.unsort(&near, dim, &mut u);
                 let e = rel(&u, &expect);
-                assert!(e < 1e-14, "{} {} {par:?}: {e:e}", kernel.name(), isa.name());
+                assert!(e < 1e-14, "{} {} {par:?}: {e:e}", name, isa.name());
             }
             // single precision
             let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(|x| x as f32)).collect::<Vec<_>>();
@@ -105,10 +109,10 @@ fn p2p_matches_the_reference_screened_sum() {
             };
             let padded = PaddedSources::build(&grid, kernel, &s32, isa.lanes::<f32>(), Par::Seq);
             let sorted = SortedTargets::build(&grid, &p32, Par::Seq);
-            let mut near = vec![0.0f32; N * kernel.output_dim()];
-            p2p(kernel, xi, &grid, &padded, &sorted, &mut near, isa, Par::Seq);
-            let mut u = vec![0.0f32; N * kernel.output_dim()];
-            sorted.unsort(&near, kernel.output_dim(), &mut u);
+            let mut near = vec![0.0f32; N * dim];
+            p2p(output, xi, &grid, &padded, &sorted, &mut near, isa, Par::Seq);
+            let mut u = vec![0.0f32; N * dim];
+            sorted.unsort(&near, dim, &mut u);
             let u: Vec<f64> = u.iter().map(|&v| v as f64).collect();
             // the reference on the same f32-rounded data, so that only the arithmetic differs
             let w3 = |v: &Vec<[f32; 3]>| v.iter().map(|p| p.map(|x| x as f64)).collect::<Vec<_>>();
@@ -121,9 +125,9 @@ fn p2p_matches_the_reference_screened_sum() {
                 dipoles: Some(&dw),
                 normals: Some(&nw),
             };
-            let expect32 = reference(kernel, &domain, xi, &sw, grid.min_width());
+            let expect32 = reference(output, &domain, xi, &sw, grid.min_width());
             let e = rel(&u, &expect32);
-            assert!(e < 1e-6, "{} {} f32: {e:e}", kernel.name(), isa.name());
+            assert!(e < 1e-6, "{} {} f32: {e:e}", name, isa.name());
         }
     }
 }
@@ -203,7 +207,7 @@ fn f32_p2p_of_a_ball_across_the_boundary_is_accurate_per_pair() {
             for (i, x) in pw.iter().enumerate() {
                 for (j, y) in pw.iter().enumerate() {
                     for_images_within(x, y, l, grid.min_width(), |r, r2| {
-                        let mut t = [0.0; 3];
+                        let mut t = [0.0; 4];
                         add_real_space(kernel, xi, r, r2, &sw, j, &mut t);
                         for k in 0..dim {
                             expect[i * dim + k] += t[k];

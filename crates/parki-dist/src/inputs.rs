@@ -1,7 +1,7 @@
 //! Checks of one evaluation's inputs and the neutrality of the sources.
 
 use parki_core::validate::check_positions;
-use parki_core::{Domain, Error, Kernel, Real, Result, Sources};
+use parki_core::{Domain, Error, Kernel, Output, Real, Result, Sources};
 
 use crate::options::Targets;
 
@@ -12,14 +12,14 @@ use crate::options::Targets;
 /// [`Error::OutsideBox`], [`Error::NonFinite`], [`Error::Missing`] or [`Error::LengthMismatch`]
 /// naming the field, the particle and the value.
 pub fn check_inputs<'a, T: Real>(
-    kernel: Kernel,
+    output: Output,
     domain: &Domain,
     sources: &Sources<'a, T>,
     targets: Targets<'a, T>,
     out_len: usize,
 ) -> Result<&'a [[T; 3]]> {
     check_positions("sources.positions", sources.positions, domain)?;
-    sources.check_densities(kernel)?;
+    sources.check_densities(output.kernel)?;
     let target_positions = match targets {
         Targets::Sources => sources.positions,
         Targets::Points(p) => {
@@ -27,7 +27,7 @@ pub fn check_inputs<'a, T: Real>(
             p
         }
     };
-    let dim = kernel.output_dim();
+    let dim = output.dim();
     if out_len != target_positions.len() * dim {
         return Err(Error::LengthMismatch {
             field: "output".into(),

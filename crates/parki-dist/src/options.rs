@@ -3,9 +3,9 @@
 //! constructors and chainable setters so that new options never break callers.
 
 use parki_comm::Backend;
-use parki_core::{Domain, Kernel};
+use parki_core::{Domain, Kernel, Output, Result};
 use parki_decomp::Decomposition;
-use parki_farfield::{CostModel, G2pVariant, P2gVariant};
+use parki_farfield::{CostModel, FieldMethod, G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::Isa;
 
@@ -32,6 +32,11 @@ pub struct EwaldOptions {
     pub domain: Domain,
     /// Relative RMS tolerance.
     pub tolerance: f64,
+    /// The Laplace field `E = -grad u` after the potential (`[u, E_x, E_y, E_z]` per target; the
+    /// tolerance holds for each).
+    pub field: bool,
+    /// How the field's far part is computed (window derivative in G2P, or `-i k` in CNV).
+    pub field_method: FieldMethod,
     /// Fixed real-space cut-off (the cells are at least this wide).
     pub rc: Option<f64>,
     /// Fixed mean number of sources per cell (sets `rc`), as ParkiPy's `cell_size`.
@@ -76,6 +81,8 @@ impl EwaldOptions {
             kernel,
             domain,
             tolerance,
+            field: false,
+            field_method: FieldMethod::default(),
             rc: None,
             cell_size: None,
             window_support: None,
@@ -91,6 +98,32 @@ impl EwaldOptions {
             enforce_tolerance: true,
             statistics: None,
         }
+    }
+
+    /// Evaluates the Laplace field `E = -grad u` too: `[u, E_x, E_y, E_z]` per target (the
+    /// solver refuses it for other kernels, naming `output.field`).
+    pub fn field(mut self, field: bool) -> Self {
+        self.field = field;
+        self
+    }
+
+    /// How the field's far part is computed (default: the window's derivative in G2P).
+    pub fn field_method(mut self, method: FieldMethod) -> Self {
+        self.field_method = method;
+        self
+    }
+
+    /// What an evaluation writes per target.
+    ///
+    /// # Errors
+    /// A field asked of a kernel other than Laplace (names `output.field`).
+    pub fn output(&self) -> Result<Output> {
+        Output::new(self.kernel, self.field)
+    }
+
+    /// Values per target an evaluation writes (the kernel's, plus 3 with the field).
+    pub fn output_dim(&self) -> usize {
+        self.kernel.output_dim() + if self.field { 3 } else { 0 }
     }
 
     /// Close-pair statistics of the particles for the error model (`None`: uniform model).

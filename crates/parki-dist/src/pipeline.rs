@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parki_comm::{Comm, ReduceOp};
-use parki_core::{Error, PackedSet, PackedSources, Par, Result, SourceSet, Sources, StageName, StageTimes};
+use parki_core::{Error, Output, PackedSet, PackedSources, Par, Result, SourceSet, Sources, StageName, StageTimes};
 use parki_decomp::{
     split_range, BlockPlacement, CellOwnership, GhostPlan, HaloPlan, OwnedRows, ProcGrid, Route, SortMode,
 };
@@ -51,6 +51,7 @@ pub struct Evaluation {
 pub struct DistEwaldSolver<T: SolverReal, B: EwaldBackend<T> = CpuBackend<T>> {
     comm: Comm,
     opts: EwaldOptions,
+    output: Output,
     popts: ParallelOptions,
     params: Params,
     threads: usize,
@@ -280,6 +281,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         targets: usize,
     ) -> Result<Self> {
         let plan::Choice { params, threads, isa } = choice;
+        let output = opts.output()?;
+        let field_method = opts.field.then_some(opts.field_method);
         let me = comm.rank();
         let global_cells = CellGrid::new(&opts.domain, params.rc)?;
         let ncell = global_cells.global_dims();
@@ -354,7 +357,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
                 placement,
                 &rows,
                 kernel.grid_components(),
-                kernel.output_dim(),
+                parki_farfield::FieldMethod::grid_outputs(field_method, kernel),
                 T::BYTES,
                 popts.backend,
                 [EwaldStage::Halo.into(), EwaldStage::GridGhost.into()],
@@ -364,6 +367,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let ranks = comm.size();
         let setup = BackendSetup {
             kernel,
+            output,
+            field_method,
             params: &params,
             lengths,
             cells: &cells,
@@ -390,6 +395,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         Ok(Self {
             comm: comm.clone(),
             opts: opts.clone(),
+            output,
             popts,
             params,
             threads,
@@ -478,7 +484,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     }
 
     /// Evaluates the potential of this rank's `sources` at its `targets` into `out`
-    /// (`output_dim` values per target, this rank's input order), overwriting it. Collective:
+    /// ([`EwaldOptions::output_dim`] values per target: the potential, then the Laplace field if
+    /// asked; this rank's input order), overwriting it. Collective:
     /// every rank calls it with its own share (possibly empty).
     ///
     /// # Errors
@@ -538,7 +545,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         out_len: usize,
     ) -> Result<(Vec<String>, f64, [f64; 3])> {
         let kernel = self.opts.kernel;
-        self.comm.agree(check_inputs(kernel, &self.opts.domain, sources, targets, out_len).map(drop))?;
+        self.comm.agree(check_inputs(self.output, &self.opts.domain, sources, targets, out_len).map(drop))?;
         let mut sums = Neutrality::of(kernel, sources);
         self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
         let domain = &self.opts.domain;
@@ -666,7 +673,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             self.backend.sum_into(background, out);
             add(out);
         } else {
-            let n = local.targets().len() * self.opts.kernel.output_dim();
+            let n = local.targets().len() * self.output.dim();
             let mut result = std::mem::take(&mut local.result);
             result.resize(n, T::ZERO);
             self.backend.sum_into(background, &mut result);
@@ -679,7 +686,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     fn return_results(&self, local: &Local<'_, T>, out: &mut [T]) {
         let Some((src_route, trg_route)) = &local.routes else { return };
         let _g = self.comm.stage(EwaldStage::Return);
-        let dim = self.opts.kernel.output_dim();
+        let dim = self.output.dim();
         trg_route.as_ref().unwrap_or(src_route).return_to_callers(&self.comm, &local.result, dim, out);
     }
 }

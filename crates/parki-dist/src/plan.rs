@@ -85,8 +85,10 @@ pub(crate) fn choose<T: SolverReal>(
         Some(i) if i.available() => i,
         Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
     };
+    opts.output()?;
     let request = parki_farfield::Request {
         kernel: opts.kernel,
+        field: opts.field.then_some(opts.field_method),
         domain: opts.domain,
         sources,
         targets,
@@ -140,8 +142,10 @@ impl MemoryEstimate {
     ) -> Self {
         let t = T::BYTES as f64;
         let kernel = opts.kernel;
-        let (w, dim, ncomp) =
-            (kernel.density_width() as f64, kernel.output_dim() as f64, kernel.grid_components() as f64);
+        let (w, dim) = (kernel.density_width() as f64, opts.output_dim() as f64);
+        // the grid's components: spread, and returned by the inverse transform
+        let grid_out = parki_farfield::FieldMethod::grid_outputs(opts.field.then_some(opts.field_method), kernel);
+        let ncomp = kernel.grid_components().max(grid_out) as f64;
         let r = ranks.max(1) as f64;
         let ns = sources as f64 / r;
         let nt = targets as f64 / r;
@@ -160,7 +164,7 @@ impl MemoryEstimate {
                 // the block and the gather grid cover the owned part plus the window's reach
                 let reach = if ranks > 1 { ((mz / r + params.p as f64 + 3.0) / (mz / r)).min(r) } else { 1.0 };
                 let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
-                let gather = if dim > 1.0 { dim * mx * my * mz / r * reach * t } else { 0.0 };
+                let gather = if grid_out > 1 { grid_out as f64 * mx * my * mz / r * reach * t } else { 0.0 };
                 let p = params.p as f64;
                 (fft + block + gather, threads as f64 * (p / 2.0) * mx * my * ncomp * t, p)
             }

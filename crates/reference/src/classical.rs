@@ -36,7 +36,7 @@
 
 use std::f64::consts::PI;
 
-use parki_core::{Domain, Kernel, SourceSet, Sources};
+use parki_core::{Domain, Kernel, Output, SourceSet, Sources};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
 };
@@ -219,13 +219,15 @@ impl ClassicalEwald {
     ///
     /// A target that coincides exactly with a source (or one of its images) skips its
     /// free-space term; other images are kept.
-    pub fn evaluate(&self, kernel: Kernel, sources: &Sources<f64>, targets: &[[f64; 3]]) -> Vec<f64> {
-        self.prepare(kernel, sources).evaluate(targets)
+    pub fn evaluate(&self, output: impl Into<Output>, sources: &Sources<f64>, targets: &[[f64; 3]]) -> Vec<f64> {
+        self.prepare(output, sources).evaluate(targets)
     }
 
     /// The source-side work of an evaluation done once: the structure factors of the Fourier
     /// sum. The returned [`Prepared`] evaluates any targets, e.g. in chunks with progress.
-    pub fn prepare<'a>(&'a self, kernel: Kernel, sources: &'a Sources<'a, f64>) -> Prepared<'a> {
+    pub fn prepare<'a>(&'a self, output: impl Into<Output>, sources: &'a Sources<'a, f64>) -> Prepared<'a> {
+        let output = output.into();
+        let kernel = output.kernel;
         let modes = self.modes();
         let nk = modes.k.len();
         let ncomp = source_components(kernel);
@@ -266,12 +268,19 @@ impl ClassicalEwald {
                     a
                 },
             );
-        // Fourier-space potential per wave vector: U(k) = G^F(k) S(k) (complex, dim components).
-        let dim = kernel.output_dim();
+        // Fourier-space potential per wave vector: U(k) = G^F(k) S(k) (complex, dim components),
+        // and the field -i k U(k)
+        let dim = output.dim();
         let mut uk = vec![(0.0, 0.0); nk * dim];
         for m in 0..nk {
             let sk = &s[m * ncomp..(m + 1) * ncomp];
-            fourier_kernel(kernel, self.xi, modes.k[m], sk, &mut uk[m * dim..(m + 1) * dim]);
+            let u = &mut uk[m * dim..(m + 1) * dim];
+            fourier_kernel(kernel, self.xi, modes.k[m], sk, u);
+            if output.field {
+                let k = modes.k[m];
+                let u0 = u[0];
+                (0..3).for_each(|d| u[1 + d] = (k[d] * u0.1, -k[d] * u0.0));
+            }
         }
         let ns = sources.len() as u64;
         let work = Work {
@@ -280,7 +289,7 @@ impl ClassicalEwald {
             phase_terms: ns * self.phase_len(),
             ..Work::default()
         };
-        Prepared { ewald: self, kernel, sources, modes, uk, work }
+        Prepared { ewald: self, output, sources, modes, uk, work }
     }
 
     /// Entries of one point's phase tables, `sum_d (2 M_d + 1)`.
@@ -293,7 +302,7 @@ impl ClassicalEwald {
     /// clipped to the ball of radius `R` left by the outer ones, so that a pair costs one row
     /// plus one line per image line met, for any box shape.
     #[inline]
-    fn pair_images(&self, kernel: Kernel, x: &[f64; 3], j: usize, sources: &Sources<f64>, acc: &mut PairAcc) {
+    fn pair_images(&self, output: Output, x: &[f64; 3], j: usize, sources: &Sources<f64>, acc: &mut PairAcc) {
         let y = sources.positions[j];
         let l = self.domain.lengths();
         let d = [x[0] - y[0], x[1] - y[1], x[2] - y[2]];
@@ -329,7 +338,7 @@ impl ClassicalEwald {
                         continue;
                     }
                     acc.work.image_terms += 1;
-                    add_real_space(kernel, self.xi, r, r2, sources, j, &mut acc.u);
+                    add_real_space(output, self.xi, r, r2, sources, j, &mut acc.u);
                 }
             }
         }
@@ -392,7 +401,7 @@ impl ClassicalEwald {
 /// One target's real-space sum over a block of sources, with the work it took.
 #[derive(Clone, Copy, Default)]
 struct PairAcc {
-    u: [f64; 3],
+    u: [f64; 4],
     work: Work,
 }
 
@@ -404,7 +413,7 @@ const SOURCE_BLOCK: usize = 2048;
 /// ([`ClassicalEwald::prepare`]): evaluates targets at `O(Ns (images per pair) + M)` each.
 pub struct Prepared<'a> {
     ewald: &'a ClassicalEwald,
-    kernel: Kernel,
+    output: Output,
     sources: &'a Sources<'a, f64>,
     modes: Modes,
     /// `U(k) = G^F(k) S(k)` per wave vector and output component.
@@ -432,8 +441,8 @@ impl Prepared<'_> {
     /// The periodic sum at `targets` and the work it took (the targets' share only; add
     /// [`Prepared::source_work`] for the whole evaluation).
     pub fn evaluate_counted(&self, targets: &[[f64; 3]]) -> (Vec<f64>, Work) {
-        let (kernel, sources, ewald) = (self.kernel, self.sources, self.ewald);
-        let dim = kernel.output_dim();
+        let (output, sources, ewald) = (self.output, self.sources, self.ewald);
+        let dim = output.dim();
         let mut out = vec![0.0; targets.len() * dim];
         // real space: per target, blocks of sources in parallel, summed in block order
         let blocks: Vec<(usize, usize)> =
@@ -446,13 +455,13 @@ impl Prepared<'_> {
                     .map(|&(lo, hi)| {
                         let mut acc = PairAcc::default();
                         for j in lo..hi {
-                            ewald.pair_images(kernel, x, j, sources, &mut acc);
+                            ewald.pair_images(output, x, j, sources, &mut acc);
                         }
                         acc
                     })
                     .collect();
                 parts.iter().fold(PairAcc::default(), |mut a, p| {
-                    (0..3).for_each(|c| a.u[c] += p.u[c]);
+                    (0..4).for_each(|c| a.u[c] += p.u[c]);
                     a.work.add(&p.work);
                     a
                 })
@@ -469,7 +478,7 @@ impl Prepared<'_> {
         let (modes, uk) = (&self.modes, &self.uk);
         out.par_chunks_mut(dim).zip(targets.par_iter()).for_each(|(u, x)| {
             let ph = ewald.phases(x); // e^{-i k.x}; conjugate below
-            let mut acc = [Neumaier::default(); 3];
+            let mut acc = [Neumaier::default(); 4];
             for (m, n) in modes.n.iter().enumerate() {
                 let e = cmul(cmul(ph[0][n[0] + shift[0]], ph[1][n[1]]), ph[2][n[2]]);
                 let e = (e.0, -e.1);
@@ -483,12 +492,13 @@ impl Prepared<'_> {
         let nt = targets.len() as u64;
         work.target_mode_terms = nt * self.modes.k.len() as u64;
         work.phase_terms = nt * ewald.phase_len();
-        if kernel == Kernel::Laplace {
+        if output.kernel == Kernel::Laplace {
             // The real-space kernel erfc(xi r)/r has mean pi/xi^2 over space; dropping the zero
-            // mode of the full sum subtracts it (the neutralising background of a net charge).
+            // mode of the full sum subtracts it (the neutralising background of a net charge,
+            // whose field is zero).
             let net: f64 = sources.charges.expect("charges").iter().sum();
             let shift = PI * net / (ewald.domain.volume() * ewald.xi * ewald.xi);
-            out.iter_mut().for_each(|u| *u -= shift);
+            out.iter_mut().step_by(dim).for_each(|u| *u -= shift);
         }
         (out, work)
     }
@@ -607,8 +617,20 @@ fn fourier_kernel(kernel: Kernel, xi: f64, k: [f64; 3], s: &[(f64, f64)], u: &mu
 }
 
 /// Adds the real-space (screened) term `G^N(r) s_j` of source `j` at separation `r`
-/// (`r2 = |r|^2`) to `acc`; at `r = 0` adds `-G^F(0) s_j` (the self term).
-pub fn add_real_space(kernel: Kernel, xi: f64, r: [f64; 3], r2: f64, s: &Sources<f64>, j: usize, acc: &mut [f64; 3]) {
+/// (`r2 = |r|^2`) to `acc` (the `output.dim()` values of [`Output`]: for the Laplace field
+/// `-grad [q erfc(xi r)/r] = q r [erfc(xi r)/r^3 + 2 xi e^{-xi^2 r^2}/(sqrt(pi) r^2)]` after the
+/// potential); at `r = 0` adds `-G^F(0) s_j` (the self term; the field's is zero).
+pub fn add_real_space(
+    output: impl Into<Output>,
+    xi: f64,
+    r: [f64; 3],
+    r2: f64,
+    s: &Sources<f64>,
+    j: usize,
+    acc: &mut [f64; 4],
+) {
+    let output = output.into();
+    let kernel = output.kernel;
     let sqrt_pi = PI.sqrt();
     if r2 == 0.0 {
         // coincident: the singular free-space term is skipped, leaving -G^F(0) s_j
@@ -625,7 +647,12 @@ pub fn add_real_space(kernel: Kernel, xi: f64, r: [f64; 3], r2: f64, s: &Sources
     let rn = r2.sqrt();
     let erfc = libm::erfc(xi * rn);
     if kernel.needs_charges() {
-        acc[0] += erfc / rn * s.charges.expect("charges")[j];
+        let q = s.charges.expect("charges")[j];
+        acc[0] += erfc / rn * q;
+        if output.field {
+            let e = q * (erfc / rn + 2.0 * xi * (-xi * xi * r2).exp() / sqrt_pi) / r2;
+            (0..3).for_each(|a| acc[1 + a] += e * r[a]);
+        }
     }
     if kernel.needs_forces() {
         // Hasimoto: G^N = G(r) [erfc(xi r) + 2 xi r e^{-xi^2 r^2}/sqrt(pi)] - 4 xi e^{-xi^2 r^2}/sqrt(pi) I

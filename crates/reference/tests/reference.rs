@@ -267,3 +267,56 @@ fn elongated_boxes_cost_in_proportion_and_match_the_cell() {
         }
     }
 }
+
+/// The Laplace field of every reference (free space, 1P line sum, 2P tall box, 3P classical)
+/// is minus the gradient of its potential: compared with fourth-order central differences of
+/// the potential at targets off the sources.
+#[test]
+fn laplace_fields_are_minus_the_gradient_of_the_potentials() {
+    use parki_core::Output;
+    use parki_reference::direct::free_space_sum;
+    use parki_reference::images::{line_sum, planar_from_tall_box};
+    let l = [1.0, 1.2, 0.9];
+    let (pos, q, ..) = random_problem(40, 17, l);
+    let src = Sources::laplace(&pos, &q);
+    let mut g = Lcg(5);
+    let targets: Vec<[f64; 3]> = (0..6).map(|_| [g.next() * l[0], g.next() * l[1], g.next() * l[2]]).collect();
+    let field = Output::with_field(Kernel::Laplace).unwrap();
+    type Eval<'a> = Box<dyn Fn(Output, &[[f64; 3]]) -> Vec<f64> + 'a>;
+    let cases: Vec<(&str, Eval)> = vec![
+        ("free space", Box::new(|o, t| free_space_sum(o, &src, t))),
+        ("1P line", Box::new(|o, t| line_sum(o, &Domain::new(l, [false, true, false]).unwrap(), &src, t))),
+        (
+            "2P tall box",
+            Box::new(|o, t| planar_from_tall_box(o, &Domain::new(l, [true, true, false]).unwrap(), &src, t, 8.0)),
+        ),
+        (
+            "3P classical",
+            Box::new(|o, t| ClassicalEwald::new(Domain::triply_periodic(l).unwrap(), 40, t.len()).evaluate(o, &src, t)),
+        ),
+    ];
+    for (name, eval) in &cases {
+        let with = eval(field, &targets);
+        let pot = eval(Output::from(Kernel::Laplace), &targets);
+        let h = 1e-3;
+        let (mut num, mut den) = (0.0, 0.0);
+        for (i, x) in targets.iter().enumerate() {
+            assert!((with[4 * i] - pot[i]).abs() < 1e-13 * pot[i].abs().max(1.0), "{name}: potential changed");
+            for d in 0..3 {
+                let at = |s: f64| {
+                    let mut y = *x;
+                    y[d] += s * h;
+                    y
+                };
+                let pts = [at(-2.0), at(-1.0), at(1.0), at(2.0)];
+                let u = eval(Output::from(Kernel::Laplace), &pts);
+                let grad = (u[0] - 8.0 * u[1] + 8.0 * u[2] - u[3]) / (12.0 * h);
+                num += (with[4 * i + 1 + d] + grad).powi(2);
+                den += grad * grad;
+            }
+        }
+        let e = (num / den).sqrt();
+        println!("{name}: field against differences {e:.2e}");
+        assert!(e < 1e-8, "{name}: field against -grad u: {e:e}");
+    }
+}

@@ -20,7 +20,7 @@ use parki_app::app::error_line;
 use parki_comm::{Backend, Comm, ReduceOp, Universe};
 use parki_core::{Domain, Error, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
-use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SortMode, Targets};
+use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, FieldMethod, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{
     proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor, R2rKind,
     R2rMethod,
@@ -139,6 +139,9 @@ enum Command {
         /// Periodic axes as three letters `t`/`f` (`ttt`: triply periodic, `fff`: free space).
         #[arg(long, default_value = "ttt")]
         periodic: String,
+        /// The Laplace field too, its far part by `window` or `spectral`.
+        #[arg(long)]
+        field: Option<String>,
     },
 }
 
@@ -241,8 +244,12 @@ fn check_ewald(
     bad_rank: Option<usize>,
     panic_rank: Option<usize>,
     periodic: &str,
+    field: Option<&str>,
 ) -> Result<(), Error> {
     let kernel = Kernel::from_name(kernel)?;
+    let field = field
+        .map(|f| FieldMethod::parse(f).ok_or_else(|| unsupported(format!("--field {f}: expected window or spectral"))))
+        .transpose()?;
     let flags: Vec<bool> = periodic.chars().map(|c| c == 't').collect();
     if flags.len() != 3 || !periodic.chars().all(|c| c == 't' || c == 'f') {
         return Err(unsupported(format!("--periodic {periodic}: expected three letters t or f")));
@@ -253,14 +260,15 @@ fn check_ewald(
         .ok_or_else(|| unsupported(format!("backend = {backend}: expected alltoallv or persistent")))?;
     let lengths = [1.0, 1.2, 0.9];
     let domain = Domain::new(lengths, [flags[0], flags[1], flags[2]])?;
-    let mut opts = EwaldOptions::new(kernel, domain, tol);
+    let mut opts = EwaldOptions::new(kernel, domain, tol).field(field.is_some());
+    opts.field_method = field.unwrap_or_default();
     opts.threads = 1;
     let nt = if separate { n / 2 } else { n };
     let mut serial = EwaldSolver::<f64>::new(&opts, n, nt)?;
     let cells = serial.cells().dims();
     let all = particles(n, lengths, cells, 7);
     let tall = particles(nt, lengths, cells, 8);
-    let dim = kernel.output_dim();
+    let dim = opts.output_dim();
     let targets_all = if separate { Targets::Points(&tall.pos[..]) } else { Targets::Sources };
     let mut reference = vec![0.0; nt * dim];
     serial.evaluate(&all.view(kernel), targets_all, &mut reference)?;
@@ -315,9 +323,10 @@ fn check_ewald(
     let err2 = rel_diff(world, &u2, &fresh_mine);
     if world.rank() == 0 {
         println!(
-            "ewald {} periodic={periodic} n={n} tol={tol:e} targets={} {} {:?} backend={} ranks={}: vs single \
+            "ewald {}{} periodic={periodic} n={n} tol={tol:e} targets={} {} {:?} backend={} ranks={}: vs single \
              process {err:.3e}, moved + neighbour sort vs fresh {err2:.3e} (bound {bound:e})",
             kernel.name(),
+            field.map(|f| format!(" field={}", f.name())).unwrap_or_default(),
             if separate { "separate" } else { "sources" },
             solver.proc_grid().kind(),
             solver.proc_grid().dims,
@@ -754,8 +763,11 @@ fn main() -> ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank, periodic } => {
-            check_ewald(&world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank, &periodic)
+        Command::Ewald { kernel, n, tol, layout, backend, targets, bound, bad_rank, panic_rank, periodic, field } => {
+            let field = field.as_deref();
+            check_ewald(
+                &world, &kernel, n, tol, &layout, &backend, targets, bound, bad_rank, panic_rank, &periodic, field,
+            )
         }
         Command::Poisson { grid, bc, green, field, component_bc, centering, layout, backend } => {
             check_poisson(&world, &grid, &bc, &green, &field, &component_bc, &centering, &layout, &backend)

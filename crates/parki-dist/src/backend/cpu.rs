@@ -2,10 +2,11 @@
 
 use parki_comm::Comm;
 use parki_core::memory::{try_touched_vec, HugeBuffer};
-use parki_core::{Kernel, Par, Result, SourceSet};
+use parki_core::{Kernel, Output, Par, Result, SourceSet};
 use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
-    g2p, interleave, p2g, Cnv, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant,
+    g2p, g2p_field, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel,
+    P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
@@ -17,6 +18,11 @@ use crate::SolverReal;
 /// ranks), CNV, target-sorted G2P, every stage on the solver's threads.
 pub struct CpuBackend<T: SolverReal> {
     kernel: Kernel,
+    output: Output,
+    /// Components of the grid the inverse transform returns (the field's too with `-i k`).
+    grid_out: usize,
+    /// The field by the window's derivative in G2P.
+    window_field: bool,
     xi: f64,
     isa: Isa,
     threads: usize,
@@ -67,11 +73,13 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
     fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
         let p = s.params;
         let ncomp = s.kernel.grid_components();
-        let dim = s.kernel.output_dim();
+        let dim = s.output.dim();
+        let grid_out = FieldMethod::grid_outputs(s.field_method, s.kernel);
+        let spectral_field = s.field_method == Some(FieldMethod::Spectral);
         let threads = s.threads.max(1);
         let fopts = DistFftOptions {
             forward_components: ncomp,
-            backward_components: dim,
+            backward_components: grid_out,
             complex: false,
             backend: s.switches,
             threads,
@@ -83,13 +91,15 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             None => {
                 let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
                 let layout = parki_decomp::GridLayout::new(p.grid)?;
-                (fft, Convolution::Periodic(Cnv::new(s.kernel, layout, s.lengths, &kb, p.xi)), p.grid[0])
+                let cnv = Cnv::new(s.kernel, layout, s.lengths, &kb, p.xi);
+                let cnv = if spectral_field { cnv.with_field() } else { cnv };
+                (fft, Convolution::Periodic(cnv), p.grid[0])
             }
             Some(free) => {
                 let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
                 let block = fft.spectral_layout();
-                let cnv =
-                    FreeCnv::new(s.kernel, false, free, s.lengths, &kb, p.xi, &block, Par::with_threads(threads))?;
+                let par = Par::with_threads(threads);
+                let cnv = FreeCnv::new(s.kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
                 (fft, Convolution::Free(cnv), free.data[0])
             }
         };
@@ -99,9 +109,9 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         if s.direct {
             window.layout = parki_decomp::GridLayout::with_stride(window.layout.global, fft.component_stride());
         }
-        let block_len = if s.direct { 0 } else { ncomp * window.layout.real_len() };
+        let block_len = if s.direct { 0 } else { ncomp.max(grid_out) * window.layout.real_len() };
         let block = HugeBuffer::try_new(block_len, T::ZERO, threads, "the P2G grid block")?;
-        let gather_len = if dim > 1 { dim * window.layout.points() } else { 0 };
+        let gather_len = if grid_out > 1 { grid_out * window.layout.points() } else { 0 };
         let gather = HugeBuffer::try_new(gather_len, T::ZERO, threads, "the G2P gather grid")?;
         let p2g_scratch = if s.p2g == P2gVariant::Blocked {
             P2gScratch::planned(s.kernel, &window, s.sources, threads)
@@ -113,6 +123,9 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         let far = try_touched_vec(s.targets * dim, T::ZERO, "the far field")?;
         Ok(Self {
             kernel: s.kernel,
+            output: s.output,
+            grid_out,
+            window_field: s.field_method == Some(FieldMethod::Window),
             xi: p.xi,
             isa: s.isa,
             threads,
@@ -149,7 +162,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
         let par = self.par();
-        let dim = self.kernel.output_dim();
+        let dim = self.output.dim();
         let (cells, isa) = (&self.cells, self.isa);
         let padded = PaddedSources::build_keyed(cells, self.kernel, sources, keys, isa.lanes::<T>(), par);
         let sorted = SortedTargets::build(cells, targets, par);
@@ -162,7 +175,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             })
             .sum();
         self.near.resize(targets.len() * dim, T::ZERO);
-        p2p(self.kernel, self.xi, cells, &padded, &sorted, &mut self.near, isa, par);
+        p2p(self.output, self.xi, cells, &padded, &sorted, &mut self.near, isa, par);
         let stats = NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs };
         self.sorted = Some(sorted);
         stats
@@ -212,7 +225,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
     }
 
     fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm) {
-        let dim = self.kernel.output_dim();
+        let dim = self.grid_out;
         let (block_rows, fft_rows) = (self.block_layout(), self.fft_layout());
         let data = self.fft.data();
         let block = self.block.as_mut_slice();
@@ -225,10 +238,15 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn interpolate(&mut self, targets: &[[T; 3]]) {
         let par = self.par();
-        let dim = self.kernel.output_dim();
-        self.far.resize(targets.len() * dim, T::ZERO);
+        self.far.resize(targets.len() * self.output.dim(), T::ZERO);
         let grid = if self.direct { self.fft.data() } else { self.block.as_slice() };
         let layout = &self.window.layout;
+        let dim = self.grid_out;
+        if self.window_field {
+            let view = GatherGrid::from_fft(layout, grid);
+            g2p_field(self.g2p, &self.window, &view, targets, &mut self.far, self.isa, par);
+            return;
+        }
         let view = if dim == 1 {
             GatherGrid::from_fft(layout, grid)
         } else {
@@ -239,14 +257,18 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
     }
 
     fn sum_into(&mut self, background: f64, out: &mut [T]) {
-        let dim = self.kernel.output_dim();
+        let dim = self.output.dim();
         let sorted = self.sorted.take().expect("near_field runs before sum_into");
         assert_eq!(out.len(), self.far.len(), "one result per target");
-        // near field back to target order, then far field and background
+        // near field back to target order, then far field, and the background to the
+        // potential (Laplace: the first value per target; zero for the vector kernels)
         sorted.unsort(&self.near, dim, out);
         let bg = T::from_f64(background);
-        for (o, &f) in out.iter_mut().zip(&self.far) {
-            *o += f + bg;
+        for (o, f) in out.chunks_exact_mut(dim).zip(self.far.chunks_exact(dim)) {
+            for (oc, &fc) in o.iter_mut().zip(f) {
+                *oc += fc;
+            }
+            o[0] += bg;
         }
     }
 }

@@ -19,9 +19,9 @@ mod cpu;
 pub use cpu::CpuBackend;
 
 use parki_comm::{Backend as SwitchBackend, Comm};
-use parki_core::{Kernel, Result, SourceSet};
+use parki_core::{Kernel, Output, Result, SourceSet};
 use parki_decomp::{HaloPlan, ProcGrid};
-use parki_farfield::{G2pVariant, GridWindow, P2gVariant, Params};
+use parki_farfield::{FieldMethod, G2pVariant, GridWindow, P2gVariant, Params};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::{CellGrid, Isa};
 
@@ -31,6 +31,10 @@ use crate::SolverReal;
 pub struct BackendSetup<'a, T> {
     /// Kernel.
     pub kernel: Kernel,
+    /// What each target gets: the potential, and the Laplace field if asked.
+    pub output: Output,
+    /// How the field's far part is computed (`None`: no field).
+    pub field_method: Option<FieldMethod>,
     /// The chosen parameters (`xi`, grid, window, ...).
     pub params: &'a Params,
     /// Box lengths.
@@ -129,7 +133,8 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
         None
     }
 
-    /// Writes near + far + `background` into `out` (`output_dim` values per target, in the
-    /// order of the targets given to `near_field`).
+    /// Writes near + far + `background` into `out` (`output.dim()` values per target, in the
+    /// order of the targets given to `near_field`; the background adds to the potential only,
+    /// a uniform background has no field).
     fn sum_into(&mut self, background: f64, out: &mut [T]);
 }
