@@ -84,15 +84,25 @@ impl ErrorModel {
         self.field
     }
 
-    /// The extra relative error of the field interpolated with the window's derivative: at each
-    /// mode the derivative along `d` turns the first aliases of the potential's interpolation,
-    /// `rho(0)^2 U_F^2` in energy, into aliases of wave number `2 pi / h_d`, so
-    /// `E^2 = rho(0)^2 U_F^2 sum_d (2 pi / h_d)^2` over the field's magnitude, with `U_F^2` the
-    /// potential's far-field mean square (`potential_far2`, [`FarModel::far2`]).
-    pub fn window_derivative(&self, p: usize, h: [f64; 3], potential_far2: f64) -> f64 {
-        let rho0 = alias_table(p).at(0.0);
-        let k2: f64 = h.iter().map(|&hd| (2.0 * PI / hd).powi(2)).sum();
-        (rho0 * potential_far2 * k2 / self.magnitude2).sqrt()
+    /// The extra relative error of the field interpolated with the window's derivative. The
+    /// interpolation's alias of mode `k` along `d` comes at `k_d - 2 pi / h_d`; its derivative
+    /// along `d` carries that wave number instead of `k_d`, so the potential's interpolation
+    /// alias energy along `d` (the plateau `rho(0)^2 U_F^2` and the growth towards Nyquist, as
+    /// in [`FarModel::window`]) is weighted by `(2 pi / h_d - k_d)^2`:
+    /// `E^2 = sum_d [rho(0)^2 (2 pi/h_d)^2 U_F^2 + 2 pre int_0^{K_d} (rho^2 - rho(0)^2)
+    /// (2 pi/h_d - k)^2 Phi(k) dk]` over the field's magnitude, `potential` the potential's
+    /// far model.
+    pub fn window_derivative(&self, p: usize, kmax: [f64; 3], h: [f64; 3], potential: &FarModel) -> f64 {
+        let table = alias_table(p);
+        let rho0 = table.at(0.0);
+        let top = potential.dk * (potential.k2phi.len() - 1) as f64;
+        let mut e2 = 0.0;
+        for d in 0..3 {
+            let ka = 2.0 * PI / h[d];
+            let g = |k: f64| (table.at(k * h[d]) - rho0).max(0.0) * (ka - k).powi(2) * potential.phi(k);
+            e2 += rho0 * ka * ka * potential.far2 + potential.pre * 2.0 * integrate(&g, 0.0, kmax[d].min(top), 8);
+        }
+        (e2 / self.magnitude2).sqrt()
     }
 
     fn c(&self) -> f64 {

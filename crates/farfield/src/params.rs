@@ -286,7 +286,7 @@ fn evaluate(
                 (Some(m), Some(f)) => {
                     let w = f.window(p, kmax, h);
                     if req.field == Some(crate::FieldMethod::Window) {
-                        w.hypot(m.window_derivative(p, h, far[0].far2()))
+                        w.hypot(m.window_derivative(p, kmax, h, &far[0]))
                     } else {
                         w
                     }
@@ -381,7 +381,11 @@ fn evaluate(
         }
         let kb = KaiserBessel::new(p);
         let poly_target = (0.05 * target).max(if req.real_bytes == 4 { 2e-8 } else { 1e-16 });
-        let (poly, poly_error) = WindowPoly::fit_to(&kb, poly_target);
+        let (poly, poly_error) = if req.field == Some(crate::FieldMethod::Window) {
+            WindowPoly::fit_with_derivative_to(&kb, poly_target)
+        } else {
+            WindowPoly::fit_to(&kb, poly_target)
+        };
         best = Some(Candidate {
             params: Params {
                 xi,
