@@ -49,8 +49,9 @@ use crate::{FftReal, PlanRigor};
 pub struct DistFftOptions {
     /// Components transformed forward.
     pub forward_components: usize,
-    /// Components transformed backward (more than forward when the spectrum is turned into
-    /// several outputs, e.g. a potential and its gradient; the buffer holds the larger count).
+    /// Components transformed backward (0: a forward-only transform; more than forward when
+    /// the spectrum is turned into several outputs, e.g. a potential and its gradient; the
+    /// buffer holds the larger count).
     pub backward_components: usize,
     /// Complex input (c2c along x) instead of real (r2c).
     pub complex: bool,
@@ -433,11 +434,11 @@ impl<T: FftReal> DistFft<T> {
                 allowed: format!("a process grid of {} ranks", comm.size()),
             });
         }
-        if opts.forward_components == 0 || opts.backward_components == 0 {
+        if opts.forward_components == 0 {
             return Err(Error::OutOfRange {
                 field: "fft.components".into(),
                 value: format!("{} forward, {} backward", opts.forward_components, opts.backward_components),
-                allowed: "at least one component each way".into(),
+                allowed: "at least one forward component".into(),
             });
         }
         for (i, a) in user_axes.iter().enumerate() {
