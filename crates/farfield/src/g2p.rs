@@ -286,9 +286,11 @@ isa_dispatch! {
             let (x0, len1) = win.x_run(f.anchor[0]);
             // per x index of the support: sum_yz w_y w_z v, sum_yz w_y' w_z v, sum_yz w_y w_z' v
             let (mut t0, mut ty, mut tz) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P], [T::ZERO; MAX_P]);
+            let (mut s0, mut s1) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P]);
             for l in 0..p {
                 let iz = (f.anchor[2] + l) % mz;
-                let (mut s0, mut s1) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P]);
+                s0[..p].fill(T::ZERO);
+                s1[..p].fill(T::ZERO);
                 {
                     // the periodic x run in two contiguous pieces, as in `gather_chunk`
                     let (s0a, s0b) = s0[..p].split_at_mut(len1);
