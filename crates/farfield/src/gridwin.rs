@@ -156,31 +156,13 @@ impl<T: Real> GridWindow<T> {
     /// Weights of all `P` bins at offset `delta in [0, 1)` (Horner over all bins at once).
     #[inline(always)]
     pub fn weights(&self, delta: T, out: &mut [T; MAX_P]) {
-        let p = self.p;
-        let z = delta + delta - T::ONE;
-        let out = &mut out[..p];
-        out.copy_from_slice(&self.coeffs[self.degree * p..(self.degree + 1) * p]);
-        for k in (0..self.degree).rev() {
-            let c = &self.coeffs[k * p..(k + 1) * p];
-            for (o, &ck) in out.iter_mut().zip(c) {
-                *o = o.mul_add(z, ck);
-            }
-        }
+        horner_bins(&self.coeffs, self.degree, self.p, delta, out);
     }
 
     /// Derivatives in `delta` of the weights of all `P` bins at offset `delta in [0, 1)`.
     #[inline(always)]
     pub fn derivative_weights(&self, delta: T, out: &mut [T; MAX_P]) {
-        let p = self.p;
-        let z = delta + delta - T::ONE;
-        let out = &mut out[..p];
-        out.copy_from_slice(&self.dcoeffs[self.degree * p..(self.degree + 1) * p]);
-        for k in (0..self.degree).rev() {
-            let c = &self.dcoeffs[k * p..(k + 1) * p];
-            for (o, &ck) in out.iter_mut().zip(c) {
-                *o = o.mul_add(z, ck);
-            }
-        }
+        horner_bins(&self.dcoeffs, self.degree, self.p, delta, out);
     }
 
     /// The periodic run of `P` x-indices starting at `ax`: `(start, len1)`; indices
@@ -189,6 +171,21 @@ impl<T: Real> GridWindow<T> {
     pub fn x_run(&self, ax: usize) -> (usize, usize) {
         let mx = self.layout.global[0];
         (ax, self.p.min(mx - ax))
+    }
+}
+
+/// All `p` bins of a piecewise polynomial (`coeffs[k * p + l]` multiplies `z^k` in bin `l`) at
+/// `z = 2 delta - 1`, by one Horner loop over the bins at once.
+#[inline(always)]
+fn horner_bins<T: Real>(coeffs: &[T], degree: usize, p: usize, delta: T, out: &mut [T; MAX_P]) {
+    let z = delta + delta - T::ONE;
+    let out = &mut out[..p];
+    out.copy_from_slice(&coeffs[degree * p..(degree + 1) * p]);
+    for k in (0..degree).rev() {
+        let c = &coeffs[k * p..(k + 1) * p];
+        for (o, &ck) in out.iter_mut().zip(c) {
+            *o = o.mul_add(z, ck);
+        }
     }
 }
 
