@@ -513,8 +513,15 @@ impl Run<'_> {
             u64v.chunks_exact(dim).flat_map(|row| row[range.clone()].iter().copied()).collect()
         };
         if let Some(path) = self.staged.potential() {
-            let potential = if dim == kdim { u64v.clone() } else { columns(0..kdim) };
-            write_rows(comm, path, prob, kdim, &potential)?;
+            // without a field the results are the potential: written as they are
+            let split;
+            let potential = if dim == kdim {
+                &u64v[..]
+            } else {
+                split = columns(0..kdim);
+                &split[..]
+            };
+            write_rows(comm, path, prob, kdim, potential)?;
         }
         if let Some(path) = self.staged.field() {
             write_rows(comm, path, prob, 3, &columns(kdim..dim))?;

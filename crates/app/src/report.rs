@@ -183,7 +183,7 @@ pub fn build(r: &ReportInputs) -> Value {
     json!({
         "provenance": r.provenance.to_json(),
         "kernel": prob.kernel.name(),
-        "field": r.opts.field.then(|| r.opts.field_method.name()),
+        "field": r.opts.field_request().map(|m| m.name()),
         "precision": r.precision,
         "box": prob.domain.lengths(),
         "periodic": prob.domain.periodic(),

@@ -62,26 +62,22 @@ pub struct ErrorModel {
 impl ErrorModel {
     /// The model for `part` on `domain` with `ns` sources.
     pub fn new(part: KernelPart, domain: &Domain, ns: usize) -> Self {
-        let lengths = domain.lengths();
-        let volume = domain.volume();
-        let k_cut = PI * (ns.max(1) as f64 / volume).cbrt();
-        let mut m = Self { part, field: false, lengths, volume, k_cut, magnitude2: 0.0 };
-        m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
-        m
+        Self::with_field(part, false, domain, ns)
     }
 
     /// The model of the Laplace field `E = -grad u` on `domain` with `ns` sources (module
     /// documentation).
     pub fn laplace_field(domain: &Domain, ns: usize) -> Self {
-        let mut m = Self::new(KernelPart::Laplace, domain, ns);
-        m.field = true;
-        m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
-        m
+        Self::with_field(KernelPart::Laplace, true, domain, ns)
     }
 
-    /// Whether this is the Laplace field's model.
-    pub fn is_field(&self) -> bool {
-        self.field
+    fn with_field(part: KernelPart, field: bool, domain: &Domain, ns: usize) -> Self {
+        let lengths = domain.lengths();
+        let volume = domain.volume();
+        let k_cut = PI * (ns.max(1) as f64 / volume).cbrt();
+        let mut m = Self { part, field, lengths, volume, k_cut, magnitude2: 0.0 };
+        m.magnitude2 = m.lattice(&|k2| m.g2(k2), true);
+        m
     }
 
     /// The extra relative error of the field interpolated with the window's derivative. The

@@ -106,18 +106,22 @@ impl<T: Real> GridWindow<T> {
         }
     }
 
+    /// Anchor along axis `d` and offset `delta in [0, 1)` of coordinate `x`.
+    #[inline(always)]
+    fn place(&self, d: usize, x: T) -> (usize, T) {
+        let g = x.to_f64() * self.inv_h[d];
+        let i0 = g.floor();
+        (self.local_anchor(d, i0 as i64 - (self.p / 2) as i64 + 1), T::from_f64(g - i0))
+    }
+
     /// Anchor (wrapped) and weights of a point in the box.
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)]
     pub fn footprint(&self, pos: &[T; 3]) -> Footprint<T> {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
-        let half = (self.p / 2) as i64;
-        for d in 0..3 {
-            let g = pos[d].to_f64() * self.inv_h[d];
-            let i0 = g.floor();
-            let delta = g - i0;
-            f.anchor[d] = self.local_anchor(d, i0 as i64 - half + 1);
-            self.weights(T::from_f64(delta), &mut f.w[d]);
+        for (d, &x) in pos.iter().enumerate() {
+            let (anchor, delta) = self.place(d, x);
+            f.anchor[d] = anchor;
+            self.weights(delta, &mut f.w[d]);
         }
         f
     }
@@ -125,16 +129,12 @@ impl<T: Real> GridWindow<T> {
     /// As [`footprint`](Self::footprint), with the weights' derivatives in the position:
     /// `dw[d][l] = (1/h_d) d w_l / d delta` (the field's G2P).
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)]
     pub fn footprint_with_derivative(&self, pos: &[T; 3]) -> (Footprint<T>, [[T; MAX_P]; 3]) {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         let mut dw = [[T::ZERO; MAX_P]; 3];
-        let half = (self.p / 2) as i64;
-        for d in 0..3 {
-            let g = pos[d].to_f64() * self.inv_h[d];
-            let i0 = g.floor();
-            let delta = T::from_f64(g - i0);
-            f.anchor[d] = self.local_anchor(d, i0 as i64 - half + 1);
+        for (d, &x) in pos.iter().enumerate() {
+            let (anchor, delta) = self.place(d, x);
+            f.anchor[d] = anchor;
             self.weights(delta, &mut f.w[d]);
             self.derivative_weights(delta, &mut dw[d]);
             let inv_h = T::from_f64(self.inv_h[d]);

@@ -333,11 +333,14 @@ mod tests {
                 let fd = (kb.eval(u + h) - kb.eval(u - h)) / (2.0 * h);
                 assert!((kb.derivative(u) - fd).abs() < 1e-8 * kb.beta, "P={p} u={u}");
             }
-            // the fit for the field meets the target with the value and the derivative
+            // the fit for the field meets the target with the value and with the derivative
+            // relative to its largest value (sampled here, independently of the fit's own)
+            let max_d = (0..=400).map(|i| kb.derivative(-a + i as f64 * a / 200.0).abs()).fold(0.0, f64::max);
             for target in [1e-5, 1e-9, 1e-13] {
                 let (w, e) = WindowPoly::fit_with_derivative_to(&kb, target);
                 assert!(e <= target, "P={p} target {target:e}: degree {} error {e:e}", w.degree);
-                assert!(w.max_error(&kb) <= target && w.max_derivative_error(&kb) <= target * kb.beta);
+                assert!(w.max_error(&kb) <= target, "P={p} target {target:e}: value");
+                assert!(w.max_derivative_error(&kb) <= 1.001 * target * max_d, "P={p} target {target:e}: derivative");
             }
         }
     }

@@ -123,7 +123,12 @@ impl EwaldOptions {
 
     /// Values per target an evaluation writes (the kernel's, plus 3 with the field).
     pub fn output_dim(&self) -> usize {
-        self.kernel.output_dim() + if self.field { 3 } else { 0 }
+        Output { kernel: self.kernel, field: self.field }.dim()
+    }
+
+    /// The field's far-field method when a field is asked for (`None`: the potential only).
+    pub fn field_request(&self) -> Option<FieldMethod> {
+        self.field.then_some(self.field_method)
     }
 
     /// Close-pair statistics of the particles for the error model (`None`: uniform model).

@@ -282,7 +282,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     ) -> Result<Self> {
         let plan::Choice { params, threads, isa } = choice;
         let output = opts.output()?;
-        let field_method = opts.field.then_some(opts.field_method);
+        let field_method = opts.field_request();
         let me = comm.rank();
         let global_cells = CellGrid::new(&opts.domain, params.rc)?;
         let ncell = global_cells.global_dims();

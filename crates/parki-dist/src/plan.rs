@@ -88,7 +88,7 @@ pub(crate) fn choose<T: SolverReal>(
     opts.output()?;
     let request = parki_farfield::Request {
         kernel: opts.kernel,
-        field: opts.field.then_some(opts.field_method),
+        field: opts.field_request(),
         domain: opts.domain,
         sources,
         targets,
@@ -144,7 +144,7 @@ impl MemoryEstimate {
         let kernel = opts.kernel;
         let (w, dim) = (kernel.density_width() as f64, opts.output_dim() as f64);
         // the grid's components: spread, and returned by the inverse transform
-        let grid_out = parki_farfield::FieldMethod::grid_outputs(opts.field.then_some(opts.field_method), kernel);
+        let grid_out = parki_farfield::FieldMethod::grid_outputs(opts.field_request(), kernel);
         let ncomp = kernel.grid_components().max(grid_out) as f64;
         let r = ranks.max(1) as f64;
         let ns = sources as f64 / r;
