@@ -34,13 +34,54 @@ typedef unsigned long long u64;
 #define PARKI_STRESSLET 2
 #define PARKI_STOKES 3
 
-__device__ __forceinline__ int parki_output_dim(int kernel) { return kernel == PARKI_LAPLACE ? 1 : 3; }
+// The same three as constant expressions (array sizes of the kernels compiled per kernel).
+#define PARKI_DIM(K) ((K) == PARKI_LAPLACE ? 1 : 3)
+#define PARKI_WIDTH(K) ((K) == PARKI_LAPLACE ? 1 : (K) == PARKI_STOKESLET ? 3 : (K) == PARKI_STRESSLET ? 6 : 9)
+__device__ __forceinline__ int parki_output_dim(int kernel) { return PARKI_DIM(kernel); }
 // Packed density width per source: [q], [f], [q, n], [f, q, n].
-__device__ __forceinline__ int parki_density_width(int kernel) {
-  return kernel == PARKI_LAPLACE ? 1 : kernel == PARKI_STOKESLET ? 3 : kernel == PARKI_STRESSLET ? 6 : 9;
-}
+__device__ __forceinline__ int parki_density_width(int kernel) { return PARKI_WIDTH(kernel); }
 // Grid components P2G spreads: [q], [f], S (6), [f, S] (9).
 __device__ __forceinline__ int parki_grid_components(int kernel) { return parki_density_width(kernel); }
+
+// Compile-time kernel and window support for the hot kernels (P2P, P2G, G2P): their arrays
+// (weights, densities, accumulators) then live in registers instead of local memory.
+// `F<T, K, P>::run(a...)` with K the kernel (or, for G2P, the output dimension) and P the
+// support when it is an even value 4..16 (every support the parameter selection picks up to
+// tolerances of about 1e-13), else P = 0: the support read at run time, arrays of PARKI_MAX_P.
+#define PARKI_P_OR_MAX(P) ((P) > 0 ? (P) : PARKI_MAX_P)
+template <template <typename, int, int> class F, typename T, int K, typename... A>
+__device__ __forceinline__ void parki_with_p(int p, A... a) {
+  switch (p) {
+    case 4: F<T, K, 4>::run(a...); return;
+    case 6: F<T, K, 6>::run(a...); return;
+    case 8: F<T, K, 8>::run(a...); return;
+    case 10: F<T, K, 10>::run(a...); return;
+    case 12: F<T, K, 12>::run(a...); return;
+    case 14: F<T, K, 14>::run(a...); return;
+    case 16: F<T, K, 16>::run(a...); return;
+    default: F<T, K, 0>::run(a...); return;
+  }
+}
+// The kernel at compile time (P as the caller's `p`, 0 for kernels without a window).
+template <template <typename, int, int> class F, typename T, typename... A>
+__device__ __forceinline__ void parki_with_kernel(int kernel, A... a) {
+  switch (kernel) {
+    case PARKI_LAPLACE: F<T, PARKI_LAPLACE, 0>::run(a...); return;
+    case PARKI_STOKESLET: F<T, PARKI_STOKESLET, 0>::run(a...); return;
+    case PARKI_STRESSLET: F<T, PARKI_STRESSLET, 0>::run(a...); return;
+    default: F<T, PARKI_STOKES, 0>::run(a...); return;
+  }
+}
+// Both: the kernel and the support at compile time.
+template <template <typename, int, int> class F, typename T, typename... A>
+__device__ __forceinline__ void parki_with_kernel_p(int kernel, int p, A... a) {
+  switch (kernel) {
+    case PARKI_LAPLACE: parki_with_p<F, T, PARKI_LAPLACE>(p, a...); return;
+    case PARKI_STOKESLET: parki_with_p<F, T, PARKI_STOKESLET>(p, a...); return;
+    case PARKI_STRESSLET: parki_with_p<F, T, PARKI_STRESSLET>(p, a...); return;
+    default: parki_with_p<F, T, PARKI_STOKES>(p, a...); return;
+  }
+}
 
 // Math in the working precision.
 __device__ __forceinline__ float p_erfc(float x) { return erfcf(x); }
@@ -171,9 +212,10 @@ __device__ __forceinline__ int window_anchor(const WindowParams& w, int d, i64 a
 
 // Weights of the P bins at offset delta (GridWindow::weights): Horner over all bins in z =
 // 2 delta - 1 with coefficients coeffs[k * P + l] in T.
-template <typename T>
+// P > 0: the support at compile time (P == w.p).
+template <typename T, int P = 0>
 __device__ __forceinline__ void window_weights(const WindowParams& w, const T* coeffs, T delta, T* out) {
-  const int p = w.p;
+  const int p = P > 0 ? P : w.p;
   T z = delta + delta - (T)1;
   for (int l = 0; l < p; ++l) out[l] = coeffs[w.degree * p + l];
   for (int k = w.degree - 1; k >= 0; --k) {
@@ -182,12 +224,12 @@ __device__ __forceinline__ void window_weights(const WindowParams& w, const T* c
 }
 
 // Anchor and weights of a point along axis d (GridWindow::footprint).
-template <typename T>
+template <typename T, int P = 0>
 __device__ __forceinline__ int window_axis(const WindowParams& w, const T* coeffs, int d, T x, T* weights) {
   double g = (double)x * w.inv_h[d];
   double i0 = floor(g);
   double delta = g - i0;
-  window_weights<T>(w, coeffs, (T)delta, weights);
+  window_weights<T, P>(w, coeffs, (T)delta, weights);
   return window_anchor(w, d, (i64)i0 - w.p / 2 + 1);
 }
 

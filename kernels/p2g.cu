@@ -15,44 +15,52 @@
 //   evaluation a gather over them without atomics (p2g_operator_*).
 
 // Footprint of one source: anchors and weights per axis, in `wts[d * P + l]`.
-template <typename T>
+template <typename T, int P = 0>
 __device__ __forceinline__ void footprint(const WindowParams& w, const T* coeffs, const T* pos, int* anchor, T* wts) {
-  for (int d = 0; d < 3; ++d) anchor[d] = window_axis<T>(w, coeffs, d, pos[d], wts + d * w.p);
+  const int p = P > 0 ? P : w.p;
+  for (int d = 0; d < 3; ++d) anchor[d] = window_axis<T, P>(w, coeffs, d, pos[d], wts + d * p);
 }
 
 __device__ __forceinline__ u64 grid_index(const WindowParams& w, int ix, int iy, int iz) {
   return ((u64)iz * w.m[1] + iy) * w.row_stride + ix;
 }
 
-template <typename T>
-__device__ void p2g_atomic_impl(WindowParams w, const T* coeffs, int kernel, u32 n, const T* pos, const T* packed,
-                                T* grid) {
-  u64 j = global_thread();
-  if (j >= n) return;
-  const int p = w.p;
-  const int dw = parki_density_width(kernel);
-  const int nc = parki_grid_components(kernel);
-  int a[3];
-  T wts[3 * PARKI_MAX_P];
-  footprint<T>(w, coeffs, pos + 3 * j, a, wts);
-  T s[9];
-  grid_density<T>(kernel, packed + (u64)j * dw, s);
-  for (int l = 0; l < p; ++l) {
-    int iz = (a[2] + l) % w.m[2];
-    for (int m = 0; m < p; ++m) {
-      int iy = (a[1] + m) % w.m[1];
-      T wyz = wts[2 * p + l] * wts[p + m];
-      u64 row = grid_index(w, 0, iy, iz);
-      for (int c = 0; c < nc; ++c) {
-        T v = wyz * s[c];
-        T* g = grid + (u64)c * w.component_stride + row;
-        for (int k = 0; k < p; ++k) {
-          int ix = (a[0] + k) % w.m[0];
-          atomicAdd(g + ix, wts[k] * v);
+// The kernel at compile time; the support at run time (the baseline as the paper has it).
+template <typename T, int K, int P_UNUSED>
+struct P2gAtomic {
+  static __device__ void run(WindowParams w, const T* coeffs, u32 n, const T* pos, const T* packed, T* grid) {
+    u64 j = global_thread();
+    if (j >= n) return;
+    const int p = w.p;
+    constexpr int DW = PARKI_WIDTH(K);
+    constexpr int NC = DW;
+    int a[3];
+    T wts[3 * PARKI_MAX_P];
+    footprint<T>(w, coeffs, pos + 3 * j, a, wts);
+    T s[NC];
+    grid_density<T>(K, packed + (u64)j * DW, s);
+    for (int l = 0; l < p; ++l) {
+      int iz = (a[2] + l) % w.m[2];
+      for (int m = 0; m < p; ++m) {
+        int iy = (a[1] + m) % w.m[1];
+        T wyz = wts[2 * p + l] * wts[p + m];
+        u64 row = grid_index(w, 0, iy, iz);
+        for (int c = 0; c < NC; ++c) {
+          T v = wyz * s[c];
+          T* g = grid + (u64)c * w.component_stride + row;
+          for (int k = 0; k < p; ++k) {
+            int ix = (a[0] + k) % w.m[0];
+            atomicAdd(g + ix, wts[k] * v);
+          }
         }
       }
     }
   }
+};
+template <typename T>
+__device__ void p2g_atomic_impl(WindowParams w, const T* coeffs, int kernel, u32 n, const T* pos, const T* packed,
+                                T* grid) {
+  parki_with_kernel<P2gAtomic, T>(kernel, w, coeffs, n, pos, packed, grid);
 }
 PARKI_EXPORT_BOTH(p2g_atomic,
                   (WindowParams w, const real* coeffs, int kernel, u32 n, const real* pos, const real* packed,
@@ -75,57 +83,65 @@ PARKI_EXPORT_BOTH(farcell_keys, (WindowParams w, u32 cw, u32 n, const real* pos,
                   farcell_keys_impl<real>(w, cw, n, pos, keys))
 
 // Hybrid: block b is far-field cell b (its sources order[off[b] .. off[b+1]]); `batch` sources
-// are staged at a time. Dynamic shared memory: batch * (3 ints + 3P + nc reals).
+// are staged at a time. Dynamic shared memory: batch * (3 ints + 3P + nc reals). The kernel and
+// the support at compile time (parki_with_kernel_p).
+template <typename T, int K, int P>
+struct P2gHybrid {
+  static __device__ void run(WindowParams w, const T* coeffs, u32 cw, const u32* off, const u32* order,
+                             const T* pos, const T* packed, u32 batch, T* grid) {
+    PARKI_DYNAMIC_SHARED(T, smem);
+    const u32 cell = blockIdx.x;
+    const u32 s0 = off[cell], s1 = off[cell + 1];
+    if (s0 == s1) return;  // uniform over the block
+    const int p = P > 0 ? P : w.p;
+    constexpr int DW = PARKI_WIDTH(K);
+    constexpr int NC = DW;
+    u32 ncell[3];
+    for (int d = 0; d < 3; ++d) ncell[d] = (w.m[d] + cw - 1) / cw;
+    const int lo[3] = {(int)((cell % ncell[0]) * cw), (int)(((cell / ncell[0]) % ncell[1]) * cw),
+                       (int)((cell / (ncell[0] * ncell[1])) * cw)};
+    const int ext = (int)cw + p - 1;
+    const int pts = ext * ext * ext;
+    T* wts = smem;                              // batch * 3P
+    T* dens = smem + (u64)batch * 3 * p;        // batch * nc
+    int* anc = (int*)(dens + (u64)batch * NC);  // batch * 3, anchors relative to lo
+    for (u32 b0 = s0; b0 < s1; b0 += batch) {
+      const u32 nb = s1 - b0 < batch ? s1 - b0 : batch;
+      __syncthreads();
+      for (u32 q = threadIdx.x; q < nb; q += blockDim.x) {
+        u32 j = order[b0 + q];
+        int a[3];
+        footprint<T, P>(w, coeffs, pos + 3 * (u64)j, a, wts + (u64)q * 3 * p);
+        for (int d = 0; d < 3; ++d) anc[3 * q + d] = a[d] - lo[d];
+        grid_density<T>(K, packed + (u64)j * DW, dens + (u64)q * NC);
+      }
+      __syncthreads();
+      for (int pt = threadIdx.x; pt < pts; pt += blockDim.x) {
+        const int r[3] = {pt % ext, (pt / ext) % ext, pt / (ext * ext)};
+        T acc[NC];
+        for (int c = 0; c < NC; ++c) acc[c] = (T)0;
+        bool any = false;
+        for (u32 q = 0; q < nb; ++q) {
+          const int ox = r[0] - anc[3 * q], oy = r[1] - anc[3 * q + 1], oz = r[2] - anc[3 * q + 2];
+          if ((unsigned)ox >= (unsigned)p || (unsigned)oy >= (unsigned)p || (unsigned)oz >= (unsigned)p) continue;
+          const T* wq = wts + (u64)q * 3 * p;
+          T v = wq[2 * p + oz] * wq[p + oy] * wq[ox];
+          for (int c = 0; c < NC; ++c) acc[c] = p_fma(v, dens[(u64)q * NC + c], acc[c]);
+          any = true;
+        }
+        if (!any) continue;
+        int g[3];
+        for (int d = 0; d < 3; ++d) g[d] = (lo[d] + r[d]) % w.m[d];
+        u64 idx = grid_index(w, g[0], g[1], g[2]);
+        for (int c = 0; c < NC; ++c) atomicAdd(grid + (u64)c * w.component_stride + idx, acc[c]);
+      }
+    }
+  }
+};
 template <typename T>
 __device__ void p2g_hybrid_impl(WindowParams w, const T* coeffs, int kernel, u32 cw, const u32* off,
                                 const u32* order, const T* pos, const T* packed, u32 batch, T* grid) {
-  PARKI_DYNAMIC_SHARED(T, smem);
-  const u32 cell = blockIdx.x;
-  const u32 s0 = off[cell], s1 = off[cell + 1];
-  if (s0 == s1) return;  // uniform over the block
-  const int p = w.p;
-  const int dw = parki_density_width(kernel);
-  const int nc = parki_grid_components(kernel);
-  u32 ncell[3];
-  for (int d = 0; d < 3; ++d) ncell[d] = (w.m[d] + cw - 1) / cw;
-  const int lo[3] = {(int)((cell % ncell[0]) * cw), (int)(((cell / ncell[0]) % ncell[1]) * cw),
-                     (int)((cell / (ncell[0] * ncell[1])) * cw)};
-  const int ext = (int)cw + p - 1;
-  const int pts = ext * ext * ext;
-  T* wts = smem;                              // batch * 3P
-  T* dens = smem + (u64)batch * 3 * p;        // batch * nc
-  int* anc = (int*)(dens + (u64)batch * nc);  // batch * 3, anchors relative to lo
-  for (u32 b0 = s0; b0 < s1; b0 += batch) {
-    const u32 nb = s1 - b0 < batch ? s1 - b0 : batch;
-    __syncthreads();
-    for (u32 q = threadIdx.x; q < nb; q += blockDim.x) {
-      u32 j = order[b0 + q];
-      int a[3];
-      footprint<T>(w, coeffs, pos + 3 * (u64)j, a, wts + (u64)q * 3 * p);
-      for (int d = 0; d < 3; ++d) anc[3 * q + d] = a[d] - lo[d];
-      grid_density<T>(kernel, packed + (u64)j * dw, dens + (u64)q * nc);
-    }
-    __syncthreads();
-    for (int pt = threadIdx.x; pt < pts; pt += blockDim.x) {
-      const int r[3] = {pt % ext, (pt / ext) % ext, pt / (ext * ext)};
-      T acc[9];
-      for (int c = 0; c < nc; ++c) acc[c] = (T)0;
-      bool any = false;
-      for (u32 q = 0; q < nb; ++q) {
-        const int ox = r[0] - anc[3 * q], oy = r[1] - anc[3 * q + 1], oz = r[2] - anc[3 * q + 2];
-        if (ox < 0 || ox >= p || oy < 0 || oy >= p || oz < 0 || oz >= p) continue;
-        const T* wq = wts + (u64)q * 3 * p;
-        T v = wq[2 * p + oz] * wq[p + oy] * wq[ox];
-        for (int c = 0; c < nc; ++c) acc[c] = p_fma(v, dens[(u64)q * nc + c], acc[c]);
-        any = true;
-      }
-      if (!any) continue;
-      int g[3];
-      for (int d = 0; d < 3; ++d) g[d] = (lo[d] + r[d]) % w.m[d];
-      u64 idx = grid_index(w, g[0], g[1], g[2]);
-      for (int c = 0; c < nc; ++c) atomicAdd(grid + (u64)c * w.component_stride + idx, acc[c]);
-    }
-  }
+  parki_with_kernel_p<P2gHybrid, T>(kernel, w.p, w, coeffs, cw, off, order, pos, packed, batch, grid);
 }
 PARKI_EXPORT_BOTH_SYNC(p2g_hybrid,
                        (WindowParams w, const real* coeffs, int kernel, u32 cw, const u32* off, const u32* order,
@@ -181,24 +197,31 @@ PARKI_EXPORT_BOTH(p2g_operator_pack, (u64 entries, u32 per_source, const u32* or
 
 // Step 2, every evaluation: a thread per grid point sums its entries, no atomics:
 // phi_c(g) = sum_{s in off[g]..off[g+1]} wsorted[s] S_c(src[s]).
+template <typename T, int K, int P_UNUSED>
+struct P2gOperatorApply {
+  static __device__ void run(WindowParams w, const u32* off, const u32* src, const T* wsorted, const T* packed,
+                             T* grid) {
+    u64 g = global_thread();
+    const u64 points = (u64)w.m[0] * w.m[1] * w.m[2];
+    if (g >= points) return;
+    constexpr int DW = PARKI_WIDTH(K);
+    constexpr int NC = DW;
+    T acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = (T)0;
+    for (u32 s = off[g]; s < off[g + 1]; ++s) {
+      T d[NC];
+      grid_density<T>(K, packed + (u64)src[s] * DW, d);
+      for (int c = 0; c < NC; ++c) acc[c] = p_fma(wsorted[s], d[c], acc[c]);
+    }
+    const int ix = (int)(g % w.m[0]), iy = (int)((g / w.m[0]) % w.m[1]), iz = (int)(g / ((u64)w.m[0] * w.m[1]));
+    u64 idx = grid_index(w, ix, iy, iz);
+    for (int c = 0; c < NC; ++c) grid[(u64)c * w.component_stride + idx] = acc[c];
+  }
+};
 template <typename T>
 __device__ void p2g_operator_apply_impl(WindowParams w, int kernel, const u32* off, const u32* src, const T* wsorted,
                                         const T* packed, T* grid) {
-  u64 g = global_thread();
-  const u64 points = (u64)w.m[0] * w.m[1] * w.m[2];
-  if (g >= points) return;
-  const int dw = parki_density_width(kernel);
-  const int nc = parki_grid_components(kernel);
-  T acc[9];
-  for (int c = 0; c < nc; ++c) acc[c] = (T)0;
-  for (u32 s = off[g]; s < off[g + 1]; ++s) {
-    T d[9];
-    grid_density<T>(kernel, packed + (u64)src[s] * dw, d);
-    for (int c = 0; c < nc; ++c) acc[c] = p_fma(wsorted[s], d[c], acc[c]);
-  }
-  const int ix = (int)(g % w.m[0]), iy = (int)((g / w.m[0]) % w.m[1]), iz = (int)(g / ((u64)w.m[0] * w.m[1]));
-  u64 idx = grid_index(w, ix, iy, iz);
-  for (int c = 0; c < nc; ++c) grid[(u64)c * w.component_stride + idx] = acc[c];
+  parki_with_kernel<P2gOperatorApply, T>(kernel, w, off, src, wsorted, packed, grid);
 }
 PARKI_EXPORT_BOTH(p2g_operator_apply, (WindowParams w, int kernel, const u32* off, const u32* src,
                                        const real* wsorted, const real* packed, real* grid),

@@ -137,6 +137,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     coeffs: DeviceBuffer<D>,
     p2p: DeviceP2p,
     spread: DeviceSpread,
+    /// Far-field cell width of the hybrid P2G (0: `P`).
+    far_cell: u32,
     g2p: G2pVariant,
     // sources of the current evaluation
     src_pos: DeviceBuffer<D>,
@@ -203,7 +205,11 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     /// The P2P, P2G and G2P variants used, for the report.
     pub fn variants(&self) -> String {
-        format!("p2p {}, p2g {}, g2p {}", self.p2p.name(), self.spread.name(), self.g2p.name())
+        let cell = match self.spread {
+            DeviceSpread::Hybrid if self.far_cell > 0 => format!(" (far cells of {} points)", self.far_cell),
+            _ => String::new(),
+        };
+        format!("p2p {}, p2g {}{cell}, g2p {}", self.p2p.name(), self.spread.name(), self.g2p.name())
     }
 
     /// Times the spreading operator was built (one per change of positions).
@@ -212,8 +218,11 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Device bytes a backend for `setup` needs before the particles' arrays grow: the grid(s),
-    /// the cell lists' bins, and per particle its arrays (positions, densities, keys, sorted
-    /// copies, near and far values); the operator's entries when it is chosen.
+    /// on one rank cuFFT's work areas (each plan's taken as large as the data it transforms:
+    /// on an H100, the Stokes kernel's 3 c2r transforms of 784^3 in f64 could not be planned
+    /// after its 9 r2c ones, a 35 GB grid and its work area), the
+    /// cell lists' bins, and per particle its arrays (positions, densities, keys, sorted copies,
+    /// near and far values); the operator's entries when it is chosen.
     pub fn estimate_bytes(setup: &BackendSetup<'_, T>) -> usize {
         let t = T::BYTES;
         let k = setup.kernel;
@@ -227,7 +236,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let p3 = setup.window.p.pow(3);
         let operator =
             if setup.device.p2g == DeviceP2g::Operator { setup.sources * p3 * (4 + t + 4 + 4 + t) } else { 0 };
-        grid + cells + setup.sources * per_source + setup.targets.max(setup.sources) * per_target + operator
+        // the forward plan (every grid component) and the backward one (the outputs)
+        let fft_work = if setup.comm.size() == 1 { (k.grid_components() + dim) * layout.real_len() * t } else { 0 };
+        grid + fft_work + cells + setup.sources * per_source + setup.targets.max(setup.sources) * per_target + operator
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
@@ -449,7 +460,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 self.launch_n("p2g_atomic", n, &mut a)
             }
             DeviceSpread::Hybrid => {
-                let cw = (self.winp.p as u32 / 2).max(2);
+                let cw = if self.far_cell > 0 { self.far_cell } else { self.winp.p as u32 };
                 let nf = self.sort_by_far_cell(self.src_pos.ptr(), n, cw)?;
                 let p = self.winp.p as usize;
                 let per = (3 * p + ncomp) * t + 12;
@@ -787,6 +798,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             coeffs,
             p2p: s.device.p2p,
             spread,
+            far_cell: s.device.far_cell,
             g2p: s.g2p,
             src_pos: b("source positions"),
             src_packed: b("source densities"),

@@ -330,9 +330,20 @@ fn nvrtc_compile(arch: &str, output: Output) -> Result<Vec<u8>> {
 }
 
 /// Environment variable naming a folder where compiled kernels are kept between processes
-/// (unset: no disk cache). Files are named by a hash of the source, the options, NVRTC's
-/// version and the architecture, so a stale file is never read.
+/// (unset: `$HOME/.cache/parki/kernels`; empty or `off`: no disk cache). The kernels are
+/// compiled per kernel and window support, so NVRTC takes a while (tens of seconds) the first
+/// time on a machine; later processes read the file. Files are named by a hash of the source,
+/// the options, NVRTC's version and the architecture, so a stale file is never read.
 pub const KERNEL_CACHE_ENV: &str = "PARKI_KERNEL_CACHE";
+
+/// The folder of the disk cache ([`KERNEL_CACHE_ENV`]).
+fn kernel_cache_dir() -> Option<PathBuf> {
+    match std::env::var_os(KERNEL_CACHE_ENV) {
+        Some(d) if d.is_empty() || d == "off" => None,
+        Some(d) => Some(PathBuf::from(d)),
+        None => std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".cache/parki/kernels")),
+    }
+}
 
 /// FNV-1a, 64 bits: a hash that is the same in every build.
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -346,9 +357,9 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The file of the disk cache for `arch` and `output`, when [`KERNEL_CACHE_ENV`] is set.
+/// The file of the disk cache for `arch` and `output` ([`kernel_cache_dir`]).
 fn disk_cache_file(arch: &str, output: Output) -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os(KERNEL_CACHE_ENV).filter(|d| !d.is_empty())?);
+    let dir = kernel_cache_dir()?;
     let (major, minor) = nvrtc_version().ok()?;
     let source = kernels::nvrtc_source() + PROBE_SOURCE;
     let version = format!("{major}.{minor}");
@@ -359,8 +370,8 @@ fn disk_cache_file(arch: &str, output: Output) -> Option<PathBuf> {
     Some(dir.join(format!("parki-{arch}-{h:016x}.{ext}")))
 }
 
-/// [`nvrtc_compile`], cached per process by architecture and output (and on disk where
-/// [`KERNEL_CACHE_ENV`] names a folder).
+/// [`nvrtc_compile`], cached per process by architecture and output, and on disk
+/// ([`kernel_cache_dir`]).
 fn compiled(arch: &str, output: Output) -> Result<Arc<Vec<u8>>> {
     type Cache = Mutex<HashMap<(String, Output), Arc<Vec<u8>>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();

@@ -140,5 +140,13 @@ fn variants_agree_on_the_device() {
             println!("{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?} vs defaults: {d:.1e}", kernel.name());
             assert!(d < 1e-13, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:e}", kernel.name());
         }
+        // the hybrid P2G with larger far-field cells than P/2
+        for cell in [7, 12, 20] {
+            let v = DeviceVariants::new(DeviceP2p::GlobalMemory, DeviceP2g::FromP2g).far_cell(cell);
+            let u = solve::<f64, GpuBackend<f64, CudaDevice>>(&base_opts.clone().device(v), &data, 2);
+            let d = rel_rms(&u, &base);
+            println!("{} hybrid far cells of {cell} points vs defaults: {d:.1e}", kernel.name());
+            assert!(d < 1e-13, "{} far cell {cell}: {d:e}", kernel.name());
+        }
     }
 }

@@ -119,16 +119,19 @@ fn variants_agree() {
     for kernel in [Kernel::Laplace, Kernel::Stokes] {
         let base_opts = opts(kernel, 1e-9);
         let cpu = solve::<f64, parki_dist::CpuBackend<f64>>(&base_opts, &data, Some(&targets), 1);
-        for (p2p, p2g, dp2g, g2p) in [
-            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::TargetSorted),
-            (DeviceP2p::SharedMemory, P2gVariant::Scatter, DeviceP2g::FromP2g, G2pVariant::Base),
-            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::Operator, G2pVariant::Base),
+        // the hybrid with far-field cells of P (0), 7 and 16 grid points
+        for (p2p, p2g, dp2g, g2p, cell) in [
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::TargetSorted, 0),
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::TargetSorted, 7),
+            (DeviceP2p::SharedMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::Base, 16),
+            (DeviceP2p::SharedMemory, P2gVariant::Scatter, DeviceP2g::FromP2g, G2pVariant::Base, 0),
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::Operator, G2pVariant::Base, 0),
         ] {
-            let o = base_opts.clone().p2g(p2g).g2p(g2p).device(DeviceVariants::new(p2p, dp2g));
+            let o = base_opts.clone().p2g(p2g).g2p(g2p).device(DeviceVariants::new(p2p, dp2g).far_cell(cell));
             let gpu = solve::<f64, GpuBackend<f64, Emulator>>(&o, &data, Some(&targets), 2);
             let d = rel_rms(&gpu, &cpu);
-            println!("{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:.1e}", kernel.name());
-            assert!(d < 1e-13, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:e}", kernel.name());
+            println!("{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?} far cell {cell}: {d:.1e}", kernel.name());
+            assert!(d < 1e-13, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?} {cell}: {d:e}", kernel.name());
         }
     }
 }

@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use parki_core::{Domain, Kernel};
 use parki_dist::{
-    Comm, CpuBackend, DeviceP2g, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage, Isa,
-    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage,
+    Isa, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
 use parki_nearfield::{KernelReal, P2pFlops};
@@ -35,6 +35,12 @@ struct Opts {
     cpu: usize,
     p2g_size: usize,
     modes: Vec<String>,
+    /// Far-field cell widths of the hybrid P2G tried by `p2g` (0: P/2).
+    far_cells: Vec<u32>,
+    /// Far-field cell width used by `eval` (0: P/2).
+    far_cell: u32,
+    /// P2P variant of `eval`.
+    p2p: DeviceP2p,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -49,6 +55,9 @@ fn parse() -> Result<Opts, String> {
         cpu: 1_000_000,
         p2g_size: 1_000_000,
         modes: vec!["peak".into(), "eval".into(), "p2g".into()],
+        far_cells: vec![0],
+        far_cell: 0,
+        p2p: DeviceP2p::GlobalMemory,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -77,6 +86,17 @@ fn parse() -> Result<Opts, String> {
             "--cpu" => o.cpu = num(v)? as usize,
             "--p2g-size" => o.p2g_size = num(v)? as usize,
             "--modes" => o.modes = list(v),
+            "--far-cells" => {
+                o.far_cells = list(v).iter().map(|s| num(s).map(|x| x as u32)).collect::<Result<_, _>>()?
+            }
+            "--far-cell" => o.far_cell = num(v)? as u32,
+            "--p2p" => {
+                o.p2p = match v.as_str() {
+                    "gm1d" => DeviceP2p::GlobalMemory,
+                    "shared" => DeviceP2p::SharedMemory,
+                    _ => return Err(format!("--p2p {v}: gm1d or shared")),
+                }
+            }
             _ => return Err(format!("unknown option {a}")),
         }
         i += 2;
@@ -160,7 +180,8 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
             for &tol in tols {
-                let opts = EwaldOptions::new(kernel, domain, tol);
+                let opts = EwaldOptions::new(kernel, domain, tol)
+                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell));
                 let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
                     Ok(g) => g,
                     Err(e) => {
@@ -213,11 +234,17 @@ fn p2g<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<()
             let tol = if prec == "f32" { o.f32_tols[0] } else { *o.tols.last().unwrap_or(&1e-9) };
             let base = EwaldOptions::new(kernel, domain, tol);
             let mut rows = Vec::new();
-            for (name, opts) in [
-                ("atomic", base.clone().p2g(P2gVariant::Scatter)),
-                ("hybrid", base.clone().p2g(P2gVariant::Blocked)),
-                ("operator", base.clone().device(DeviceVariants::new(Default::default(), DeviceP2g::Operator))),
-            ] {
+            let mut cases = vec![("atomic".to_string(), base.clone().p2g(P2gVariant::Scatter))];
+            for &cw in &o.far_cells {
+                let name = if cw == 0 { "hybrid".to_string() } else { format!("hybrid-c{cw}") };
+                let v = DeviceVariants::new(Default::default(), DeviceP2g::FromP2g).far_cell(cw);
+                cases.push((name, base.clone().p2g(P2gVariant::Blocked).device(v)));
+            }
+            cases.push((
+                "operator".to_string(),
+                base.clone().device(DeviceVariants::new(Default::default(), DeviceP2g::Operator)),
+            ));
+            for (name, opts) in cases {
                 match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
                     Ok(g) => {
                         let t = g.stages.iter().find(|(s, _)| *s == EwaldStage::P2G).map_or(0.0, |x| x.1);
@@ -257,8 +284,13 @@ fn p2g<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<()
 }
 
 fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
+    let t = Instant::now();
     let dev = D::open(0).map_err(|e| e.to_string())?;
-    println!("device: {:?}", dev.info());
+    println!(
+        "device: {:?} (opened in {:.2} s, the kernels' compilation or disk cache included)",
+        dev.info(),
+        t.elapsed().as_secs_f64()
+    );
     let peak64 = peak(&dev, Precision::F64, o.emulator)?;
     let peak32 = peak(&dev, Precision::F32, o.emulator)?;
     println!("FMA peak: f64 {peak64:.0} GFLOP/s, f32 {peak32:.0} GFLOP/s");
