@@ -29,7 +29,9 @@
 # the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
 # test binaries); TEST_TIMEOUT (seconds per test binary, default 300); GPU_BENCH (default 1:
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
-# APP_BENCH (default 1: the parki-dist cases below). The kernels are compiled
+# APP_BENCH (default 1: the parki-dist cases below). The device's cost constants:
+# BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
+# --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). The kernels are compiled
 # by NVRTC once and kept in PARKI_KERNEL_CACHE (default /tmp/parki-kernel-cache) for the
 # processes after the first.
 set -euo pipefail

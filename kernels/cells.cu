@@ -78,3 +78,20 @@ PARKI_EXPORT_BOTH(cell_gather,
                   (CellParams g, const real* pos, const real* packed, int dw, const u32* keys, const u32* order,
                    u32 n, real* x, real* y, real* z, real* dens, u32* cell_of_slot),
                   cell_gather_impl<real>(g, pos, packed, dw, keys, order, n, x, y, z, dens, cell_of_slot))
+
+// total += sum over cells c of (toff[c+1] - toff[c]) * sum over the 27 colleagues c' of c of
+// (soff[c'+1] - soff[c']): the pairs P2P evaluates (CellGrid::pairs). One thread per cell,
+// `total` zeroed by the caller.
+PARKI_EXPORT(pair_count, (CellParams g, const u32* toff, const u32* soff, u32 ncells, u64* total), {
+  u64 c = global_thread();
+  if (c >= ncells) return;
+  u64 nt = toff[c + 1] - toff[c];
+  if (nt == 0) return;
+  u64 ns = 0;
+  for (int k = 0; k < 27; ++k) {
+    double s[3];
+    int cc = cell_colleague(g, (int)c, k, s);
+    ns += soff[cc + 1] - soff[cc];
+  }
+  atomicAdd(total, nt * ns);
+})

@@ -1,12 +1,21 @@
-//! Input checks shared by the library and the application.
+//! Input checks shared by the library and the application. Each scans its array in chunks on
+//! the current rayon pool and reports the first offending entry, as a serial scan would.
+
+use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::real::Real;
 
+/// The smallest `i < n` with `bad(i)`, chunks of `i` scanned in parallel.
+fn first_bad(n: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
+    const CHUNK: usize = 1 << 15;
+    (0..n.div_ceil(CHUNK)).into_par_iter().find_map_first(|c| (c * CHUNK..((c + 1) * CHUNK).min(n)).find(|&i| bad(i)))
+}
+
 /// Checks that every scalar is finite.
 pub fn check_finite_scalars<T: Real>(field: &str, values: &[T]) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
+    match first_bad(values.len(), |i| !values[i].is_finite()) {
         None => Ok(()),
         Some(index) => {
             Err(Error::NonFinite { field: field.into(), index, component: 0, value: values[index].to_f64() })
@@ -14,39 +23,40 @@ pub fn check_finite_scalars<T: Real>(field: &str, values: &[T]) -> Result<()> {
     }
 }
 
-/// Checks that every component of every vector is finite.
-pub fn check_finite_vectors<T: Real>(field: &str, values: &[[T; 3]]) -> Result<()> {
-    for (index, v) in values.iter().enumerate() {
-        for (component, c) in v.iter().enumerate() {
-            if !c.is_finite() {
-                return Err(Error::NonFinite { field: field.into(), index, component, value: c.to_f64() });
-            }
-        }
-    }
-    Ok(())
+/// The first non-finite component of `v`, with its value.
+fn non_finite<T: Real>(v: &[T; 3]) -> Option<(usize, T)> {
+    v.iter().position(|c| !c.is_finite()).map(|c| (c, v[c]))
 }
 
-/// Checks that every position is finite and inside the box `[0, L)` on every axis.
-pub fn check_positions<T: Real>(field: &str, positions: &[[T; 3]], domain: &Domain) -> Result<()> {
-    check_finite_vectors(field, positions)?;
-    let lengths = domain.lengths();
-    for (index, p) in positions.iter().enumerate() {
-        for axis in 0..3 {
-            let x = p[axis];
-            let l = T::from_f64(lengths[axis]);
-            // `x < l` in the working precision: an f32 coordinate that rounds to L is outside.
-            if !(x >= T::ZERO && x < l) {
-                return Err(Error::OutsideBox {
-                    field: field.into(),
-                    index,
-                    axis,
-                    value: x.to_f64(),
-                    length: lengths[axis],
-                });
-            }
+/// Checks that every component of every vector is finite.
+pub fn check_finite_vectors<T: Real>(field: &str, values: &[[T; 3]]) -> Result<()> {
+    match first_bad(values.len(), |i| non_finite(&values[i]).is_some()) {
+        None => Ok(()),
+        Some(index) => {
+            let (component, value) = non_finite(&values[index]).unwrap_or((0, T::ZERO));
+            Err(Error::NonFinite { field: field.into(), index, component, value: value.to_f64() })
         }
     }
-    Ok(())
+}
+
+/// Checks that every position is finite and inside the box `[0, L)` on every axis; the first
+/// offending position is reported (non-finite before outside).
+pub fn check_positions<T: Real>(field: &str, positions: &[[T; 3]], domain: &Domain) -> Result<()> {
+    let lengths = domain.lengths();
+    let l = lengths.map(T::from_f64);
+    // `x < l` in the working precision: an f32 coordinate that rounds to L is outside.
+    let outside = |p: &[T; 3]| (0..3).find(|&a| !(p[a] >= T::ZERO && p[a] < l[a]));
+    match first_bad(positions.len(), |i| outside(&positions[i]).is_some()) {
+        None => Ok(()),
+        Some(index) => {
+            let p = &positions[index];
+            if let Some((component, value)) = non_finite(p) {
+                return Err(Error::NonFinite { field: field.into(), index, component, value: value.to_f64() });
+            }
+            let axis = outside(p).unwrap_or(0);
+            Err(Error::OutsideBox { field: field.into(), index, axis, value: p[axis].to_f64(), length: lengths[axis] })
+        }
+    }
 }
 
 /// Maps a coordinate into `[0, L)` along a periodic axis.

@@ -28,6 +28,10 @@ use crate::window::{KaiserBessel, WindowPoly};
 pub struct CostModel {
     /// P2P per evaluated pair (padding included).
     pub p2p_pair: [f64; 4],
+    /// P2P per target and colleague cell (the cell's loop and its loads, whatever the cell
+    /// holds): 0 on the CPU, where it is folded into `p2p_pair`; a device's thread per target
+    /// pays it for each of its 27 cells.
+    pub p2p_visit: [f64; 4],
     /// P2G per source, per `P^3`, per grid component.
     pub p2g: [f64; 4],
     /// FFT per grid point, per `log2` of the grid size, per transformed component.
@@ -44,6 +48,7 @@ impl Default for CostModel {
     fn default() -> Self {
         Self {
             p2p_pair: [3.17, 2.92, 2.92, 3.28],
+            p2p_visit: [0.0; 4],
             p2g: [0.87, 0.41, 0.31, 0.38],
             fft: 0.34,
             cnv: 7.6,
@@ -369,7 +374,7 @@ fn evaluate(
         // G2P with the window's derivative: two FMAs per grid point instead of one
         let g2p_factor = if req.field == Some(crate::FieldMethod::Window) { 2.0 } else { 1.0 };
         let cost = CostEstimate {
-            p2p: 1e-9 * scale * c.p2p_pair[kidx] * pairs,
+            p2p: 1e-9 * scale * (c.p2p_pair[kidx] * pairs + c.p2p_visit[kidx] * 27.0 * req.targets as f64),
             p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
             fft: 1e-9 * scale * c.fft * fft_work * (ncomp as f64 + dim),
             cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,

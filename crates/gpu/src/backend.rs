@@ -14,15 +14,19 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::{IndexedParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut};
+
 use parki_comm::Comm;
 use parki_core::{Error, Kernel, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
-use parki_dist::{BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, SolverReal};
+use parki_dist::{
+    BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints, PlanningQuery, SolverReal,
+};
 use parki_farfield::{Cnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::CellGrid;
 
-use crate::buffer::{bytes_of, DeviceBuffer};
+use crate::buffer::{bytes_of, DeviceBuffer, PinnedBuffer};
 use crate::device::{Args, Device, DevicePtr, Precision};
 use crate::params::{kernel_code, CellParams, WindowParams};
 
@@ -162,10 +166,13 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     far: DeviceBuffer<D>,
     out: DeviceBuffer<D>,
     grid: FarGrid<T, D>,
-    host_packed: Vec<T>,
+    /// Pinned staging of the particles' uploads.
+    staging: PinnedBuffer<D>,
     host_rows: Vec<u32>,
-    /// Host copies of the sources' and targets' bin offsets (the pair count).
-    host_offsets: [Vec<u32>; 2],
+    /// Sources binned by the last `bin`.
+    n_src: usize,
+    /// The pair count of P2P (one u64).
+    pairs: DeviceBuffer<D>,
     error: Option<Error>,
 }
 
@@ -218,27 +225,57 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Device bytes a backend for `setup` needs before the particles' arrays grow: the grid(s),
-    /// on one rank cuFFT's work areas (each plan's taken as large as the data it transforms:
-    /// on an H100, the Stokes kernel's 3 c2r transforms of 784^3 in f64 could not be planned
-    /// after its 9 r2c ones, a 35 GB grid and its work area), the
+    /// on one rank cuFFT's work area (one, shared by the forward and backward plans, taken as
+    /// large as the larger plan's data: on an H100, with a work area per plan, the Stokes
+    /// kernel's 3 c2r transforms of 784^3 in f64 could not be planned after its 9 r2c ones, a
+    /// 35 GB grid and a work area of about its size), the
     /// cell lists' bins, and per particle its arrays (positions, densities, keys, sorted copies,
     /// near and far values); the operator's entries when it is chosen.
     pub fn estimate_bytes(setup: &BackendSetup<'_, T>) -> usize {
         let t = T::BYTES;
         let k = setup.kernel;
-        let (dw, dim) = (k.density_width(), k.output_dim());
+        let dim = k.output_dim();
         let layout = &setup.window.layout;
         let comps = k.grid_components().max(dim);
         let grid = comps * layout.real_len() * t;
         let cells = setup.cells.cells() * 4 * 4;
-        let per_source = t * (3 + 2 * dw + 3) + 4 * 3;
-        let per_target = t * (3 + 3 + 3 * dim) + 4 * 4;
         let p3 = setup.window.p.pow(3);
         let operator =
             if setup.device.p2g == DeviceP2g::Operator { setup.sources * p3 * (4 + t + 4 + 4 + t) } else { 0 };
-        // the forward plan (every grid component) and the backward one (the outputs)
-        let fft_work = if setup.comm.size() == 1 { (k.grid_components() + dim) * layout.real_len() * t } else { 0 };
-        grid + fft_work + cells + setup.sources * per_source + setup.targets.max(setup.sources) * per_target + operator
+        // the work area shared by the forward plan (every grid component) and the backward one
+        // (the outputs)
+        let fft_work = if setup.comm.size() == 1 { comps * layout.real_len() * t } else { 0 };
+        grid + fft_work + cells + Self::particle_bytes(k, setup.sources, setup.targets) + operator
+    }
+
+    /// Device bytes of the particles' arrays: per source its position, packed and sorted
+    /// densities, sorted coordinates, cell and sort slots; per target (at least as many as the
+    /// sources: the sources' near, far and result values when they are the targets) its
+    /// position, sorted coordinates, near, far and result values, cell and sort slots.
+    fn particle_bytes(kernel: Kernel, sources: usize, targets: usize) -> usize {
+        let t = T::BYTES;
+        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+        let per_source = t * (3 + 2 * dw + 3) + 4 * 3;
+        let per_target = t * (3 + 3 + 3 * dim) + 4 * 4;
+        sources * per_source + targets.max(sources) * per_target
+    }
+
+    /// The far-field grid the parameter selection may choose on a device with `free` bytes, in
+    /// the bytes `Params::grid_bytes` counts for the whole grid: what stays after the
+    /// particles' arrays and a reserve (5 % and 256 MiB: the context, cuFFT's plans, the cell
+    /// lists' bins, allocation rounding), over the device bytes per grid byte. On one rank
+    /// the device holds the grid and cuFFT's work area (as large as the grid: two device bytes
+    /// per grid byte); on several ranks its P2G block, taken as at most twice the rank's share
+    /// of the grid.
+    /// `estimate_bytes` checks the chosen plan exactly (and counts the spreading operator,
+    /// whose size depends on the chosen `P`).
+    pub fn grid_budget(query: &PlanningQuery, free: u64) -> usize {
+        let k = query.kernel;
+        let reserve = 0.05 * free as f64 + (256u64 << 20) as f64;
+        let particles = Self::particle_bytes(k, query.sources, query.targets) as f64;
+        let avail = (free as f64 - reserve - particles).max(0.0);
+        let whole = if query.ranks == 1 { avail / 2.0 } else { avail * query.ranks as f64 / 2.0 };
+        whole.min(usize::MAX as f64 / 2.0) as usize
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
@@ -260,15 +297,29 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Uploads the positions and packed densities of `sources` (the densities packed once).
-    fn upload_sources<S: SourceSet<T>>(&mut self, sources: &S) -> Result<()> {
-        let (kernel, n) = (self.kernel, sources.count());
+    /// Uploads the sources' positions and packed densities and the targets' positions: packed
+    /// on the solver's threads into the pinned staging buffer, then copied asynchronously
+    /// (the stage's synchronize ends them before the buffer is written again).
+    fn upload_particles<S: SourceSet<T>>(&mut self, sources: &S, targets: &[[T; 3]]) -> Result<()> {
+        const CHUNK: usize = 1 << 14;
+        let (kernel, n, nt) = (self.kernel, sources.count(), targets.len());
         let dw = kernel.density_width();
-        self.src_pos.upload(sources.positions())?;
-        self.host_packed.resize(dw * n, T::ZERO);
-        for j in 0..n {
-            sources.density(kernel, j, &mut self.host_packed[j * dw..(j + 1) * dw]);
-        }
-        self.src_packed.upload(&self.host_packed)?;
+        let all = self.staging.slice::<T>(3 * n + dw * n + 3 * nt)?;
+        let (pos, rest) = all.split_at_mut(3 * n);
+        let (dens, tgt) = rest.split_at_mut(dw * n);
+        let copy = |to: &mut [T], from: &[T]| {
+            to.par_chunks_mut(3 * CHUNK).zip(from.par_chunks(3 * CHUNK)).for_each(|(a, b)| a.copy_from_slice(b));
+        };
+        copy(pos, sources.positions().as_flattened());
+        copy(tgt, targets.as_flattened());
+        dens.par_chunks_mut(dw * CHUNK).enumerate().for_each(|(c, block)| {
+            for (k, d) in block.chunks_exact_mut(dw).enumerate() {
+                sources.density(kernel, c * CHUNK + k, d);
+            }
+        });
+        self.src_pos.upload(pos)?;
+        self.src_packed.upload(dens)?;
+        self.tgt_pos.upload(tgt)?;
         self.src_host = (sources.positions().as_ptr() as usize, n);
         Ok(())
     }
@@ -338,12 +389,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         )
     }
 
-    fn try_near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> Result<NearStats> {
-        let kernel = self.kernel;
-        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+    /// Uploads the sources, their cells and the targets, and builds both cell lists on the
+    /// device (the pipeline's `cell_lists` stage).
+    fn try_bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> Result<()> {
+        let dw = self.kernel.density_width();
         let (ns, nt) = (sources.count(), targets.len());
-        let t = T::BYTES;
-        self.upload_sources(sources)?;
+        self.n_src = ns;
+        self.upload_particles(sources, targets)?;
         self.src_keys.upload(keys)?;
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
@@ -363,7 +415,6 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         self.src_cells = list;
         r?;
         // targets: cells on the device
-        self.tgt_pos.upload(targets)?;
         self.tgt_keys.ensure(4 * nt.max(1))?;
         self.n_tgt = nt;
         self.launch_n(
@@ -378,8 +429,15 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             .and_then(|_| self.gather_cells(self.tgt_pos.ptr(), 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true));
         self.tgt_sort = sort;
         self.tgt_cells = list;
-        r?;
-        // P2P
+        r
+    }
+
+    /// P2P over the cell lists of [`try_bin`](Self::try_bin), and the pairs it evaluated.
+    fn try_near_field(&mut self) -> Result<NearStats> {
+        let kernel = self.kernel;
+        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+        let (ns, nt) = (self.n_src, self.n_tgt);
+        let t = T::BYTES;
         self.near.ensure(t * (dim * nt).max(1))?;
         let mut a = Args::new();
         a.push(self.cellp).push(kernel_code(kernel));
@@ -414,19 +472,18 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 self.launch("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
             }
         }
-        // pairs from the bins' offsets: per cell its targets times its colleagues' sources
-        let [so, to] = &mut self.host_offsets;
-        so.resize(self.cells.cells() + 1, 0);
-        to.resize(self.cells.cells() + 1, 0);
-        self.src_sort.offsets.download(so)?;
-        self.tgt_sort.offsets.download(to)?;
-        let pairs = (0..self.cells.cells())
-            .map(|c| {
-                let ns: u64 = self.cells.colleagues(c).iter().map(|&(s, _)| (so[s + 1] - so[s]) as u64).sum();
-                (to[c + 1] - to[c]) as u64 * ns
-            })
-            .sum();
-        Ok(NearStats { padding_efficiency: 1.0, pairs })
+        // the pairs from the bins' offsets on the device: per cell its targets times its
+        // colleagues' sources (CellGrid::pairs)
+        let ncells = self.cells.cells();
+        self.pairs.ensure(8)?;
+        self.pairs.zero(8)?;
+        let mut a = Args::new();
+        a.push(self.cellp).push(self.tgt_sort.offsets.ptr()).push(self.src_sort.offsets.ptr());
+        a.push(ncells as u32).push(self.pairs.ptr());
+        self.launch_n("pair_count", ncells, &mut a)?;
+        let mut pairs = [0u64];
+        self.pairs.download(&mut pairs)?;
+        Ok(NearStats { padding_efficiency: 1.0, pairs: pairs[0] })
     }
 
     /// The grid P2G writes and G2P reads, with its parameter block.
@@ -443,7 +500,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         // the owned sources are the first of those near_field uploaded
         let same = sources.positions().as_ptr() as usize == self.src_host.0 && n <= self.src_host.1;
         if !same {
-            self.upload_sources(sources)?;
+            self.upload_particles(sources, &[])?;
         }
         let grid = self.work_grid();
         let ncomp = kernel.grid_components();
@@ -696,6 +753,16 @@ fn table_offsets(l: &GridLayout) -> [usize; 6] {
 }
 
 impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
+    /// Opens the device for the free memory: the grid budget of [`GpuBackend::grid_budget`],
+    /// and source cell lists unpadded (P2P on the device runs a thread per target, not SIMD
+    /// lanes over sources). The cost model stays the CPU's until the device's constants are
+    /// measured (`parki-gpu-bench --modes calibrate`).
+    fn planning(query: &PlanningQuery) -> Result<PlanningHints> {
+        let dev = D::open(query.local_rank)?;
+        let free = dev.free_memory()?;
+        Ok(PlanningHints { cost: None, lanes: Some(1), grid_budget: Some(Self::grid_budget(query, free)) })
+    }
+
     fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
         if s.params.free.is_some() {
             return Err(Error::Unsupported {
@@ -818,9 +885,10 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             far: b("the far field"),
             out: b("the result"),
             grid,
-            host_packed: Vec::new(),
+            staging: PinnedBuffer::empty(&dev, "the upload staging"),
             host_rows: Vec::new(),
-            host_offsets: [Vec::new(), Vec::new()],
+            n_src: 0,
+            pairs: b("the pair count"),
             error: None,
             dev,
         })
@@ -832,7 +900,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
 
     fn bytes(&self) -> usize {
         let grid = match &self.grid {
-            FarGrid::Device { grid, tables, .. } => grid.bytes() + tables.bytes(),
+            FarGrid::Device { grid, tables, plan, .. } => grid.bytes() + tables.bytes() + D::fft_work_bytes(plan),
             FarGrid::Host { block, staging, rows, .. } => block.bytes() + staging.bytes() + rows.bytes(),
         };
         let op = self
@@ -857,11 +925,18 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             + self.out.bytes()
     }
 
-    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
+        if self.error.is_none() {
+            let r = self.try_bin(sources, keys, targets);
+            self.record(r);
+        }
+    }
+
+    fn near_field(&mut self) -> NearStats {
         if self.error.is_some() {
             return NearStats::default();
         }
-        match self.try_near_field(sources, keys, targets).and_then(|s| self.dev.synchronize().map(|_| s)) {
+        match self.try_near_field().and_then(|s| self.dev.synchronize().map(|_| s)) {
             Ok(s) => s,
             Err(e) => {
                 self.error = Some(e);

@@ -1,4 +1,5 @@
-//! [`DeviceBuffer`]: an owned device allocation that grows on demand and frees itself.
+//! [`DeviceBuffer`]: an owned device allocation that grows on demand and frees itself;
+//! [`PinnedBuffer`]: the same for page-locked host memory (the uploads' staging).
 
 use std::sync::Arc;
 
@@ -97,6 +98,65 @@ impl<D: Device> DeviceBuffer<D> {
 }
 
 impl<D: Device> Drop for DeviceBuffer<D> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Page-locked host memory of at least `bytes` bytes, zeroed when (re)allocated: the staging
+/// area of the particles' uploads (filled in place by the host, then copied asynchronously).
+pub struct PinnedBuffer<D: Device> {
+    dev: Arc<D>,
+    ptr: *mut u8,
+    bytes: usize,
+    what: &'static str,
+}
+
+// SAFETY: the buffer owns its allocation and hands it out only through `&mut self`.
+unsafe impl<D: Device> Send for PinnedBuffer<D> {}
+
+impl<D: Device> PinnedBuffer<D> {
+    /// An empty buffer named `what` (in allocation errors).
+    pub fn empty(dev: &Arc<D>, what: &'static str) -> Self {
+        Self { dev: dev.clone(), ptr: std::ptr::null_mut(), bytes: 0, what }
+    }
+
+    /// Bytes allocated.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The first `len` values of type `T`, the buffer grown to hold them first (contents are
+    /// not kept when it grows; a growth waits for the uploads queued from the old memory).
+    /// The caller must not write to memory an upload queued since the last synchronize reads.
+    pub fn slice<T: Copy + Default>(&mut self, len: usize) -> Result<&mut [T]> {
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes > self.bytes || self.ptr.is_null() {
+            self.release();
+            let want = bytes.max(4096) + bytes / 8;
+            let p = self.dev.alloc_pinned(want, self.what)?;
+            // SAFETY: `want` bytes were just allocated at `p`; zeroing makes every value valid.
+            unsafe { std::ptr::write_bytes(p, 0, want) };
+            self.ptr = p;
+            self.bytes = want;
+        }
+        assert_eq!(self.ptr as usize % std::mem::align_of::<T>(), 0, "pinned memory is page-aligned");
+        // SAFETY: the allocation holds `bytes` initialised (zeroed or written) bytes, aligned
+        // for T, borrowed mutably through `&mut self`; T is a plain number type.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, len) })
+    }
+
+    fn release(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: the pointer came from this device's alloc_pinned and is dropped here.
+            unsafe { self.dev.free_pinned(self.ptr) };
+            self.ptr = std::ptr::null_mut();
+            self.bytes = 0;
+        }
+    }
+}
+
+impl<D: Device> Drop for PinnedBuffer<D> {
     fn drop(&mut self) {
         self.release();
     }

@@ -603,14 +603,15 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Plans one direction of [`Device::fft_plan`].
+    /// Plans one direction of [`Device::fft_plan`] without a work area of its own: the handle
+    /// and the bytes of work area it needs (set by the caller with `cufftSetWorkArea`).
     fn plan(
         &self,
         layout: &GridLayout,
         batch: usize,
         forward: bool,
         precision: Precision,
-    ) -> Result<fft_sys::cufftHandle> {
+    ) -> Result<(fft_sys::cufftHandle, usize)> {
         let [mx, my, mz] = layout.global.map(|m| m as i64);
         let real_len = layout.real_len() as i64;
         let mut n = [mz, my, mx];
@@ -630,6 +631,8 @@ impl CudaDevice {
         // SAFETY: a new plan and this device's live stream (cuFFT's stream type is the driver's).
         unsafe { fft::set_stream(plan.0, self.stream as fft_sys::cudaStream_t) }
             .map_err(|e| cufft_error("cufftSetStream", e))?;
+        // SAFETY: a new plan, not yet made: its work area is then the caller's to set.
+        unsafe { fft::set_auto_allocation(plan.0, false) }.map_err(|e| cufft_error("cufftSetAutoAllocation", e))?;
         // SAFETY: a new plan; the three arrays of three sizes live during the call.
         let made = unsafe {
             fft::make_plan_many64(
@@ -646,7 +649,7 @@ impl CudaDevice {
                 batch as i64,
             )
         };
-        made.map_err(|e| {
+        let work = made.map_err(|e| {
             let what = format!(
                 "planning {batch} in-place {} transforms of {mx}x{my}x{mz} ({precision:?}) on {}",
                 if forward { "r2c" } else { "c2r" },
@@ -662,7 +665,7 @@ impl CudaDevice {
                 _ => cufft_error(&what, e),
             }
         })?;
-        Ok(plan.into_raw())
+        Ok((plan.into_raw(), work))
     }
 }
 
@@ -701,12 +704,15 @@ impl Drop for CufftHandle {
     }
 }
 
-/// Batched in-place 3-D r2c and c2r plans of [`CudaDevice`] (cuFFT, on the device's stream).
+/// Batched in-place 3-D r2c and c2r plans of [`CudaDevice`] (cuFFT, on the device's stream),
+/// sharing one work area as large as the larger of theirs (the two never run at once).
 pub struct CudaFftPlan {
     forward: Option<fft_sys::cufftHandle>,
     backward: Option<fft_sys::cufftHandle>,
     precision: Precision,
     ctx: Arc<CudaContext>,
+    /// The shared work area (0: none needed) and its bytes.
+    work: (DevicePtr, usize),
 }
 
 impl std::fmt::Debug for CudaFftPlan {
@@ -715,6 +721,7 @@ impl std::fmt::Debug for CudaFftPlan {
             .field("forward", &self.forward.is_some())
             .field("backward", &self.backward.is_some())
             .field("precision", &self.precision)
+            .field("work_bytes", &self.work.1)
             .finish()
     }
 }
@@ -725,6 +732,12 @@ impl Drop for CudaFftPlan {
         for h in [self.forward.take(), self.backward.take()].into_iter().flatten() {
             // SAFETY: each handle came from cufftCreate and is destroyed once, here.
             let _ = unsafe { fft::destroy(h) };
+        }
+        if self.work.0 != 0 {
+            // SAFETY: the work area came from cuMemAlloc in `fft_plan`, its plans are destroyed
+            // above, and it is freed once, here (cuMemFree waits for work that uses it).
+            let _ = unsafe { cu::free_sync(self.work.0) };
+            self.work.0 = 0;
         }
     }
 }
@@ -786,8 +799,9 @@ impl Device for CudaDevice {
         }
     }
 
-    /// Queues the copy on the stream. `src` is pageable memory (no pinned host memory here),
-    /// which the driver copies to a staging buffer before returning: `src` may be reused at once.
+    /// Queues the copy on the stream. From pageable memory the driver copies `src` to a staging
+    /// buffer before returning (`src` may be reused at once); from pinned memory the copy runs
+    /// later, on the stream (see [`Device::upload`]).
     unsafe fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
@@ -797,6 +811,29 @@ impl Device for CudaDevice {
         // a pageable `src` is staged before the call returns.
         unsafe { cu::memcpy_htod_async(dst, src, self.stream) }
             .map_err(|e| driver_error(&format!("copying {} bytes to the device", src.len()), e))
+    }
+
+    fn alloc_pinned(&self, bytes: usize, what: &str) -> Result<*mut u8> {
+        self.bind()?;
+        // SAFETY: the context is current; flags 0: page-locked, portable to this context only.
+        match unsafe { cu::malloc_host(bytes.max(1), 0) } {
+            Ok(p) => Ok(p as *mut u8),
+            Err(e) => Err(Error::Resource {
+                message: format!("cannot allocate {bytes} bytes of pinned host memory for {what}: {e}"),
+            }),
+        }
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        if self.bind().is_err() {
+            return;
+        }
+        // SAFETY: copies queued from `ptr` finish first; `ptr` came from `alloc_pinned` and is
+        // freed once (the caller's contract).
+        unsafe {
+            let _ = cu::stream::synchronize(self.stream);
+            let _ = cu::free_host(ptr as *mut std::ffi::c_void);
+        }
     }
 
     unsafe fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
@@ -875,14 +912,32 @@ impl Device for CudaDevice {
     ) -> Result<CudaFftPlan> {
         require_cufft()?;
         self.bind()?;
-        let mut plan = CudaFftPlan { forward: None, backward: None, precision, ctx: self.ctx.clone() };
+        let mut plan = CudaFftPlan { forward: None, backward: None, precision, ctx: self.ctx.clone(), work: (0, 0) };
+        let mut work = 0;
         if forward > 0 {
-            plan.forward = Some(self.plan(layout, forward, true, precision)?);
+            let (h, w) = self.plan(layout, forward, true, precision)?;
+            plan.forward = Some(h);
+            work = work.max(w);
         }
         if backward > 0 {
-            plan.backward = Some(self.plan(layout, backward, false, precision)?);
+            let (h, w) = self.plan(layout, backward, false, precision)?;
+            plan.backward = Some(h);
+            work = work.max(w);
+        }
+        if work > 0 {
+            plan.work = (self.alloc(work, "cuFFT's work area")?, work);
+            for h in [plan.forward, plan.backward].into_iter().flatten() {
+                // SAFETY: a made plan of this context and an allocation of at least the bytes
+                // it asked for, alive as long as the plan (freed after it, in drop).
+                unsafe { fft::set_work_area(h, plan.work.0 as *mut std::ffi::c_void) }
+                    .map_err(|e| cufft_error("cufftSetWorkArea", e))?;
+            }
         }
         Ok(plan)
+    }
+
+    fn fft_work_bytes(plan: &CudaFftPlan) -> usize {
+        plan.work.1
     }
 
     unsafe fn fft(&self, plan: &mut CudaFftPlan, data: DevicePtr, forward: bool) -> Result<()> {

@@ -85,11 +85,25 @@ pub trait Device: Sized + Send + Sync + 'static {
     /// `ptr` came from [`alloc`](Self::alloc) of this device and is not used afterwards.
     unsafe fn free(&self, ptr: DevicePtr);
 
-    /// Copies `src` to device address `dst`.
+    /// Copies `src` to device address `dst`. From pageable memory the copy is staged before the
+    /// call returns; from pinned memory ([`alloc_pinned`](Self::alloc_pinned)) it is queued on
+    /// the stream, and `src` must not change until the stream has run it (the next
+    /// [`synchronize`](Self::synchronize)).
     ///
     /// # Safety
     /// `dst .. dst + src.len()` lies in one live allocation.
     unsafe fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+
+    /// Allocates `bytes` of page-locked host memory, from which uploads run asynchronously at
+    /// the bus's full rate (on the emulator, ordinary host memory); `what` names it in errors.
+    fn alloc_pinned(&self, bytes: usize, what: &str) -> Result<*mut u8>;
+
+    /// Frees pinned memory, after the stream has run what is queued (copies may read it).
+    ///
+    /// # Safety
+    /// `ptr` came from [`alloc_pinned`](Self::alloc_pinned) of this device and is not used
+    /// afterwards.
+    unsafe fn free_pinned(&self, ptr: *mut u8);
 
     /// Copies device memory at `src` into `dst` (waits for the stream).
     ///
@@ -131,6 +145,9 @@ pub trait Device: Sized + Send + Sync + 'static {
         backward: usize,
         precision: Precision,
     ) -> Result<Self::FftPlan>;
+
+    /// Device bytes of `plan`'s work area (shared by its two directions).
+    fn fft_work_bytes(plan: &Self::FftPlan) -> usize;
 
     /// Runs the forward (r2c) or backward (c2r, unnormalised) transform in place at `data`.
     ///

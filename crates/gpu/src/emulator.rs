@@ -6,6 +6,7 @@
 use std::alloc::Layout;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use parki_core::{Error, Result};
@@ -36,6 +37,8 @@ pub fn has_entry_point(name: &str) -> bool {
 pub struct Emulator {
     info: DeviceInfo,
     allocations: Mutex<HashMap<DevicePtr, Layout>>,
+    /// "Pinned" host allocations (ordinary memory here).
+    pinned: Mutex<HashMap<usize, Layout>>,
 }
 
 /// An FFT plan of the emulator: FFTW plans on a host buffer the data are copied through.
@@ -50,6 +53,23 @@ pub enum EmuFft {
 unsafe impl Send for EmuFft {}
 
 const ALIGN: usize = 256;
+
+/// The memory of the emulated device, bytes (unbounded by default).
+static MEMORY: AtomicU64 = AtomicU64::new(u64::MAX / 2);
+
+impl Emulator {
+    /// Sets the memory every emulated device has from now on (tests of the memory-aware
+    /// planning and of its refusals): `free_memory` reports it less what the emulator holds,
+    /// and allocations beyond it fail as a device's would.
+    pub fn set_memory(bytes: u64) {
+        MEMORY.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Bytes allocated by this emulator.
+    fn allocated(&self) -> u64 {
+        self.allocations.lock().expect("allocation table").values().map(|l| l.size() as u64).sum()
+    }
+}
 
 impl Device for Emulator {
     type FftPlan = EmuFft;
@@ -66,6 +86,7 @@ impl Device for Emulator {
                 memory: 0,
             },
             allocations: Mutex::new(HashMap::new()),
+            pinned: Mutex::new(HashMap::new()),
         })
     }
 
@@ -74,12 +95,17 @@ impl Device for Emulator {
     }
 
     fn free_memory(&self) -> Result<u64> {
-        Ok(u64::MAX / 2)
+        Ok(MEMORY.load(Ordering::Relaxed).saturating_sub(self.allocated()))
     }
 
     fn alloc(&self, bytes: usize, what: &str) -> Result<DevicePtr> {
         let layout = Layout::from_size_align(bytes.max(1), ALIGN)
             .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
+        if bytes as u64 > self.free_memory()? {
+            return Err(Error::Resource {
+                message: format!("out of (emulated) device memory: {bytes} bytes for {what}"),
+            });
+        }
         // SAFETY: the layout has non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         if p.is_null() {
@@ -94,6 +120,27 @@ impl Device for Emulator {
         if let Some(layout) = self.allocations.lock().expect("allocation table").remove(&ptr) {
             // SAFETY: `ptr` was allocated with `layout` by `alloc` and is freed once.
             unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        }
+    }
+
+    fn alloc_pinned(&self, bytes: usize, what: &str) -> Result<*mut u8> {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN)
+            .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(Error::Resource {
+                message: format!("cannot allocate {bytes} bytes of host memory for {what}"),
+            });
+        }
+        self.pinned.lock().expect("pinned table").insert(p as usize, layout);
+        Ok(p)
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        if let Some(layout) = self.pinned.lock().expect("pinned table").remove(&(ptr as usize)) {
+            // SAFETY: `ptr` was allocated with `layout` by `alloc_pinned` and is freed once.
+            unsafe { std::alloc::dealloc(ptr, layout) };
         }
     }
 
@@ -156,6 +203,11 @@ impl Device for Emulator {
         })
     }
 
+    /// The emulator's transforms run on host buffers: no device bytes.
+    fn fft_work_bytes(_plan: &EmuFft) -> usize {
+        0
+    }
+
     unsafe fn fft(&self, plan: &mut EmuFft, data: DevicePtr, forward: bool) -> Result<()> {
         fn run<T: parki_fft3d::FftReal>(p: &Fft3d<T>, b: &mut GridBuffer<T>, data: DevicePtr, forward: bool) {
             let n = b.as_slice().len();
@@ -183,6 +235,11 @@ impl Drop for Emulator {
         let mut table = self.allocations.lock().expect("allocation table");
         for (ptr, layout) in table.drain() {
             // SAFETY: every entry is a live allocation made by `alloc` with this layout.
+            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        }
+        let mut pinned = self.pinned.lock().expect("pinned table");
+        for (ptr, layout) in pinned.drain() {
+            // SAFETY: every entry is a live allocation made by `alloc_pinned` with this layout.
             unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
         }
     }

@@ -24,5 +24,5 @@ mod emulator;
 pub mod params;
 
 pub use backend::{DeviceSpread, GpuBackend};
-pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer};
+pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer, PinnedBuffer};
 pub use emulator::{has_entry_point, EmuFft, Emulator};

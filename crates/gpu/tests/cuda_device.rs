@@ -128,17 +128,19 @@ fn every_entry_point_resolves() {
     dev.synchronize().unwrap();
 }
 
-/// Forward then backward FFT of a known field: unnormalised round trip gives `M` times it.
-fn fft_round_trip(precision: Precision) {
+/// Forward then backward FFT of a known field: unnormalised round trip gives `M` times it, for
+/// the first `backward` of the `forward` components (the plans share one work area).
+fn fft_round_trip(precision: Precision, dims: [usize; 3], forward: usize, backward: usize) {
     let Some(dev) = device() else { return };
-    let layout = GridLayout::new([8, 6, 4]).unwrap();
-    let comps = 2;
+    let layout = GridLayout::new(dims).unwrap();
+    let [nx, ny, nz] = dims;
+    let comps = forward;
     let len = layout.real_len();
     let mut field = vec![0f64; comps * len];
     for c in 0..comps {
-        for iz in 0..4 {
-            for iy in 0..6 {
-                for ix in 0..8 {
+        for iz in 0..nz {
+            for iy in 0..ny {
+                for ix in 0..nx {
                     field[c * len + layout.real_index(ix, iy, iz)] =
                         ((ix * 3 + iy * 5 + iz * 7 + c * 11) % 13) as f64 - 6.0;
                 }
@@ -150,7 +152,11 @@ fn fft_round_trip(precision: Precision) {
         Precision::F32 => field.iter().flat_map(|v| (*v as f32).to_ne_bytes()).collect(),
     };
     let p = dev.alloc(bytes.len(), "fft field").unwrap();
-    let mut plan = dev.fft_plan(&layout, comps, comps, precision).unwrap();
+    let mut plan = dev.fft_plan(&layout, forward, backward, precision).unwrap();
+    println!(
+        "{dims:?} {precision:?}, {forward} forward, {backward} backward: work area {} bytes",
+        CudaDevice::fft_work_bytes(&plan)
+    );
     let mut back = vec![0u8; bytes.len()];
     // SAFETY: `p` holds the planned components of the planned layout and precision.
     unsafe {
@@ -166,10 +172,10 @@ fn fft_round_trip(precision: Precision) {
         Precision::F32 => back.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap()) as f64).collect(),
     };
     let tol = if precision == Precision::F64 { 1e-12 } else { 1e-4 };
-    for c in 0..comps {
-        for iz in 0..4 {
-            for iy in 0..6 {
-                for ix in 0..8 {
+    for c in 0..backward {
+        for iz in 0..nz {
+            for iy in 0..ny {
+                for ix in 0..nx {
                     let k = c * len + layout.real_index(ix, iy, iz);
                     assert!((got[k] / m - field[k]).abs() < tol * 13.0, "{precision:?} {c} {ix} {iy} {iz}");
                 }
@@ -180,12 +186,37 @@ fn fft_round_trip(precision: Precision) {
 
 #[test]
 fn fft_round_trip_f64() {
-    fft_round_trip(Precision::F64);
+    fft_round_trip(Precision::F64, [8, 6, 4], 2, 2);
+    fft_round_trip(Precision::F64, [96, 90, 84], 6, 3);
 }
 
 #[test]
 fn fft_round_trip_f32() {
-    fft_round_trip(Precision::F32);
+    fft_round_trip(Precision::F32, [8, 6, 4], 2, 2);
+    fft_round_trip(Precision::F32, [96, 90, 84], 3, 3);
+}
+
+#[test]
+fn pinned_upload_round_trip() {
+    let Some(dev) = device() else { return };
+    let n = 1 << 20;
+    let host = dev.alloc_pinned(n, "pinned test buffer").unwrap();
+    // SAFETY: `host` holds n bytes until freed below.
+    let src = unsafe { std::slice::from_raw_parts_mut(host, n) };
+    for (k, b) in src.iter_mut().enumerate() {
+        *b = (k * 13 % 251) as u8;
+    }
+    let p = dev.alloc(n, "device test buffer").unwrap();
+    let mut back = vec![0u8; n];
+    // SAFETY: both hold n bytes; the pinned source is not written until the stream has run
+    // the copy (download synchronises).
+    unsafe {
+        dev.upload(p, src).unwrap();
+        dev.download(&mut back, p).unwrap();
+        assert!(back.iter().enumerate().all(|(k, &b)| b == (k * 13 % 251) as u8));
+        dev.free(p);
+        dev.free_pinned(host);
+    }
 }
 
 #[test]

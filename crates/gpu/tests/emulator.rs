@@ -135,3 +135,36 @@ fn variants_agree() {
         }
     }
 }
+
+/// The pair count of P2P, summed on the device (`pair_count`), against the same count on the
+/// host from the particles' cells; the CPU backend's count (padded to its SIMD lanes) is at
+/// least as large.
+#[test]
+fn pair_count_matches_the_host() {
+    let data = Particles::<f64>::new(&domain(), Distribution::Normal, 500, 4);
+    let mut rng = Rng::new(5);
+    let targets: Vec<[f64; 3]> = generate::positions(&domain(), Distribution::Uniform, 123, &mut rng);
+    let o = opts(Kernel::Stokeslet, 1e-6);
+    let comm = Comm::single();
+    let (n, m) = (data.pos.len(), targets.len());
+    let mut gpu =
+        DistEwaldSolver::<f64, GpuBackend<f64, Emulator>>::with_backend(&comm, &o, ParallelOptions::default(), n, m)
+            .unwrap();
+    let mut u = vec![0.0; 3 * m];
+    let e = gpu.evaluate(&data.sources(), Targets::Points(&targets), &mut u, SortMode::default()).unwrap();
+    let cells = gpu.cells();
+    let count = |p: &[[f64; 3]]| {
+        let mut c = vec![0u64; cells.cells()];
+        for x in p {
+            c[cells.cell_of(x) as usize] += 1;
+        }
+        c
+    };
+    let (cs, ct) = (count(&data.pos), count(&targets));
+    let host = cells.pairs(|c| ct[c], |c| cs[c]);
+    println!("pairs: device {}, host {host}", e.pairs);
+    assert!(host > 0 && e.pairs == host, "device {} host {host}", e.pairs);
+    let mut cpu = DistEwaldSolver::<f64>::new(&comm, &o, ParallelOptions::default(), n, m).unwrap();
+    let c = cpu.evaluate(&data.sources(), Targets::Points(&targets), &mut u, SortMode::default()).unwrap();
+    assert!(c.pairs >= host, "cpu {} host {host}", c.pairs);
+}

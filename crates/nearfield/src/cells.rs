@@ -196,6 +196,20 @@ impl CellGrid {
         self.linear(c)
     }
 
+    /// Pairs P2P evaluates: `sum_c targets(c) sum_{c' colleague of c} sources(c')` with the
+    /// counts per cell (padding included where `sources` counts padded slots); cells without
+    /// targets are skipped, the cells are split over the current rayon pool.
+    pub fn pairs(&self, targets: impl Fn(usize) -> u64 + Sync, sources: impl Fn(usize) -> u64 + Sync) -> u64 {
+        (0..self.cells())
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|c| match targets(c) {
+                0 => 0,
+                nt => nt * self.colleagues(c).iter().map(|&(s, _)| sources(s)).sum::<u64>(),
+            })
+            .sum()
+    }
+
     /// The 27 colleagues of cell `c`: `(cell, s)` where the source images to use are `y + s`.
     pub fn colleagues(&self, c: usize) -> [(usize, [f64; 3]); 27] {
         let ix = self.coords(c);

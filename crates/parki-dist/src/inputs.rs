@@ -2,6 +2,7 @@
 
 use parki_core::validate::check_positions;
 use parki_core::{Domain, Error, Kernel, Output, Real, Result, Sources};
+use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::options::Targets;
 
@@ -45,21 +46,32 @@ pub fn check_inputs<'a, T: Real>(
 pub(crate) struct Neutrality([f64; 6]);
 
 impl Neutrality {
-    /// The sums of this rank's sources.
+    /// The sums of this rank's sources: chunks summed on the current rayon pool, then added in
+    /// order (the same result whatever the threads).
     pub(crate) fn of<T: Real>(kernel: Kernel, sources: &Sources<T>) -> Self {
-        let mut s = [0.0f64; 6];
-        if let (true, Some(q)) = (kernel.needs_charges(), sources.charges) {
-            for v in q {
+        const CHUNK: usize = 1 << 15;
+        let charges = sources.charges.filter(|_| kernel.needs_charges()).unwrap_or(&[]);
+        let forces = sources.forces.filter(|_| kernel.needs_forces()).unwrap_or(&[]);
+        let chunk = |c: usize| -> [f64; 6] {
+            let mut s = [0.0f64; 6];
+            for v in charges.iter().skip(c * CHUNK).take(CHUNK) {
                 s[0] += v.to_f64();
                 s[1] += v.to_f64().abs();
             }
-        }
-        if let (true, Some(f)) = (kernel.needs_forces(), sources.forces) {
-            for v in f {
+            for v in forces.iter().skip(c * CHUNK).take(CHUNK) {
                 for d in 0..3 {
                     s[2 + d] += v[d].to_f64();
                     s[5] += v[d].to_f64().abs();
                 }
+            }
+            s
+        };
+        let chunks = charges.len().max(forces.len()).div_ceil(CHUNK);
+        let parts: Vec<[f64; 6]> = (0..chunks).into_par_iter().map(chunk).collect();
+        let mut s = [0.0f64; 6];
+        for p in parts {
+            for (a, b) in s.iter_mut().zip(p) {
+                *a += b;
             }
         }
         Self(s)

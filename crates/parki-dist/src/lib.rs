@@ -21,7 +21,7 @@ mod solver;
 mod stage;
 mod statistics;
 
-pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats};
+pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats, PlanningHints, PlanningQuery};
 pub use inputs::check_inputs;
 pub use options::{DeviceP2g, DeviceP2p, DeviceVariants, EwaldOptions, ParallelOptions, Targets};
 pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};

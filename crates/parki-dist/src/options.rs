@@ -59,8 +59,8 @@ pub struct EwaldOptions {
     /// distributed solver (default there: half the node's available memory over the ranks on
     /// the node).
     pub max_grid_bytes: Option<usize>,
-    /// Cost constants for the choice of `rc`.
-    pub cost: CostModel,
+    /// Cost constants for the choice of `rc` (`None`: the backend's, else this CPU's defaults).
+    pub cost: Option<CostModel>,
     /// Force an instruction set for P2P (default: the best this CPU has).
     pub isa: Option<Isa>,
     /// Reject fixed parameters (`rc`, `window_support`, `oversampling`) whose estimated error
@@ -93,7 +93,7 @@ impl EwaldOptions {
             threads: 0,
             fft_rigor: PlanRigor::Estimate,
             max_grid_bytes: None,
-            cost: CostModel::default(),
+            cost: None,
             isa: None,
             enforce_tolerance: true,
             statistics: None,
@@ -197,9 +197,10 @@ impl EwaldOptions {
         self
     }
 
-    /// Cost constants of the parameter selection (measured by `parki-bench calibrate`).
+    /// Cost constants of the parameter selection (measured by `parki-bench calibrate` on a CPU,
+    /// `parki-gpu-bench --modes calibrate` on a device), over the backend's own.
     pub fn cost_model(mut self, cost: CostModel) -> Self {
-        self.cost = cost;
+        self.cost = Some(cost);
         self
     }
 

@@ -26,7 +26,7 @@ use parki_decomp::{
 use parki_farfield::{GridWindow, Params};
 use parki_nearfield::{CellGrid, Isa};
 
-use crate::backend::{BackendSetup, CpuBackend, EwaldBackend};
+use crate::backend::{BackendSetup, CpuBackend, EwaldBackend, PlanningQuery};
 use crate::inputs::{check_inputs, Neutrality};
 use crate::options::{EwaldOptions, ParallelOptions, Targets};
 use crate::plan::{self, MemoryEstimate};
@@ -237,15 +237,40 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         targets: usize,
         caller_bytes: f64,
     ) -> Result<(plan::Choice, ProcGrid, MemoryEstimate)> {
+        // the collectives first, on every rank whatever fails later on one of them: the node's
+        // share of the memory, the host's grid budget, the backend's hints (agreed: a device
+        // missing on one rank is every rank's error) and its grid budget
         let share = plan::node_share(comm);
+        let host_budget = plan::grid_budget(comm, opts, share);
+        let ranks = comm.size();
+        let query = PlanningQuery {
+            kernel: opts.kernel,
+            real_bytes: T::BYTES,
+            ranks,
+            local_rank: plan::node_rank(comm),
+            sources: sources.div_ceil(ranks) + 1,
+            targets: if ranks == 1 { targets } else { targets.div_ceil(ranks) + 1 },
+            device: opts.device,
+        };
+        let hints = comm.agree(B::planning(&query))?;
+        let device_budget = comm.min(hints.grid_budget.map_or(u64::MAX, |b| b as u64));
+        let budget = host_budget.min(usize::try_from(device_budget).unwrap_or(usize::MAX));
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
             .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
-        let budget = plan::grid_budget(comm, opts, share);
-        let choice = plan::choose::<T>(opts, sources, targets, budget)?;
+        let device_limited = (device_budget as u128) < host_budget as u128;
+        let choice = plan::choose::<T>(opts, sources, targets, budget, &hints).map_err(|e| match e {
+            Error::Resource { message } if device_limited => Error::Resource {
+                message: format!(
+                    "{message}; here the limit is the device's: its free memory less the particles' arrays and \
+                     the FFT's work areas (use more ranks on more devices, or loosen the tolerance)"
+                ),
+            },
+            e => e,
+        })?;
         let p = &choice.params;
         let ncell = p.cells;
         let [mx, my, mz] = p.grid;
@@ -520,7 +545,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
                 s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
             let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
-            let near = s.run(EwaldStage::P2P, || self.near_field(&local));
+            s.run(EwaldStage::CellLists, || self.cell_lists(&local));
+            let near = s.run(EwaldStage::P2P, || self.backend.near_field());
             s.run(EwaldStage::P2G, || self.backend.spread(&local.owned()));
             s.run(EwaldStage::Halo, || self.halo_spread());
             s.run(EwaldStage::FFT, || self.backend.fft_forward());
@@ -635,11 +661,11 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         local.received.extend(&ghosts.sources.positions, &ghosts.sources.density);
     }
 
-    /// P2P on the window: owned and ghost sources at the owned targets.
-    fn near_field(&mut self, local: &Local<'_, T>) -> crate::backend::NearStats {
+    /// The cell lists of the window: owned and ghost sources, and the owned targets.
+    fn cell_lists(&mut self, local: &Local<'_, T>) {
         let mut keys = self.cells.keys(local.owned().positions(), self.par());
         keys.extend_from_slice(&local.ghost_keys);
-        self.backend.near_field(&local.all(), &keys, local.targets())
+        self.backend.bin(&local.all(), &keys, local.targets());
     }
 
     fn halo_spread(&mut self) {

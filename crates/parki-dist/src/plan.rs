@@ -7,6 +7,7 @@ use parki_core::{Error, Result};
 use parki_farfield::Params;
 use parki_nearfield::Isa;
 
+use crate::backend::PlanningHints;
 use crate::options::EwaldOptions;
 use crate::SolverReal;
 
@@ -47,12 +48,14 @@ pub(crate) fn grid_budget(comm: &Comm, opts: &EwaldOptions, share: (usize, usize
 }
 
 /// Chooses the parameters for `sources` and `targets` particles in total, the threads and the
-/// P2P instruction set. `grid_budget` bounds the bytes of the whole far-field grid.
+/// P2P instruction set. `grid_budget` bounds the bytes of the whole far-field grid; `hints` are
+/// the backend's (its cost model and cell-list padding, over the CPU's).
 pub(crate) fn choose<T: SolverReal>(
     opts: &EwaldOptions,
     sources: usize,
     targets: usize,
     grid_budget: usize,
+    hints: &PlanningHints,
 ) -> Result<Choice> {
     parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
     if opts.rc.is_some() && opts.cell_size.is_some() {
@@ -97,9 +100,9 @@ pub(crate) fn choose<T: SolverReal>(
         rc,
         window_p: opts.window_support,
         oversampling: opts.oversampling,
-        lanes: isa.lanes::<T>(),
+        lanes: hints.lanes.unwrap_or_else(|| isa.lanes::<T>()),
         max_grid_bytes: grid_budget,
-        cost: opts.cost,
+        cost: opts.cost.or(hints.cost).unwrap_or_default(),
         enforce_tolerance: opts.enforce_tolerance,
         pairs: opts.statistics.map(|s| s.pairs),
         position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),

@@ -13,7 +13,10 @@ pub enum EwaldStage {
     Sort,
     /// Ghost sources from neighbouring ranks (the ring of cell columns around a rank's own).
     GhostSources,
-    /// Near field: cell lists and particle-to-particle.
+    /// Cell lists: the particles' cells and the sources and targets binned by cell (on a device
+    /// backend the particles' uploads and its counting sorts too).
+    CellLists,
+    /// Near field: particle-to-particle over the cell lists.
     P2P,
     /// Far field: particle-to-grid spreading.
     P2G,
@@ -38,6 +41,7 @@ impl StageKind for EwaldStage {
         EwaldStage::Prepare,
         EwaldStage::Sort,
         EwaldStage::GhostSources,
+        EwaldStage::CellLists,
         EwaldStage::P2P,
         EwaldStage::P2G,
         EwaldStage::Halo,
@@ -54,6 +58,7 @@ impl StageKind for EwaldStage {
             EwaldStage::Prepare => "prepare",
             EwaldStage::Sort => "sort",
             EwaldStage::GhostSources => "ghost_sources",
+            EwaldStage::CellLists => "cell_lists",
             EwaldStage::P2P => "P2P",
             EwaldStage::P2G => "P2G",
             EwaldStage::Halo => "halo",

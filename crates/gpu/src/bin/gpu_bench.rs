@@ -8,7 +8,12 @@
 //!   as the CPU's), device bytes per particle; and the CPU backend on the same case in the same
 //!   process for the ratio (`--cpu N`: only for N up to that);
 //! - `p2g`: the P2G variants side by side (atomic, hybrid, operator: its build and apply times
-//!   and the break-even number of evaluations with fixed positions), uniform and normal.
+//!   and the break-even number of evaluations with fixed positions), uniform and normal;
+//! - `calibrate`: the device's constants of `parki_farfield::CostModel` (per kernel and
+//!   precision, N = the first size): each case at the selection's cell size and at a third and
+//!   three times it, P2P fitted as `p2p_visit * 27 * targets + p2p_pair * pairs` by least
+//!   squares, the other stages as `parki-bench calibrate` does on the CPU; then each case
+//!   planned with the fitted model against the CPU model's plan, in the same process.
 //!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
@@ -127,6 +132,7 @@ fn peak<D: Device>(dev: &D, p: Precision, emulator: bool) -> Result<f64, String>
 }
 
 struct Timing {
+    params: parki_dist::Params,
     best: f64,
     stages: Vec<(EwaldStage, f64)>,
     pairs: u64,
@@ -163,7 +169,15 @@ fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
     }
     let e = best.expect("at least one evaluation");
     let (bytes, variants) = info(s.backend());
-    Ok(Timing { best: e.times.total(), stages: e.times.iter().collect(), pairs: e.pairs, bytes, first_p2g, variants })
+    Ok(Timing {
+        params: s.params().clone(),
+        best: e.times.total(),
+        stages: e.times.iter().collect(),
+        pairs: e.pairs,
+        bytes,
+        first_p2g,
+        variants,
+    })
 }
 
 fn stage_json(stages: &[(EwaldStage, f64)]) -> String {
@@ -283,6 +297,151 @@ fn p2g<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<()
     Ok(())
 }
 
+/// One calibration run: the case's parameters, its stage times, pairs and targets.
+struct Sample {
+    kernel: Kernel,
+    timing: Timing,
+    n: usize,
+}
+
+impl Sample {
+    fn stage(&self, s: EwaldStage) -> f64 {
+        self.timing.stages.iter().find(|(x, _)| *x == s).map_or(0.0, |x| x.1)
+    }
+}
+
+/// `y ~ a x1 + b x2` by least squares with `a, b >= 0` (the better one-term fit where the
+/// two-term one has a negative coefficient).
+fn fit_nonnegative(x1: &[f64], x2: &[f64], y: &[f64]) -> (f64, f64) {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+    let (s11, s12, s22) = (dot(x1, x1), dot(x1, x2), dot(x2, x2));
+    let (r1, r2) = (dot(x1, y), dot(x2, y));
+    let det = s11 * s22 - s12 * s12;
+    if det.abs() > 1e-12 * s11 * s22 {
+        let (a, b) = ((r1 * s22 - r2 * s12) / det, (r2 * s11 - r1 * s12) / det);
+        if a >= 0.0 && b >= 0.0 {
+            return (a, b);
+        }
+    }
+    let res = |a: f64, b: f64| x1.iter().zip(x2).zip(y).map(|((p, q), v)| (v - a * p - b * q).powi(2)).sum::<f64>();
+    let only_a = (r1 / s11.max(1e-300), 0.0);
+    let only_b = (0.0, r2 / s22.max(1e-300));
+    if res(only_a.0, only_a.1) <= res(only_b.0, only_b.1) {
+        only_a
+    } else {
+        only_b
+    }
+}
+
+/// The device's cost constants (see the module documentation).
+fn calibrate<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<(), String> {
+    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
+    let n = o.sizes[0];
+    let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
+    let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
+    let mut samples = Vec::new();
+    for &kernel in &o.kernels {
+        for &tol in tols {
+            let base = EwaldOptions::new(kernel, domain, tol).device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g));
+            let auto = run_case::<T, GpuBackend<T, D>>(&base, &data, o.reps, |b| (b.bytes(), b.variants()))?;
+            let s0 = auto.params.sources_per_cell;
+            samples.push(Sample { kernel, timing: auto, n });
+            for f in [1.0 / 3.0, 3.0] {
+                let opts = base.clone().cell_size(Some(s0 * f));
+                match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
+                    Ok(t) => samples.push(Sample { kernel, timing: t, n }),
+                    Err(e) => println!("calibrate {} {prec} tol {tol:.0e} cell size {:.1}: {e}", kernel.name(), s0 * f),
+                }
+            }
+        }
+    }
+    let mut cost = parki_dist::CostModel::default();
+    let (mut fft, mut cnv) = (Vec::new(), Vec::new());
+    for (k, kernel) in Kernel::ALL.iter().enumerate() {
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.kernel == *kernel).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let visits: Vec<f64> = mine.iter().map(|s| 27.0 * s.n as f64).collect();
+        let pairs: Vec<f64> = mine.iter().map(|s| s.timing.pairs as f64).collect();
+        let p2p: Vec<f64> = mine.iter().map(|s| s.stage(EwaldStage::P2P)).collect();
+        let (a, b) = fit_nonnegative(&visits, &pairs, &p2p);
+        cost.p2p_visit[k] = 1e9 * a;
+        cost.p2p_pair[k] = 1e9 * b;
+        let (mut p2g, mut g2p) = (0.0, 0.0);
+        for s in &mine {
+            let par = &s.timing.params;
+            let ng = par.grid.iter().product::<usize>() as f64;
+            let p3 = (par.p * par.p * par.p) as f64;
+            let (ncomp, dim) = (kernel.grid_components() as f64, kernel.output_dim() as f64);
+            let half = ((par.grid[0] / 2 + 1) * par.grid[1] * par.grid[2]) as f64;
+            p2g += 1e9 * s.stage(EwaldStage::P2G) / (s.n as f64 * p3 * ncomp) / mine.len() as f64;
+            g2p += 1e9 * s.stage(EwaldStage::G2P) / (s.n as f64 * p3 * dim) / mine.len() as f64;
+            fft.push(1e9 * (s.stage(EwaldStage::FFT) + s.stage(EwaldStage::IFFT)) / (ng * ng.log2() * (ncomp + dim)));
+            cnv.push(1e9 * s.stage(EwaldStage::CNV) / half);
+            println!(
+                "calibrate {:<9} {prec} N {}: cells {:?} ({:.1} sources per cell), P {}, grid {:?}: total {:.4} s, cell lists {:.4}, P2P {:.4} ({:.3e} pairs), P2G {:.4}, FFT+IFFT {:.4}, CNV {:.4}, G2P {:.4}",
+                kernel.name(),
+                s.n,
+                par.cells,
+                par.sources_per_cell,
+                par.p,
+                par.grid,
+                s.timing.best,
+                s.stage(EwaldStage::CellLists),
+                s.stage(EwaldStage::P2P),
+                s.timing.pairs as f64,
+                s.stage(EwaldStage::P2G),
+                s.stage(EwaldStage::FFT) + s.stage(EwaldStage::IFFT),
+                s.stage(EwaldStage::CNV),
+                s.stage(EwaldStage::G2P)
+            );
+        }
+        cost.p2g[k] = p2g;
+        cost.g2p[k] = g2p;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    cost.fft = mean(&fft);
+    cost.cnv = mean(&cnv);
+    cost.f32_ratio = 1.0;
+    println!("calibrated ({prec}, ns on the device): {cost:?}");
+    println!(
+        "{{\"mode\":\"calibrate\",\"precision\":\"{prec}\",\"n\":{n},\"p2p_pair\":{:?},\"p2p_visit\":{:?},\"p2g\":{:?},\"fft\":{:.6},\"cnv\":{:.6},\"g2p\":{:?}}}",
+        cost.p2p_pair, cost.p2p_visit, cost.p2g, cost.fft, cost.cnv, cost.g2p
+    );
+    // the fitted model's plans against the CPU model's, in the same process
+    for &kernel in &o.kernels {
+        for &tol in tols {
+            let base = EwaldOptions::new(kernel, domain, tol).device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g));
+            let cpu_model = run_case::<T, GpuBackend<T, D>>(&base, &data, o.reps, |b| (b.bytes(), b.variants()))?;
+            let fitted = base.clone().cost_model(cost);
+            let dev_model = run_case::<T, GpuBackend<T, D>>(&fitted, &data, o.reps, |b| (b.bytes(), b.variants()))?;
+            println!(
+                "calibrate {:<9} {prec} tol {tol:.0e} N {n}: CPU model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle), device model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle): {:.2}x",
+                kernel.name(),
+                cpu_model.best,
+                cpu_model.params.sources_per_cell,
+                cpu_model.params.grid,
+                cpu_model.bytes as f64 / n as f64,
+                dev_model.best,
+                dev_model.params.sources_per_cell,
+                dev_model.params.grid,
+                dev_model.bytes as f64 / n as f64,
+                cpu_model.best / dev_model.best
+            );
+            println!(
+                "{{\"mode\":\"calibrate_check\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"cpu_model_seconds\":{:.6},\"device_model_seconds\":{:.6},\"cpu_model_stages\":{},\"device_model_stages\":{}}}",
+                kernel.name(),
+                cpu_model.best,
+                dev_model.best,
+                stage_json(&cpu_model.stages),
+                stage_json(&dev_model.stages)
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
     let t = Instant::now();
     let dev = D::open(0).map_err(|e| e.to_string())?;
@@ -307,6 +466,12 @@ fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
             match prec.as_str() {
                 "f32" => p2g::<f32, D>(o, "f32")?,
                 _ => p2g::<f64, D>(o, "f64")?,
+            }
+        }
+        if o.modes.iter().any(|m| m == "calibrate") {
+            match prec.as_str() {
+                "f32" => calibrate::<f32, D>(o, "f32")?,
+                _ => calibrate::<f64, D>(o, "f64")?,
             }
         }
     }

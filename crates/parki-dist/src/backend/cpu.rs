@@ -40,7 +40,9 @@ pub struct CpuBackend<T: SolverReal> {
     /// The output components interleaved for G2P (vector kernels).
     gather: HugeBuffer<T>,
     p2g_scratch: P2gScratch<T>,
-    /// The targets of the current evaluation sorted by cell (resident between P2P and the sum).
+    /// The sources of the current evaluation in padded cell lists (from `bin` to P2P).
+    padded: Option<PaddedSources<T>>,
+    /// The targets of the current evaluation sorted by cell (resident from `bin` to the sum).
     sorted: Option<SortedTargets<T>>,
     /// Near field in the sorted order of `sorted`.
     near: Vec<T>,
@@ -140,6 +142,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             block,
             gather,
             p2g_scratch,
+            padded: None,
             sorted: None,
             near,
             far,
@@ -160,25 +163,23 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             + tables
     }
 
-    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats {
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
+        let (par, cells) = (self.par(), &self.cells);
+        self.padded = Some(PaddedSources::build_keyed(cells, self.kernel, sources, keys, self.isa.lanes::<T>(), par));
+        self.sorted = Some(SortedTargets::build(cells, targets, par));
+    }
+
+    fn near_field(&mut self) -> NearStats {
+        let (Some(padded), Some(sorted)) = (self.padded.take(), self.sorted.as_ref()) else {
+            return NearStats::default();
+        };
         let par = self.par();
-        let dim = self.output.dim();
-        let (cells, isa) = (&self.cells, self.isa);
-        let padded = PaddedSources::build_keyed(cells, self.kernel, sources, keys, isa.lanes::<T>(), par);
-        let sorted = SortedTargets::build(cells, targets, par);
-        let pairs = (0..cells.cells())
-            .map(|c| {
-                let n_t = sorted.binned.count(c) as u64;
-                let n_s: usize =
-                    cells.colleagues(c).iter().map(|&(s, _)| padded.offsets[s + 1] - padded.offsets[s]).sum();
-                n_t * n_s as u64
-            })
-            .sum();
-        self.near.resize(targets.len() * dim, T::ZERO);
-        p2p(self.output, self.xi, cells, &padded, &sorted, &mut self.near, isa, par);
-        let stats = NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs };
-        self.sorted = Some(sorted);
-        stats
+        let cells = &self.cells;
+        let pairs =
+            cells.pairs(|c| sorted.binned.count(c) as u64, |s| (padded.offsets[s + 1] - padded.offsets[s]) as u64);
+        self.near.resize(sorted.len() * self.output.dim(), T::ZERO);
+        p2p(self.output, self.xi, cells, &padded, sorted, &mut self.near, self.isa, par);
+        NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs }
     }
 
     fn spread<S: SourceSet<T>>(&mut self, sources: &S) {

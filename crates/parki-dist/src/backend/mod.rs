@@ -5,7 +5,7 @@
 //! [`EwaldBackend`] owns the rest and the data that stay between stages: the cell lists of
 //! owned and ghost sources and of the owned targets, the near-field values in sorted order, the
 //! P2G grid block, the FFT grid and its plans, the gather grid and the far-field values. The
-//! pipeline hands particles over once per evaluation ([`EwaldBackend::near_field`],
+//! pipeline hands particles over once per evaluation ([`EwaldBackend::bin`],
 //! [`EwaldBackend::spread`], [`EwaldBackend::interpolate`]), lets the backend pack and unpack
 //! grid rows for the halo exchanges itself ([`EwaldBackend::halo_spread`],
 //! [`EwaldBackend::halo_gather`]: host memcpys on the CPU, device kernels and pinned staging on
@@ -21,7 +21,7 @@ pub use cpu::CpuBackend;
 use parki_comm::{Backend as SwitchBackend, Comm};
 use parki_core::{Kernel, Output, Result, SourceSet};
 use parki_decomp::{HaloPlan, ProcGrid};
-use parki_farfield::{FieldMethod, G2pVariant, GridWindow, P2gVariant, Params};
+use parki_farfield::{CostModel, FieldMethod, G2pVariant, GridWindow, P2gVariant, Params};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::{CellGrid, Isa};
 
@@ -73,6 +73,39 @@ pub struct BackendSetup<'a, T> {
     pub targets: usize,
 }
 
+/// What a backend is asked before the parameters are chosen (see [`EwaldBackend::planning`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PlanningQuery {
+    /// Kernel.
+    pub kernel: Kernel,
+    /// Bytes per real (4 or 8).
+    pub real_bytes: usize,
+    /// Ranks the problem is split over.
+    pub ranks: usize,
+    /// This rank's index among the ranks on its node.
+    pub local_rank: usize,
+    /// Sources this rank is expected to own.
+    pub sources: usize,
+    /// Targets this rank is expected to own.
+    pub targets: usize,
+    /// Device variants (device backends).
+    pub device: crate::options::DeviceVariants,
+}
+
+/// A backend's say in the parameter selection (every field `None`: the CPU's defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PlanningHints {
+    /// The backend's cost model, used unless the options fix one.
+    pub cost: Option<CostModel>,
+    /// Sources per padded slot of the backend's source cell lists (SIMD lanes; 1 unpadded).
+    pub lanes: Option<usize>,
+    /// Largest far-field grid, in the bytes [`Params::grid_bytes`] counts for the whole grid,
+    /// that this rank's memory allows the backend (a device's free memory less its per-particle
+    /// arrays and FFT work areas). The selection takes the smallest over the ranks, and the
+    /// smaller of it and the host's budget; it then prefers a coarser grid to a refusal.
+    pub grid_budget: Option<usize>,
+}
+
 /// Statistics of one near-field evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct NearStats {
@@ -83,7 +116,7 @@ pub struct NearStats {
 }
 
 /// A compute backend of the spectral Ewald pipeline (see the module documentation). The
-/// pipeline calls, per evaluation, in this order: `near_field`, `spread`, `halo_spread` (when
+/// pipeline calls, per evaluation, in this order: `bin`, `near_field`, `spread`, `halo_spread` (when
 /// the block is not the FFT grid), `fft_forward`, `convolve`, `fft_backward`, `halo_gather`,
 /// `interpolate`, `sum_into`.
 pub trait EwaldBackend<T: SolverReal>: Sized + Send {
@@ -94,6 +127,17 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     /// A resource error when memory, FFT plans or the device cannot be had.
     fn plan(setup: &BackendSetup<'_, T>) -> Result<Self>;
 
+    /// The backend's cost model, cell-list padding and memory budget for the parameter
+    /// selection, asked once per plan before the parameters are chosen (a device backend opens
+    /// its device to read the free memory). Default: none (the CPU's).
+    ///
+    /// # Errors
+    /// The backend cannot run here (no device); agreed over the ranks by the caller.
+    fn planning(query: &PlanningQuery) -> Result<PlanningHints> {
+        let _ = query;
+        Ok(PlanningHints::default())
+    }
+
     /// Name in reports: `"cpu"`, `"cuda"`.
     fn name(&self) -> &'static str;
 
@@ -101,9 +145,12 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     fn bytes(&self) -> usize;
 
     /// Bins `sources` (their cells in `keys`, window-local linear cell indices) and `targets`
-    /// into cell lists and evaluates the near field at the targets; the result stays on the
-    /// backend.
-    fn near_field<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> NearStats;
+    /// into cell lists (the pipeline's `cell_lists` stage); they stay on the backend.
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]);
+
+    /// P2P: the near field at the targets binned by [`bin`](Self::bin), from its sources; the
+    /// result stays on the backend.
+    fn near_field(&mut self) -> NearStats;
 
     /// P2G of `sources` onto the grid block (or the FFT grid when direct).
     fn spread<S: SourceSet<T>>(&mut self, sources: &S);
@@ -123,7 +170,7 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     /// The forward ghost-grid exchange: copies the owners' rows back into the block.
     fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm);
 
-    /// G2P at `targets` (the same targets as `near_field`); the result stays on the backend.
+    /// G2P at `targets` (the same targets as `bin`); the result stays on the backend.
     fn interpolate(&mut self, targets: &[[T; 3]]);
 
     /// The first error of a stage since the last call (a device failure: stages cannot fail
@@ -134,7 +181,7 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     }
 
     /// Writes near + far + `background` into `out` (`output.dim()` values per target, in the
-    /// order of the targets given to `near_field`; the background adds to the potential only,
+    /// order of the targets given to `bin`; the background adds to the potential only,
     /// a uniform background has no field).
     fn sum_into(&mut self, background: f64, out: &mut [T]);
 }
