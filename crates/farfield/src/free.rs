@@ -33,7 +33,9 @@ use std::f64::consts::PI;
 use parki_core::{Error, Kernel, Par, Real, Result};
 use parki_decomp::{fft_friendly_size, GridLayout, SpectralBlock};
 use parki_fft3d::{AxisSpec, LocalR2r, R2rKind};
-use rayon::prelude::{IntoParallelIterator, IntoParallelRefIterator, ParallelIterator};
+use rayon::prelude::{
+    IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
+};
 
 use crate::truncated::{truncated, ModeBessel, Scalar};
 use crate::window::KaiserBessel;
@@ -330,21 +332,9 @@ impl<T: Real> FreeCnv<T> {
             let p2 = LocalR2r::<f64>::new(&dims_for(&half_h, odd), &kinds(odd))?;
             plans.push((odd.clone(), p1, p2));
         }
-        // per point of the upsampled free half grid: |k_f| and the window factor
+        // the upsampled free half grid
         let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
         let up_points: usize = up_dims.iter().product();
-        let point_k = |e: usize| -> ([f64; 3], f64) {
-            let mut rem = e;
-            let mut k = [0.0; 3];
-            let mut w = 1.0;
-            for a in (0..nfree).rev() {
-                let j = rem % up_dims[a];
-                rem /= up_dims[a];
-                k[fa[a]] = up[a].k[j];
-                w *= up[a].w[j];
-            }
-            (k, w)
-        };
         let radius = free.radius;
         let inv4xi2 = 1.0 / (4.0 * xi * xi);
         let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
@@ -379,34 +369,36 @@ impl<T: Real> FreeCnv<T> {
                 let kappa = (kp[0] * kp[0] + kp[1] * kp[1] + kp[2] * kp[2]).sqrt();
                 let bessel = ModeBessel::new(kappa * radius);
                 // the scalar kernels times screening and window at every upsampled point
-                let mut s_h = vec![0.0; up_points];
-                let mut s_b = vec![0.0; up_points];
                 let need_h = comps.iter().any(|c| c.scalar == Scalar::Harmonic);
                 let need_b = comps.iter().any(|c| c.scalar == Scalar::Biharmonic);
-                let full_k = |e: usize| -> ([f64; 3], f64) {
-                    let (kf, w) = point_k(e);
+                // the wave vector (periodic part kp) of the upsampled free point `idx`
+                let full_k = |idx: &[usize; 3]| -> [f64; 3] {
                     let mut k = kp;
-                    for &d in fa_ref {
-                        k[d] = kf[d];
+                    for (a, &d) in fa_ref.iter().enumerate() {
+                        k[d] = up[a].k[idx[a]];
                     }
-                    (k, w)
+                    k
                 };
-                for e in 0..up_points {
-                    let (kf, w) = point_k(e);
-                    if w == 0.0 {
-                        continue;
-                    }
-                    let kfn = fa_ref.iter().map(|&d| kf[d] * kf[d]).sum::<f64>().sqrt();
-                    let k2 = kappa * kappa + kfn * kfn;
-                    let g = (-k2 * inv4xi2).exp() * w * wp;
-                    if need_h {
-                        s_h[e] = truncated(Scalar::Harmonic, nfree, kappa, kfn, radius, bessel) * g;
-                    }
-                    if need_b {
-                        s_b[e] =
-                            truncated(Scalar::Biharmonic, nfree, kappa, kfn, radius, bessel) * g * (1.0 + k2 * inv4xi2);
-                    }
-                }
+                let scalar_table = |which: Scalar| -> Vec<f64> {
+                    let mut s = vec![0.0; up_points];
+                    fill_c_order(&mut s, &up_dims, par, |idx| {
+                        let w: f64 = (0..nfree).map(|a| up[a].w[idx[a]]).product();
+                        if w == 0.0 {
+                            return 0.0;
+                        }
+                        let kfn = (0..nfree).map(|a| up[a].k[idx[a]].powi(2)).sum::<f64>().sqrt();
+                        let k2 = kappa * kappa + kfn * kfn;
+                        let g = (-k2 * inv4xi2).exp() * w * wp;
+                        let t = truncated(which, nfree, kappa, kfn, radius, bessel) * g;
+                        match which {
+                            Scalar::Harmonic => t,
+                            Scalar::Biharmonic => t * (1.0 + k2 * inv4xi2),
+                        }
+                    });
+                    s
+                };
+                let s_h = if need_h { scalar_table(Scalar::Harmonic) } else { Vec::new() };
+                let s_b = if need_b { scalar_table(Scalar::Biharmonic) } else { Vec::new() };
                 let one = |c: &Component| -> Vec<f64> {
                     let odd = parity(c);
                     let (_, p1, p2) = plans.iter().find(|(o, _, _)| *o == odd).expect("planned pattern");
@@ -419,60 +411,70 @@ impl<T: Real> FreeCnv<T> {
                     // fill the first array: index per axis i -> j = i (even) or i + 1 (odd)
                     let n1: usize = d1.iter().product();
                     let mut a1 = vec![0.0; n1];
-                    for (i, v) in a1.iter_mut().enumerate() {
-                        let mut js = unravel(i, &d1);
-                        for ax in 0..nfree {
-                            js[ax] += usize::from(odd[ax]);
-                        }
-                        let e = ravel(&js, &up_dims);
-                        *v = c.poly.eval(full_k(e).0) * base[e];
-                    }
+                    let shift: [usize; 3] = std::array::from_fn(|ax| usize::from(ax < nfree && odd[ax]));
+                    let up_strides = c_strides(&up_dims);
+                    fill_c_order(&mut a1, &d1, par, |i| {
+                        let js: [usize; 3] = std::array::from_fn(|ax| i[ax] + shift[ax]);
+                        let e: usize = (0..nfree).map(|ax| js[ax] * up_strides[ax]).sum();
+                        c.poly.eval(full_k(&js)) * base[e]
+                    });
                     p1.execute(&mut a1);
                     // restrict to |n| < M_ext and transform on the padded half grid
                     let n2: usize = d2.iter().product();
                     let mut a2 = vec![0.0; n2];
-                    for (i, v) in a2.iter_mut().enumerate() {
+                    let s1 = c_strides(&d1);
+                    let kept: [usize; 3] =
+                        std::array::from_fn(|ax| if ax < nfree { free.data[fa_ref[ax]] - shift[ax] } else { 1 });
+                    fill_c_order(&mut a2, &d2, par, |ns| {
                         // array index li holds sample n = li (+ 1 on odd axes) in both arrays
-                        let ns = unravel(i, &d2);
-                        if (0..nfree).all(|ax| ns[ax] + usize::from(odd[ax]) < free.data[fa_ref[ax]]) {
-                            *v = a1[ravel(&ns, &d1)];
+                        if (0..nfree).all(|ax| ns[ax] < kept[ax]) {
+                            a1[(0..nfree).map(|ax| ns[ax] * s1[ax]).sum::<usize>()]
+                        } else {
+                            0.0
                         }
-                    }
+                    });
                     p2.execute(&mut a2);
-                    // the local entries of this mode: every local free index
-                    let mut t = vec![0.0; local_free_count(&fa, &local)];
-                    let mut q = 0;
-                    for_each_local_free(&fa, &ranges, &local, |jf| {
-                        // jf: global free-axis slots (user axes); mirror into the half grid
-                        let mut src = 0;
-                        let mut stride = 1;
-                        let mut sign = 1.0;
-                        let mut zero = false;
-                        for ax in (0..nfree).rev() {
+                    // the local entries of this mode: every local free slot, mirrored into the
+                    // half grid; per free axis and local slot its offset in `a2`, and its sign
+                    // (0 where an odd table vanishes)
+                    let s2 = c_strides(&d2);
+                    let mirror: Vec<Vec<(usize, f64)>> = (0..nfree)
+                        .map(|ax| {
                             let d = fa[ax];
                             let nn = free.fft_len[d];
-                            let j = jf[d];
-                            let (jm, neg) = if j <= nn / 2 { (j, false) } else { (nn - j, true) };
-                            // the Nyquist slot is kept: the circular convolution is exact only with
-                            // every mode of the samples' transform (odd tables vanish there)
-                            let li = if odd[ax] {
-                                if jm == 0 || 2 * jm == nn {
-                                    zero = true;
-                                    0
-                                } else {
-                                    jm - 1
-                                }
-                            } else {
-                                jm
-                            };
-                            if neg && odd[ax] {
-                                sign = -sign;
-                            }
-                            src += li * stride;
-                            stride *= d2[ax];
+                            (0..local[d])
+                                .map(|l| {
+                                    let j = ranges[d].0 + l;
+                                    let (jm, neg) = if j <= nn / 2 { (j, false) } else { (nn - j, true) };
+                                    // the Nyquist slot is kept: the circular convolution is exact
+                                    // only with every mode of the samples' transform (odd tables
+                                    // vanish there)
+                                    if !odd[ax] {
+                                        (jm * s2[ax], 1.0)
+                                    } else if jm == 0 || 2 * jm == nn {
+                                        (0, 0.0)
+                                    } else {
+                                        ((jm - 1) * s2[ax], if neg { -1.0 } else { 1.0 })
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    // C order over the free axes reversed: the first free axis fastest
+                    let dims_rev: Vec<usize> = fa.iter().rev().map(|&d| local[d]).collect();
+                    let mut t = vec![0.0; local_free_count(&fa, &local)];
+                    fill_c_order(&mut t, &dims_rev, par, |idx| {
+                        let (mut src, mut sign) = (0, scale);
+                        for (p, &l) in idx.iter().take(nfree).enumerate() {
+                            let (off, s) = mirror[nfree - 1 - p][l];
+                            src += off;
+                            sign *= s;
                         }
-                        t[q] = if zero { 0.0 } else { sign * a2[src] * scale };
-                        q += 1;
+                        if sign == 0.0 {
+                            0.0
+                        } else {
+                            sign * a2[src]
+                        }
                     });
                     t
                 };
@@ -618,19 +620,43 @@ impl<T: Real> FreeCnv<T> {
     }
 }
 
-/// The C-order multi-index (last dimension fastest) of flat index `i` in `dims`.
-fn unravel(mut i: usize, dims: &[usize]) -> [usize; 3] {
-    let mut idx = [0usize; 3];
+/// C-order strides of `dims` (the last axis fastest), 0 past its length.
+fn c_strides(dims: &[usize]) -> [usize; 3] {
+    let mut s = [0usize; 3];
+    let mut acc = 1;
     for ax in (0..dims.len()).rev() {
-        idx[ax] = i % dims[ax];
-        i /= dims[ax];
+        s[ax] = acc;
+        acc *= dims[ax];
     }
-    idx
+    s
 }
 
-/// The flat C-order index of `idx` in `dims` (inverse of [`unravel`]).
-fn ravel(idx: &[usize; 3], dims: &[usize]) -> usize {
-    dims.iter().enumerate().fold(0, |acc, (ax, &n)| acc * n + idx[ax])
+/// Fills `out` (C order over `dims`, at most 3 axes, the last fastest) with `f(index)`: slabs
+/// of the first axis on the current rayon pool (in order with `Par::Seq`), an odometer inside a
+/// slab (no division per element).
+fn fill_c_order(out: &mut [f64], dims: &[usize], par: Par, f: impl Fn(&[usize; 3]) -> f64 + Sync) {
+    let n = dims.len();
+    if n == 0 || out.is_empty() {
+        return;
+    }
+    let slab: usize = dims[1..].iter().product();
+    let one = |(i0, chunk): (usize, &mut [f64])| {
+        let mut idx = [i0, 0, 0];
+        for v in chunk.iter_mut() {
+            *v = f(&idx);
+            for ax in (1..n).rev() {
+                idx[ax] += 1;
+                if idx[ax] < dims[ax] {
+                    break;
+                }
+                idx[ax] = 0;
+            }
+        }
+    };
+    match par {
+        Par::Seq => out.chunks_mut(slab).enumerate().for_each(one),
+        Par::Rayon(_) => out.par_chunks_mut(slab).enumerate().for_each(one),
+    }
 }
 
 /// Number of local (free-axis) slots of a block.
