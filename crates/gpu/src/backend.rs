@@ -274,8 +274,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let reserve = 0.05 * free as f64 + (256u64 << 20) as f64;
         let particles = Self::particle_bytes(k, query.sources, query.targets) as f64;
         let avail = (free as f64 - reserve - particles).max(0.0);
-        let whole = if query.ranks == 1 { avail / 2.0 } else { avail * query.ranks as f64 / 2.0 };
-        whole.min(usize::MAX as f64 / 2.0) as usize
+        // one rank: half for the grid, half for the work area; several: the block is at most
+        // twice the rank's share of the whole grid
+        (avail * query.ranks as f64 / 2.0).min(usize::MAX as f64 / 2.0) as usize
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
@@ -296,7 +297,6 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         }
     }
 
-    /// Uploads the positions and packed densities of `sources` (the densities packed once).
     /// Uploads the sources' positions and packed densities and the targets' positions: packed
     /// on the solver's threads into the pinned staging buffer, then copied asynchronously
     /// (the stage's synchronize ends them before the buffer is written again).

@@ -129,7 +129,7 @@ impl<D: Device> PinnedBuffer<D> {
     /// The first `len` values of type `T`, the buffer grown to hold them first (contents are
     /// not kept when it grows; a growth waits for the uploads queued from the old memory).
     /// The caller must not write to memory an upload queued since the last synchronize reads.
-    pub fn slice<T: Copy + Default>(&mut self, len: usize) -> Result<&mut [T]> {
+    pub fn slice<T: Copy>(&mut self, len: usize) -> Result<&mut [T]> {
         let bytes = len * std::mem::size_of::<T>();
         if bytes > self.bytes || self.ptr.is_null() {
             self.release();

@@ -38,7 +38,7 @@ pub struct Emulator {
     info: DeviceInfo,
     allocations: Mutex<HashMap<DevicePtr, Layout>>,
     /// "Pinned" host allocations (ordinary memory here).
-    pinned: Mutex<HashMap<usize, Layout>>,
+    pinned: Mutex<HashMap<DevicePtr, Layout>>,
 }
 
 /// An FFT plan of the emulator: FFTW plans on a host buffer the data are copied through.
@@ -71,6 +71,33 @@ impl Emulator {
     }
 }
 
+/// Zeroed host memory of `bytes` (at least 1), recorded in `table` by its address.
+fn host_alloc(table: &Mutex<HashMap<DevicePtr, Layout>>, bytes: usize, what: &str) -> Result<DevicePtr> {
+    let layout = Layout::from_size_align(bytes.max(1), ALIGN)
+        .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
+    // SAFETY: the layout has non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(Error::Resource { message: format!("cannot allocate {bytes} bytes for {what}") });
+    }
+    table.lock().expect("allocation table").insert(p as DevicePtr, layout);
+    Ok(p as DevicePtr)
+}
+
+/// Frees the allocation at `ptr` if `table` records it (and every one with `ptr = None`).
+fn host_free(table: &Mutex<HashMap<DevicePtr, Layout>>, ptr: Option<DevicePtr>) {
+    let mut table = table.lock().expect("allocation table");
+    let entries: Vec<(DevicePtr, Layout)> = match ptr {
+        Some(p) => table.remove(&p).map(|l| (p, l)).into_iter().collect(),
+        None => table.drain().collect(),
+    };
+    for (p, layout) in entries {
+        // SAFETY: every entry is a live allocation made by `host_alloc` with this layout,
+        // removed from the table here, so freed once.
+        unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+    }
+}
+
 impl Device for Emulator {
     type FftPlan = EmuFft;
 
@@ -99,49 +126,24 @@ impl Device for Emulator {
     }
 
     fn alloc(&self, bytes: usize, what: &str) -> Result<DevicePtr> {
-        let layout = Layout::from_size_align(bytes.max(1), ALIGN)
-            .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
         if bytes as u64 > self.free_memory()? {
             return Err(Error::Resource {
                 message: format!("out of (emulated) device memory: {bytes} bytes for {what}"),
             });
         }
-        // SAFETY: the layout has non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        if p.is_null() {
-            return Err(Error::Resource { message: format!("cannot allocate {bytes} bytes for {what}") });
-        }
-        let ptr = p as DevicePtr;
-        self.allocations.lock().expect("allocation table").insert(ptr, layout);
-        Ok(ptr)
+        host_alloc(&self.allocations, bytes, what)
     }
 
     unsafe fn free(&self, ptr: DevicePtr) {
-        if let Some(layout) = self.allocations.lock().expect("allocation table").remove(&ptr) {
-            // SAFETY: `ptr` was allocated with `layout` by `alloc` and is freed once.
-            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
-        }
+        host_free(&self.allocations, Some(ptr));
     }
 
     fn alloc_pinned(&self, bytes: usize, what: &str) -> Result<*mut u8> {
-        let layout = Layout::from_size_align(bytes.max(1), ALIGN)
-            .map_err(|e| Error::Resource { message: format!("{what}: {bytes} bytes: {e}") })?;
-        // SAFETY: the layout has non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        if p.is_null() {
-            return Err(Error::Resource {
-                message: format!("cannot allocate {bytes} bytes of host memory for {what}"),
-            });
-        }
-        self.pinned.lock().expect("pinned table").insert(p as usize, layout);
-        Ok(p)
+        host_alloc(&self.pinned, bytes, what).map(|p| p as *mut u8)
     }
 
     unsafe fn free_pinned(&self, ptr: *mut u8) {
-        if let Some(layout) = self.pinned.lock().expect("pinned table").remove(&(ptr as usize)) {
-            // SAFETY: `ptr` was allocated with `layout` by `alloc_pinned` and is freed once.
-            unsafe { std::alloc::dealloc(ptr, layout) };
-        }
+        host_free(&self.pinned, Some(ptr as DevicePtr));
     }
 
     unsafe fn upload(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
@@ -232,15 +234,7 @@ impl Device for Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        let mut table = self.allocations.lock().expect("allocation table");
-        for (ptr, layout) in table.drain() {
-            // SAFETY: every entry is a live allocation made by `alloc` with this layout.
-            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
-        }
-        let mut pinned = self.pinned.lock().expect("pinned table");
-        for (ptr, layout) in pinned.drain() {
-            // SAFETY: every entry is a live allocation made by `alloc_pinned` with this layout.
-            unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
-        }
+        host_free(&self.allocations, None);
+        host_free(&self.pinned, None);
     }
 }

@@ -245,7 +245,6 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let ranks = comm.size();
         let query = PlanningQuery {
             kernel: opts.kernel,
-            real_bytes: T::BYTES,
             ranks,
             local_rank: plan::node_rank(comm),
             sources: sources.div_ceil(ranks) + 1,
@@ -261,7 +260,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
             .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
-        let device_limited = (device_budget as u128) < host_budget as u128;
+        let device_limited = device_budget < host_budget as u64;
         let choice = plan::choose::<T>(opts, sources, targets, budget, &hints).map_err(|e| match e {
             Error::Resource { message } if device_limited => Error::Resource {
                 message: format!(

@@ -340,11 +340,14 @@ fn calibrate<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Res
     let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
     let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
     let mut samples = Vec::new();
+    // (kernel, tolerance, index in `samples`) of the runs at the selection's own cell size
+    let mut autos = Vec::new();
     for &kernel in &o.kernels {
         for &tol in tols {
             let base = EwaldOptions::new(kernel, domain, tol).device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g));
             let auto = run_case::<T, GpuBackend<T, D>>(&base, &data, o.reps, |b| (b.bytes(), b.variants()))?;
             let s0 = auto.params.sources_per_cell;
+            autos.push((kernel, tol, samples.len()));
             samples.push(Sample { kernel, timing: auto, n });
             for f in [1.0 / 3.0, 3.0] {
                 let opts = base.clone().cell_size(Some(s0 * f));
@@ -409,35 +412,35 @@ fn calibrate<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Res
         "{{\"mode\":\"calibrate\",\"precision\":\"{prec}\",\"n\":{n},\"p2p_pair\":{:?},\"p2p_visit\":{:?},\"p2g\":{:?},\"fft\":{:.6},\"cnv\":{:.6},\"g2p\":{:?}}}",
         cost.p2p_pair, cost.p2p_visit, cost.p2g, cost.fft, cost.cnv, cost.g2p
     );
-    // the fitted model's plans against the CPU model's, in the same process
-    for &kernel in &o.kernels {
-        for &tol in tols {
-            let base = EwaldOptions::new(kernel, domain, tol).device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g));
-            let cpu_model = run_case::<T, GpuBackend<T, D>>(&base, &data, o.reps, |b| (b.bytes(), b.variants()))?;
-            let fitted = base.clone().cost_model(cost);
-            let dev_model = run_case::<T, GpuBackend<T, D>>(&fitted, &data, o.reps, |b| (b.bytes(), b.variants()))?;
-            println!(
-                "calibrate {:<9} {prec} tol {tol:.0e} N {n}: CPU model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle), device model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle): {:.2}x",
-                kernel.name(),
-                cpu_model.best,
-                cpu_model.params.sources_per_cell,
-                cpu_model.params.grid,
-                cpu_model.bytes as f64 / n as f64,
-                dev_model.best,
-                dev_model.params.sources_per_cell,
-                dev_model.params.grid,
-                dev_model.bytes as f64 / n as f64,
-                cpu_model.best / dev_model.best
-            );
-            println!(
-                "{{\"mode\":\"calibrate_check\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"cpu_model_seconds\":{:.6},\"device_model_seconds\":{:.6},\"cpu_model_stages\":{},\"device_model_stages\":{}}}",
-                kernel.name(),
-                cpu_model.best,
-                dev_model.best,
-                stage_json(&cpu_model.stages),
-                stage_json(&dev_model.stages)
-            );
-        }
+    // the fitted model's plans against the CPU model's (the runs at the selection's own cell
+    // size above), in the same process
+    for &(kernel, tol, at) in &autos {
+        let cpu_model = &samples[at].timing;
+        let fitted = EwaldOptions::new(kernel, domain, tol)
+            .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g))
+            .cost_model(cost);
+        let dev_model = run_case::<T, GpuBackend<T, D>>(&fitted, &data, o.reps, |b| (b.bytes(), b.variants()))?;
+        println!(
+            "calibrate {:<9} {prec} tol {tol:.0e} N {n}: CPU model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle), device model {:.4} s ({:.1} per cell, grid {:?}, {:.0} B/particle): {:.2}x",
+            kernel.name(),
+            cpu_model.best,
+            cpu_model.params.sources_per_cell,
+            cpu_model.params.grid,
+            cpu_model.bytes as f64 / n as f64,
+            dev_model.best,
+            dev_model.params.sources_per_cell,
+            dev_model.params.grid,
+            dev_model.bytes as f64 / n as f64,
+            cpu_model.best / dev_model.best
+        );
+        println!(
+            "{{\"mode\":\"calibrate_check\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"cpu_model_seconds\":{:.6},\"device_model_seconds\":{:.6},\"cpu_model_stages\":{},\"device_model_stages\":{}}}",
+            kernel.name(),
+            cpu_model.best,
+            dev_model.best,
+            stage_json(&cpu_model.stages),
+            stage_json(&dev_model.stages)
+        );
     }
     Ok(())
 }

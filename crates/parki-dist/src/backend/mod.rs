@@ -78,8 +78,6 @@ pub struct BackendSetup<'a, T> {
 pub struct PlanningQuery {
     /// Kernel.
     pub kernel: Kernel,
-    /// Bytes per real (4 or 8).
-    pub real_bytes: usize,
     /// Ranks the problem is split over.
     pub ranks: usize,
     /// This rank's index among the ranks on its node.
