@@ -4,9 +4,11 @@
 //   Laplace   v^ = 4 pi sf / (V k^2) phi^
 //   Stokeslet v^ = 8 pi gamma sf / (V k^4) (k^2 phi^_f - (k.phi^_f) k),  gamma = 1 + k^2/4xi^2
 //   stresslet v^_i = 8 pi i gamma sf / (V k^4) [k^2 (2 (S k)_i + k_i tr S) - 2 k_i (k.S k)]
-// and the zero mode set to zero. A thread per complex point (kx fastest, z slowest), in f64.
+// and the zero mode set to zero; with `field` (Laplace) the field E^ = -i k v^ after the
+// potential (three more output spectra). A thread per complex point (kx fastest, z slowest),
+// in f64.
 template <typename T>
-__device__ void cnv_impl(int kernel, int mxc, int my, int mz, int row_stride, i64 cs, double volume, double inv4xi2,
+__device__ void cnv_impl(int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, double volume, double inv4xi2,
                          const double* k0, const double* k1, const double* k2, const double* f0, const double* f1,
                          const double* f2, T* grid) {
   u64 t = global_thread();
@@ -23,12 +25,17 @@ __device__ void cnv_impl(int kernel, int mxc, int my, int mz, int row_stride, i6
   const double k[3] = {k0[ix], k1[iy], k2[iz]};
   const double kk = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
   const double sf = f0[ix] * f1[iy] * f2[iz];
-  double vr[3] = {0.0, 0.0, 0.0}, vi[3] = {0.0, 0.0, 0.0};
+  double vr[4] = {0.0, 0.0, 0.0, 0.0}, vi[4] = {0.0, 0.0, 0.0, 0.0};
   if (kk > 0.0 && sf != 0.0) {
     if (kernel == PARKI_LAPLACE) {
       double g = 4.0 * PARKI_PI * sf / (volume * kk);
       vr[0] = g * phr[0];
       vi[0] = g * phi[0];
+      if (field)
+        for (int d = 0; d < 3; ++d) {
+          vr[1 + d] = k[d] * vi[0];
+          vi[1 + d] = -k[d] * vr[0];
+        }
     } else {
       double g = 8.0 * PARKI_PI * (1.0 + kk * inv4xi2) * sf / (volume * kk * kk);
       int off = 0;
@@ -60,12 +67,89 @@ __device__ void cnv_impl(int kernel, int mxc, int my, int mz, int row_stride, i6
       }
     }
   }
-  for (int c = 0; c < dim; ++c) {
+  const int nout = dim + (field ? 3 : 0);
+  for (int c = 0; c < nout; ++c) {
     grid[(u64)c * cs + o] = (T)vr[c];
     grid[(u64)c * cs + o + 1] = (T)vi[c];
   }
 }
-PARKI_EXPORT_BOTH(cnv, (int kernel, int mxc, int my, int mz, int row_stride, i64 cs, double volume, double inv4xi2,
+PARKI_EXPORT_BOTH(cnv, (int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, double volume, double inv4xi2,
                         const double* k0, const double* k1, const double* k2, const double* f0, const double* f1,
                         const double* f2, real* grid),
-                  cnv_impl<real>(kernel, mxc, my, mz, row_stride, cs, volume, inv4xi2, k0, k1, k2, f0, f1, f2, grid))
+                  cnv_impl<real>(kernel, field, mxc, my, mz, row_stride, cs, volume, inv4xi2, k0, k1, k2, f0, f1, f2, grid))
+
+// CNV with free directions (parki_farfield::FreeCnv::apply): the spectrum of the zero-padded
+// grid times the kernel tables precomputed on the host (truncated Green's functions, docs/
+// design.md "Free directions"), in place. Table c of element e (= the thread: kx fastest over
+// the half spectrum) at tables[c * elements + e], already divided by the padded volume; in f64:
+//   Laplace   v^ = t_0 phi^, with `field` E^_a = -i t_{1+a} phi^
+//   Stokeslet v^_i = sum_j t_{ij} phi^_j                 (6 tables, i <= j)
+//   stresslet v^_i = i sum_{jl} t_{ijl} S^_{jl}          (10 tables, i <= j <= l; stress[i * 6 + m]
+//                                                         the table of T_i S_m, S_m counted twice
+//                                                         off the diagonal)
+//   Stokes    the Stokeslet's 6 tables, then the stresslet's 10.
+template <typename T>
+__device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, const T* tables,
+                              const u32* stress, T* grid) {
+  const u64 e = global_thread();
+  const u64 elements = (u64)mxc * my * mz;
+  if (e >= elements) return;
+  const int ix = (int)(e % mxc), iy = (int)((e / mxc) % my), iz = (int)(e / ((u64)mxc * my));
+  const u64 o = ((u64)iz * my + iy) * row_stride + 2 * (u64)ix;
+  const int nc = parki_grid_components(kernel);
+  double phr[9], phi[9];
+  for (int c = 0; c < nc; ++c) {
+    phr[c] = (double)grid[(u64)c * cs + o];
+    phi[c] = (double)grid[(u64)c * cs + o + 1];
+  }
+  double vr[4] = {0.0, 0.0, 0.0, 0.0}, vi[4] = {0.0, 0.0, 0.0, 0.0};
+  if (kernel == PARKI_LAPLACE) {
+    const double t = (double)tables[e];
+    vr[0] = t * phr[0];
+    vi[0] = t * phi[0];
+    if (field)
+      for (int a = 0; a < 3; ++a) {
+        const double ta = (double)tables[(u64)(1 + a) * elements + e];
+        vr[1 + a] = ta * phi[0];
+        vi[1 + a] = -ta * phr[0];
+      }
+  } else {
+    int off_t = 0, off_g = 0;
+    if (kernel == PARKI_STOKESLET || kernel == PARKI_STOKES) {
+      const int idx[9] = {0, 3, 4, 3, 1, 5, 4, 5, 2};
+      double t[6];
+      for (int c = 0; c < 6; ++c) t[c] = (double)tables[(u64)c * elements + e];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          const double tij = t[idx[3 * i + j]];
+          vr[i] += tij * phr[j];
+          vi[i] += tij * phi[j];
+        }
+      off_t = 6;
+      off_g = 3;
+    }
+    if (kernel == PARKI_STRESSLET || kernel == PARKI_STOKES) {
+      double t[10];
+      for (int c = 0; c < 10; ++c) t[c] = (double)tables[(u64)(off_t + c) * elements + e];
+      const double mult[6] = {1.0, 1.0, 1.0, 2.0, 2.0, 2.0};
+      for (int i = 0; i < 3; ++i) {
+        double re = 0.0, im = 0.0;
+        for (int m = 0; m < 6; ++m) {
+          const double tm = mult[m] * t[stress[i * 6 + m]];
+          re += tm * phr[off_g + m];
+          im += tm * phi[off_g + m];
+        }
+        vr[i] -= im;  // times i
+        vi[i] += re;
+      }
+    }
+  }
+  const int nout = parki_output_dim(kernel) + (field ? 3 : 0);
+  for (int c = 0; c < nout; ++c) {
+    grid[(u64)c * cs + o] = (T)vr[c];
+    grid[(u64)c * cs + o + 1] = (T)vi[c];
+  }
+}
+PARKI_EXPORT_BOTH(cnv_free, (int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs,
+                             const real* tables, const u32* stress, real* grid),
+                  cnv_free_impl<real>(kernel, field, mxc, my, mz, row_stride, cs, tables, stress, grid))

@@ -33,10 +33,16 @@ typedef unsigned long long u64;
 #define PARKI_STOKESLET 1
 #define PARKI_STRESSLET 2
 #define PARKI_STOKES 3
+// P2P only: the Laplace potential and its field E = -grad u ([u, E_x, E_y, E_z] per target).
+#define PARKI_LAPLACE_FIELD 4
 
 // The same three as constant expressions (array sizes of the kernels compiled per kernel).
-#define PARKI_DIM(K) ((K) == PARKI_LAPLACE ? 1 : 3)
-#define PARKI_WIDTH(K) ((K) == PARKI_LAPLACE ? 1 : (K) == PARKI_STOKESLET ? 3 : (K) == PARKI_STRESSLET ? 6 : 9)
+#define PARKI_DIM(K) ((K) == PARKI_LAPLACE ? 1 : (K) == PARKI_LAPLACE_FIELD ? 4 : 3)
+#define PARKI_WIDTH(K)                                                                  \
+  ((K) == PARKI_LAPLACE || (K) == PARKI_LAPLACE_FIELD ? 1                               \
+   : (K) == PARKI_STOKESLET                           ? 3                               \
+   : (K) == PARKI_STRESSLET                           ? 6                               \
+                                                      : 9)
 __device__ __forceinline__ int parki_output_dim(int kernel) { return PARKI_DIM(kernel); }
 // Packed density width per source: [q], [f], [q, n], [f, q, n].
 __device__ __forceinline__ int parki_density_width(int kernel) { return PARKI_WIDTH(kernel); }
@@ -71,6 +77,15 @@ __device__ __forceinline__ void parki_with_kernel(int kernel, A... a) {
     case PARKI_STRESSLET: F<T, PARKI_STRESSLET, 0>::run(a...); return;
     default: F<T, PARKI_STOKES, 0>::run(a...); return;
   }
+}
+// P2P's kernels: the four, and the Laplace potential with its field.
+template <template <typename, int, int> class F, typename T, typename... A>
+__device__ __forceinline__ void parki_with_p2p_kernel(int kernel, A... a) {
+  if (kernel == PARKI_LAPLACE_FIELD) {
+    F<T, PARKI_LAPLACE_FIELD, 0>::run(a...);
+    return;
+  }
+  parki_with_kernel<F, T>(kernel, a...);
 }
 // Both: the kernel and the support at compile time.
 template <template <typename, int, int> class F, typename T, typename... A>
@@ -221,6 +236,22 @@ __device__ __forceinline__ void window_weights(const WindowParams& w, const T* c
   for (int k = w.degree - 1; k >= 0; --k) {
     for (int l = 0; l < p; ++l) out[l] = p_fma(out[l], z, coeffs[k * p + l]);
   }
+}
+
+// Anchor, weights and the weights' derivatives in the position, (1/h) dw/d delta, along axis d
+// (GridWindow::footprint_with_derivative): the field's G2P.
+template <typename T, int P = 0>
+__device__ __forceinline__ int window_axis_derivative(const WindowParams& w, const T* coeffs, const T* dcoeffs, int d,
+                                                      T x, T* weights, T* dweights) {
+  const int p = P > 0 ? P : w.p;
+  double g = (double)x * w.inv_h[d];
+  double i0 = floor(g);
+  T delta = (T)(g - i0);
+  window_weights<T, P>(w, coeffs, delta, weights);
+  window_weights<T, P>(w, dcoeffs, delta, dweights);
+  const T inv_h = (T)w.inv_h[d];
+  for (int l = 0; l < p; ++l) dweights[l] *= inv_h;
+  return window_anchor(w, d, (i64)i0 - w.p / 2 + 1);
 }
 
 // Anchor and weights of a point along axis d (GridWindow::footprint).

@@ -5,9 +5,10 @@
 //   Laplace   u += A q
 //   Stokeslet u += (A - B) f + (A + B) (r.f) r / r^2
 //   stresslet u += D [(q.n) r + (r.n) q + (r.q) n] - (r.q)(r.n) r [6 (A + B)/r^4 + 2 D/r^2]
-//   Stokes    the sum of the two.
+//   Stokes    the sum of the two;
+//   the Laplace field E = -grad u: E += (A + B) q r / r^2, after u (PARKI_LAPLACE_FIELD).
 // At r = 0 exactly the self term -G^F(0) s: -2 xi/sqrt(pi) q (Laplace), -4 xi/sqrt(pi) f
-// (Stokeslet), 0 (stresslet).
+// (Stokeslet), 0 (stresslet and the Laplace field: their smooth parts are odd).
 //
 // Two variants: GM-1D (the paper's: one thread per sorted target, sources read from global
 // memory, a warp's targets share a cell so its loads broadcast) and shared memory (a block per
@@ -38,8 +39,12 @@ __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T
   T g = p_exp(k.neg_xi2 * r2);
   T b = k.c * g;
   T a = pos ? p_erfc(k.xi * r) * rinv : (T)0;
-  if (kernel == PARKI_LAPLACE) {
+  if (kernel == PARKI_LAPLACE || kernel == PARKI_LAPLACE_FIELD) {
     acc[0] = p_fma(pos ? a : -k.c, s[0], acc[0]);
+    if (kernel == PARKI_LAPLACE_FIELD) {
+      T e = (a + b) * (rinv * rinv) * s[0];  // 0 at r = 0 (rinv = 0)
+      for (int i = 0; i < 3; ++i) acc[1 + i] = p_fma(e, d[i], acc[1 + i]);
+    }
     return;
   }
   int off = 0;
@@ -96,7 +101,8 @@ struct P2pGm1d {
     double o[3];
     cell_origin<T>(g, c, o);
     double xrel[3] = {(double)tx[t], (double)ty[t], (double)tz[t]};
-    T acc[3] = {(T)0, (T)0, (T)0};
+    T acc[DIM];
+    for (int q = 0; q < DIM; ++q) acc[q] = (T)0;
     for (int k = 0; k < 27; ++k) {
       T p[3];
       int cc = colleague_position<T>(g, c, o, k, xrel, p);
@@ -119,7 +125,7 @@ template <typename T>
 __device__ void p2p_gm1d_impl(CellParams g, int kernel, T xi, u32 nt, const u32* tcell, const T* tx,
                               const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
                               const T* sd, u32 ns, T* out) {
-  parki_with_kernel<P2pGm1d, T>(kernel, g, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+  parki_with_p2p_kernel<P2pGm1d, T>(kernel, g, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
 }
 PARKI_EXPORT_BOTH(p2p_gm1d,
                   (CellParams g, int kernel, real xi, u32 nt, const u32* tcell, const real* tx, const real* ty,
@@ -152,7 +158,8 @@ struct P2pShared {
       xrel[1] = (double)ty[t];
       xrel[2] = (double)tz[t];
     }
-    T acc[3] = {(T)0, (T)0, (T)0};
+    T acc[dim];
+    for (int q = 0; q < dim; ++q) acc[q] = (T)0;
     for (int k = 0; k < 27; ++k) {
       T p[3];
       int cc = colleague_position<T>(g, c, o, k, xrel, p);
@@ -187,7 +194,7 @@ template <typename T>
 __device__ void p2p_shared_impl(CellParams g, int kernel, T xi, const u32* toff, const T* tx, const T* ty,
                                 const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd,
                                 u32 ns, T* out) {
-  parki_with_kernel<P2pShared, T>(kernel, g, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+  parki_with_p2p_kernel<P2pShared, T>(kernel, g, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
 }
 PARKI_EXPORT_BOTH_SYNC(p2p_shared,
                        (CellParams g, int kernel, real xi, const u32* toff, const real* tx, const real* ty,

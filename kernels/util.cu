@@ -1,13 +1,15 @@
 // The last step of an evaluation and the halo rows.
 
-// out[i * dim + c] = near[s * dim + c] + (far[i * dim + c] + bg) for sorted slot s of target
-// i = order[s] (the CPU's sum_into: the near field unsorted, then far field and background).
+// out[i * dim + c] = near[s * dim + c] + far[i * dim + c] for sorted slot s of target i =
+// order[s], and the background bg to the potential, c = 0 (the CPU's sum_into: the near field
+// unsorted, then the far field and the background).
 template <typename T>
 __device__ void sum_into_impl(u32 n, int dim, const u32* order, const T* near, const T* far, T bg, T* out) {
   u64 s = global_thread();
   if (s >= n) return;
   u64 i = order[s];
-  for (int c = 0; c < dim; ++c) out[i * dim + c] = near[s * dim + c] + (far[i * dim + c] + bg);
+  out[i * dim] = near[s * dim] + far[i * dim] + bg;
+  for (int c = 1; c < dim; ++c) out[i * dim + c] = near[s * dim + c] + far[i * dim + c];
 }
 PARKI_EXPORT_BOTH(sum_into, (u32 n, int dim, const u32* order, const real* near, const real* far, real bg,
                              real* out),
@@ -33,6 +35,31 @@ __device__ void rows_impl(int mode, u32 nrows, const u32* rows, int ncomp, int m
 PARKI_EXPORT_BOTH(rows, (int mode, u32 nrows, const u32* rows, int ncomp, int mx, int row_stride, i64 cs,
                          real* grid, real* buf),
                   rows_impl<real>(mode, nrows, rows, ncomp, mx, row_stride, cs, grid, buf))
+
+// Free directions on one device: the data block P2G writes (mx, my, mz points, rows rs_b
+// reals, components cs_b apart) into the zero-padded FFT grid (nx, ny, nz points, rows rs_f,
+// components cs_f apart; pad: 1), every point of the FFT grid written, zero outside the block;
+// or the block read back from the inverse transform's first points (crop: pad 0, a thread per
+// block point).
+template <typename T>
+__device__ void pad_grid_impl(int pad, int ncomp, int mx, int my, int mz, int rs_b, i64 cs_b, int nx, int ny, int nz,
+                              int rs_f, i64 cs_f, T* block, T* fft) {
+  const u64 t = global_thread();
+  const int ex = pad ? nx : mx, ey = pad ? ny : my, ez = pad ? nz : mz;
+  if (t >= (u64)ncomp * ex * ey * ez) return;
+  const int x = (int)(t % ex), y = (int)((t / ex) % ey);
+  const int z = (int)((t / ((u64)ex * ey)) % ez), c = (int)(t / ((u64)ex * ey * ez));
+  T* f = fft + (u64)c * cs_f + ((u64)z * ny + y) * rs_f + x;
+  const bool inside = x < mx && y < my && z < mz;
+  const u64 b = (u64)c * cs_b + ((u64)z * my + y) * rs_b + x;
+  if (pad)
+    *f = inside ? block[b] : (T)0;
+  else
+    block[b] = *f;
+}
+PARKI_EXPORT_BOTH(pad_grid, (int pad, int ncomp, int mx, int my, int mz, int rs_b, i64 cs_b, int nx, int ny, int nz,
+                             int rs_f, i64 cs_f, real* block, real* fft),
+                  pad_grid_impl<real>(pad, ncomp, mx, my, mz, rs_b, cs_b, nx, ny, nz, rs_f, cs_f, block, fft))
 
 // Checks the parameter blocks' layout against crates/gpu/src/params.rs: writes sizeof and the
 // offsets of their fields.

@@ -158,37 +158,6 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
 /// `"auto"` says on rank 0 which it chose and why. Collective.
 fn choose_backend(cfg: &RunConfig, comm: &Comm, log: Log) -> Result<Choice> {
     let requested = comm.agree(backend_request(cfg))?;
-    // the CUDA backend has no free-direction kernel tables and no field yet: such runs go to
-    // the CPU ("auto") or are refused ("cuda")
-    let periodic = cfg.problem.periodic_axes();
-    let cpu_only = if periodic != [true; 3] {
-        Some((
-            format!("problem.periodic = {periodic:?}: the CUDA backend runs triply periodic boxes only for now"),
-            "free or partly periodic boxes run on the CPU backend",
-        ))
-    } else if cfg.output.field.is_some() {
-        Some((
-            "[output] field: the CUDA backend computes no field yet".to_string(),
-            "the field ([output] field) is computed on the CPU backend",
-        ))
-    } else {
-        None
-    };
-    if let Some((why, reason)) = cpu_only {
-        match requested {
-            Request::Cuda => {
-                return Err(Error::Unsupported {
-                    what: format!("[run] backend = \"cuda\" with {why}; use backend = \"cpu\" or \"auto\""),
-                })
-            }
-            Request::Auto => {
-                let choice = Choice { requested, compute: Compute::Cpu, reason: reason.into() };
-                log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));
-                return Ok(choice);
-            }
-            Request::Cpu => {}
-        }
-    }
     let choice = backend::resolve(requested, cfg.run.backend.is_some(), comm)?;
     if requested == Request::Auto {
         log.line(&format!("backend auto: {} ({})", choice.compute.name(), choice.reason));

@@ -518,6 +518,26 @@ impl<T: Real> FreeCnv<T> {
         self.tables.len() * std::mem::size_of::<T>()
     }
 
+    /// The tables as a device's CNV reads them: table `c` of local element `e` (`kx` fastest,
+    /// then `ky`, `kz`) at `c * elements + e`, divided by `V_h`; Laplace's (and the field's 3),
+    /// or the Stokeslet's 6 (`i <= j`: 11, 22, 33, 12, 13, 23) then the stresslet's 10
+    /// (`i <= j <= l`, lexicographic).
+    pub fn tables(&self) -> &[T] {
+        &self.tables
+    }
+
+    /// Elements of the local spectral block (the tables' component stride).
+    pub fn elements(&self) -> usize {
+        self.elements
+    }
+
+    /// `map[i * 6 + m]`: the stresslet table (of its 10) that multiplies `S_m` in component
+    /// `i`, `S` in the grid's order `[S11, S22, S33, S12, S13, S23]` (the off-diagonal ones
+    /// counted twice).
+    pub fn stress_map(&self) -> [u32; 18] {
+        std::array::from_fn(|k| self.stress[k / 6][k % 6] as u32)
+    }
+
     /// Output components: the kernel's, plus 3 for the Laplace field.
     pub fn outputs(&self) -> usize {
         self.kernel.output_dim() + if self.field { 3 } else { 0 }

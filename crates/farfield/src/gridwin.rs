@@ -95,6 +95,12 @@ impl<T: Real> GridWindow<T> {
         &self.coeffs
     }
 
+    /// The bins' derivative coefficients in `delta` (`derivative[k * p + l]`, see
+    /// [`WindowPoly::derivative`]), for a device's field G2P.
+    pub fn derivative_coeffs(&self) -> &[T] {
+        &self.dcoeffs
+    }
+
     #[inline(always)]
     fn local_anchor(&self, d: usize, a: i64) -> usize {
         if self.wrap[d] {

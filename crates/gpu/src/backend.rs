@@ -7,6 +7,13 @@
 //! on one rank the FFTs (cuFFT, batched over components), CNV and G2P run on the device-resident
 //! grid; `sum_into` adds near, far and background on the device and downloads the result once.
 //!
+//! With free axes (0P, 1P, 2P) P2G and G2P work on the data block and `pad_grid` copies it into
+//! the zero-padded FFT grid and back; CNV multiplies by the kernel tables of
+//! [`parki_farfield::FreeCnv`], computed on the host at plan time and uploaded (`cnv_free`).
+//! The Laplace field: P2P's field kernel, and either G2P with the window's derivative
+//! (`g2p_field`, the default) or `-i k` in CNV and a four-component G2P (`field_method =
+//! "spectral"`).
+//!
 //! On several ranks the grid block stays on the device for P2G and G2P, and the distributed
 //! FFT runs on the host (`DistFft`, FFTW over the slab/pencil switches): the halo rows are
 //! packed by a kernel and staged through host memory (see docs/design.md for what remains:
@@ -17,12 +24,12 @@ use std::sync::Arc;
 use rayon::prelude::{IndexedParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut};
 
 use parki_comm::Comm;
-use parki_core::{Error, Kernel, Result, SourceSet};
+use parki_core::{Error, Kernel, Output, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{
     BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints, PlanningQuery, SolverReal,
 };
-use parki_farfield::{Cnv, G2pVariant, KaiserBessel};
+use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::CellGrid;
 
@@ -32,6 +39,9 @@ use crate::params::{kernel_code, CellParams, WindowParams};
 
 /// Threads per block of the one-thread-per-item kernels.
 const BLOCK: u32 = 256;
+
+/// P2P's kernel selector for the Laplace potential and field (`PARKI_LAPLACE_FIELD`).
+const LAPLACE_FIELD: i32 = 4;
 
 /// P2G as the device runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,12 +128,35 @@ struct SpreadOperator<D: Device> {
     builds: usize,
 }
 
+/// CNV on the device (one rank).
+enum DeviceCnv<D: Device> {
+    /// Triply periodic: the Green's functions on the fly from the per-axis tables of `cnv`
+    /// (`k_d` and the screened window deconvolution `f_d`, [`table_offsets`]).
+    Periodic { tables: DeviceBuffer<D>, cnv: Cnv },
+    /// Free axes: the kernel tables of [`FreeCnv`] on the padded grid (`layout`), the
+    /// stresslet's table map, and the data block P2G writes and G2P reads (`pad_grid` copies it
+    /// into the zero-padded FFT grid and back).
+    Free { tables: DeviceBuffer<D>, stress: DeviceBuffer<D>, block: DeviceBuffer<D>, layout: GridLayout },
+}
+
+/// CNV on the host (several ranks), as the CPU backend runs it.
+enum HostCnv<T> {
+    Periodic(Cnv),
+    Free(FreeCnv<T>),
+}
+
 /// Where the FFT runs.
 enum FarGrid<T: SolverReal, D: Device> {
-    /// One rank: the grid, cuFFT plans and CNV tables on the device.
-    Device { grid: DeviceBuffer<D>, plan: D::FftPlan, tables: DeviceBuffer<D>, cnv: Cnv },
+    /// One rank: the grid, cuFFT plans and CNV on the device.
+    Device { grid: DeviceBuffer<D>, plan: D::FftPlan, cnv: DeviceCnv<D> },
     /// Several ranks: the distributed FFT and CNV on the host; the P2G/G2P block on the device.
-    Host { fft: Box<DistFft<T>>, cnv: Cnv, block: DeviceBuffer<D>, staging: DeviceBuffer<D>, rows: DeviceBuffer<D> },
+    Host {
+        fft: Box<DistFft<T>>,
+        cnv: HostCnv<T>,
+        block: DeviceBuffer<D>,
+        staging: DeviceBuffer<D>,
+        rows: DeviceBuffer<D>,
+    },
 }
 
 /// The spectral Ewald stages on a device `D` (see the module documentation).
@@ -131,14 +164,25 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     dev: Arc<D>,
     precision: Precision,
     kernel: Kernel,
+    /// The potential, and the Laplace field when asked.
+    output: Output,
+    /// Components of the grid the inverse transform returns (the field's too with `-i k`).
+    grid_out: usize,
+    /// The field by the window's derivative in G2P (`g2p_field`, `dcoeffs`).
+    window_field: bool,
     xi: f64,
     threads: usize,
     cells: CellGrid,
     cellp: CellParams,
     winp: WindowParams,
     window_layout: GridLayout,
+    /// Values per grid row that carry data (the halo exchanges move these): the grid's x
+    /// points, or the data points of a free x axis (its rows are as long as its transform).
+    row_data: usize,
     direct: bool,
     coeffs: DeviceBuffer<D>,
+    /// The window's derivative coefficients (the field's G2P; empty otherwise).
+    dcoeffs: DeviceBuffer<D>,
     p2p: DeviceP2p,
     spread: DeviceSpread,
     /// Far-field cell width of the hybrid P2G (0: `P`).
@@ -230,31 +274,42 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// kernel's 3 c2r transforms of 784^3 in f64 could not be planned after its 9 r2c ones, a
     /// 35 GB grid and a work area of about its size), the
     /// cell lists' bins, and per particle its arrays (positions, densities, keys, sorted copies,
-    /// near and far values); the operator's entries when it is chosen.
+    /// near and far values); the operator's entries when it is chosen. With free axes on one
+    /// rank the FFT grid is the padded one, and the data block P2G writes and the kernel tables
+    /// come on top.
     pub fn estimate_bytes(setup: &BackendSetup<'_, T>) -> usize {
         let t = T::BYTES;
         let k = setup.kernel;
-        let dim = k.output_dim();
+        let grid_out = FieldMethod::grid_outputs(setup.field_method, k);
         let layout = &setup.window.layout;
-        let comps = k.grid_components().max(dim);
-        let grid = comps * layout.real_len() * t;
+        let comps = k.grid_components().max(grid_out);
+        let block = comps * layout.real_len() * t;
         let cells = setup.cells.cells() * 4 * 4;
         let p3 = setup.window.p.pow(3);
         let operator =
             if setup.device.p2g == DeviceP2g::Operator { setup.sources * p3 * (4 + t + 4 + 4 + t) } else { 0 };
-        // the work area shared by the forward plan (every grid component) and the backward one
-        // (the outputs)
-        let fft_work = if setup.comm.size() == 1 { comps * layout.real_len() * t } else { 0 };
-        grid + fft_work + cells + Self::particle_bytes(k, setup.sources, setup.targets) + operator
+        // one rank: the FFT grid and the work area shared by the forward plan (every grid
+        // component) and the backward one (the outputs), as large as the grid
+        let far = match (&setup.params.free, setup.comm.size() == 1) {
+            (_, false) => block,
+            (None, true) => 2 * block,
+            (Some(f), true) => {
+                let half = (f.fft_len[0] / 2 + 1) * f.fft_len[1] * f.fft_len[2];
+                let spectral = setup.field_method == Some(FieldMethod::Spectral);
+                let tables = parki_farfield::free::table_count(k, spectral) * half * t;
+                2 * comps * 2 * half * t + block + tables
+            }
+        };
+        far + cells + Self::particle_bytes(k, setup.output.dim(), setup.sources, setup.targets) + operator
     }
 
     /// Device bytes of the particles' arrays: per source its position, packed and sorted
     /// densities, sorted coordinates, cell and sort slots; per target (at least as many as the
     /// sources: the sources' near, far and result values when they are the targets) its
     /// position, sorted coordinates, near, far and result values, cell and sort slots.
-    fn particle_bytes(kernel: Kernel, sources: usize, targets: usize) -> usize {
+    fn particle_bytes(kernel: Kernel, dim: usize, sources: usize, targets: usize) -> usize {
         let t = T::BYTES;
-        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+        let dw = kernel.density_width();
         let per_source = t * (3 + 2 * dw + 3) + 4 * 3;
         let per_target = t * (3 + 3 + 3 * dim) + 4 * 4;
         sources * per_source + targets.max(sources) * per_target
@@ -272,7 +327,8 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     pub fn grid_budget(query: &PlanningQuery, free: u64) -> usize {
         let k = query.kernel;
         let reserve = 0.05 * free as f64 + (256u64 << 20) as f64;
-        let particles = Self::particle_bytes(k, query.sources, query.targets) as f64;
+        let dim = k.output_dim() + if query.field { 3 } else { 0 };
+        let particles = Self::particle_bytes(k, dim, query.sources, query.targets) as f64;
         let avail = (free as f64 - reserve - particles).max(0.0);
         // one rank: half for the grid, half for the work area; several: the block is at most
         // twice the rank's share of the whole grid
@@ -435,12 +491,12 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// P2P over the cell lists of [`try_bin`](Self::try_bin), and the pairs it evaluated.
     fn try_near_field(&mut self) -> Result<NearStats> {
         let kernel = self.kernel;
-        let (dw, dim) = (kernel.density_width(), kernel.output_dim());
+        let (dw, dim) = (kernel.density_width(), self.output.dim());
         let (ns, nt) = (self.n_src, self.n_tgt);
         let t = T::BYTES;
         self.near.ensure(t * (dim * nt).max(1))?;
         let mut a = Args::new();
-        a.push(self.cellp).push(kernel_code(kernel));
+        a.push(self.cellp).push(if self.output.field { LAPLACE_FIELD } else { kernel_code(kernel) });
         match self.precision {
             Precision::F32 => a.push(self.xi as f32),
             Precision::F64 => a.push(self.xi),
@@ -489,6 +545,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// The grid P2G writes and G2P reads, with its parameter block.
     fn work_grid(&self) -> DevicePtr {
         match &self.grid {
+            FarGrid::Device { cnv: DeviceCnv::Free { block, .. }, .. } => block.ptr(),
             FarGrid::Device { grid, .. } => grid.ptr(),
             FarGrid::Host { block, .. } => block.ptr(),
         }
@@ -505,9 +562,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let grid = self.work_grid();
         let ncomp = kernel.grid_components();
         let t = T::BYTES;
-        let comps = ncomp.max(kernel.output_dim());
-        // SAFETY: the work grid holds `comps` components of real_len reals (allocated at plan).
-        unsafe { self.dev.zero(grid, comps * self.window_layout.real_len() * t)? };
+        // SAFETY: the work grid holds max(ncomp, grid_out) components of real_len reals
+        // (allocated at plan).
+        unsafe { self.dev.zero(grid, ncomp * self.window_layout.real_len() * t)? };
         let code = kernel_code(kernel);
         match self.spread {
             DeviceSpread::Atomic => {
@@ -609,8 +666,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     fn try_interpolate(&mut self, targets: &[[T; 3]]) -> Result<()> {
         let nt = targets.len();
         debug_assert_eq!(nt, self.n_tgt, "G2P at the targets of the near field");
-        let dim = self.kernel.output_dim();
-        self.far.ensure(T::BYTES * (dim * nt).max(1))?;
+        self.far.ensure(T::BYTES * (self.output.dim() * nt).max(1))?;
         let grid = self.work_grid();
         let order = match self.g2p {
             G2pVariant::Base => 0,
@@ -621,13 +677,18 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             }
         };
         let mut a = Args::new();
-        a.push(self.winp).push(self.coeffs.ptr()).push(dim as i32).push(nt as u32).push(self.tgt_pos.ptr());
+        if self.window_field {
+            a.push(self.winp).push(self.coeffs.ptr()).push(self.dcoeffs.ptr()).push(nt as u32);
+            a.push(self.tgt_pos.ptr()).push(order).push(grid).push(self.far.ptr());
+            return self.launch_n("g2p_field", nt, &mut a);
+        }
+        a.push(self.winp).push(self.coeffs.ptr()).push(self.grid_out as i32).push(nt as u32).push(self.tgt_pos.ptr());
         a.push(order).push(grid).push(self.far.ptr());
         self.launch_n("g2p", nt, &mut a)
     }
 
     fn try_sum_into(&mut self, background: f64, out: &mut [T]) -> Result<()> {
-        let dim = self.kernel.output_dim();
+        let dim = self.output.dim();
         let nt = self.n_tgt;
         assert_eq!(out.len(), nt * dim, "one result per target");
         self.out.ensure(T::BYTES * out.len().max(1))?;
@@ -644,13 +705,38 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     fn try_fft(&mut self, forward: bool) -> Result<()> {
         let ncomp = self.kernel.grid_components();
-        let dim = self.kernel.output_dim();
+        let dim = self.grid_out;
         let rl = self.window_layout.real_len();
         let direct = self.direct;
+        let (dev, precision, window) = (&self.dev, self.precision, &self.window_layout);
         match &mut self.grid {
+            FarGrid::Device { grid, plan, cnv: DeviceCnv::Free { block, layout, .. } } => {
+                // the data block into the zero-padded grid, the transforms, the data points back
+                let pad = |pad: i32, comps: usize| {
+                    let (m, n) = (window.global, layout.global);
+                    let points = if pad == 1 { layout.points() } else { window.points() };
+                    let mut a = Args::new();
+                    a.push(pad).push(comps as i32);
+                    a.push(m[0] as i32).push(m[1] as i32).push(m[2] as i32);
+                    a.push(window.row_stride() as i32).push(window.real_len() as i64);
+                    a.push(n[0] as i32).push(n[1] as i32).push(n[2] as i32);
+                    a.push(layout.row_stride() as i32).push(layout.real_len() as i64);
+                    a.push(block.ptr()).push(grid.ptr());
+                    launch_items(&**dev, precision, "pad_grid", comps * points, &mut a)
+                };
+                if forward {
+                    pad(1, ncomp)?;
+                }
+                // SAFETY: the grid holds the planned components of the planned layout.
+                unsafe { dev.fft(plan, grid.ptr(), forward)? };
+                if !forward {
+                    pad(0, dim)?;
+                }
+                Ok(())
+            }
             FarGrid::Device { grid, plan, .. } => {
                 // SAFETY: the grid holds the planned components of the planned layout.
-                unsafe { self.dev.fft(plan, grid.ptr(), forward) }
+                unsafe { dev.fft(plan, grid.ptr(), forward) }
             }
             FarGrid::Host { fft, block, .. } => {
                 if forward {
@@ -674,14 +760,23 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     fn try_convolve(&mut self) -> Result<()> {
         let threads = self.threads;
+        let field = i32::from(self.grid_out > self.kernel.output_dim());
         match &mut self.grid {
-            FarGrid::Device { grid, tables, cnv, .. } => {
+            FarGrid::Device { grid, cnv: DeviceCnv::Free { tables, stress, layout, .. }, .. } => {
+                let (mxc, my, mz) = (layout.complex_row(), layout.global[1], layout.global[2]);
+                let mut a = Args::new();
+                a.push(kernel_code(self.kernel)).push(field).push(mxc as i32).push(my as i32).push(mz as i32);
+                a.push(layout.row_stride() as i32).push(layout.real_len() as i64);
+                a.push(tables.ptr()).push(stress.ptr()).push(grid.ptr());
+                launch_items(&*self.dev, self.precision, "cnv_free", mxc * my * mz, &mut a)
+            }
+            FarGrid::Device { grid, cnv: DeviceCnv::Periodic { tables, cnv }, .. } => {
                 let l = &self.window_layout;
                 let (mxc, my, mz) = (l.complex_row(), l.global[1], l.global[2]);
                 let offs = table_offsets(l);
                 let base = tables.ptr();
                 let mut a = Args::new();
-                a.push(kernel_code(self.kernel)).push(mxc as i32).push(my as i32).push(mz as i32);
+                a.push(kernel_code(self.kernel)).push(field).push(mxc as i32).push(my as i32).push(mz as i32);
                 a.push(l.row_stride() as i32).push(l.real_len() as i64).push(cnv.volume()).push(cnv.inv4xi2());
                 for o in offs {
                     a.push(base + 8 * o as u64);
@@ -690,8 +785,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 launch_items(&*self.dev, self.precision, "cnv", mxc * my * mz, &mut a)
             }
             FarGrid::Host { fft, cnv, .. } => {
-                let block = fft.spectral_layout();
-                cnv.apply_block(fft.data_mut(), &block, parki_core::Par::with_threads(threads));
+                let par = parki_core::Par::with_threads(threads);
+                match cnv {
+                    HostCnv::Periodic(cnv) => {
+                        let block = fft.spectral_layout();
+                        cnv.apply_block(fft.data_mut(), &block, par);
+                    }
+                    HostCnv::Free(cnv) => cnv.apply(fft.data_mut(), par),
+                }
                 Ok(())
             }
         }
@@ -764,25 +865,13 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     }
 
     fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {
-        if s.params.free.is_some() {
-            return Err(Error::Unsupported {
-                what: "free or partly periodic boxes on the CUDA backend (its free-direction kernel tables are \
-                       not built yet): use the CPU backend"
-                    .into(),
-            });
-        }
-        if s.output.field {
-            return Err(Error::Unsupported {
-                what: "the Laplace field (output.field) on the CUDA backend (its G2P has no window derivative \
-                       yet): use the CPU backend"
-                    .into(),
-            });
-        }
         let dev = Arc::new(D::open(s.local_rank)?);
         let precision = if T::BYTES == 4 { Precision::F32 } else { Precision::F64 };
         let p = s.params;
         let kernel = s.kernel;
-        let (ncomp, dim) = (kernel.grid_components(), kernel.output_dim());
+        let ncomp = kernel.grid_components();
+        let grid_out = FieldMethod::grid_outputs(s.field_method, kernel);
+        let spectral_field = s.field_method == Some(FieldMethod::Spectral);
         // device memory, estimated before anything is allocated
         let need = Self::estimate_bytes(s);
         let free = dev.free_memory()?;
@@ -800,33 +889,75 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                 ),
             });
         }
-        let layout = parki_decomp::GridLayout::new(p.grid)?;
-        let cnv = Cnv::new(kernel, layout, s.lengths, &KaiserBessel::new(p.p), p.xi);
-        let comps = ncomp.max(dim);
-        let one_rank = s.comm.size() == 1;
-        let grid = if one_rank {
-            let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the FFT grid")?;
-            let plan = dev.fft_plan(&layout, ncomp, dim, precision)?;
-            let (k, f) = cnv.tables();
-            let mut t = Vec::new();
-            for v in k.iter().chain(f.iter()) {
-                t.extend_from_slice(v);
+        let kb = KaiserBessel::new(p.p);
+        let comps = ncomp.max(grid_out);
+        let block_bytes = comps * s.window.layout.real_len() * T::BYTES;
+        let threads = s.threads.max(1);
+        let grid = if s.comm.size() == 1 {
+            match &p.free {
+                None => {
+                    let layout = GridLayout::new(p.grid)?;
+                    let cnv = Cnv::new(kernel, layout, s.lengths, &kb, p.xi);
+                    let cnv = if spectral_field { cnv.with_field() } else { cnv };
+                    let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the FFT grid")?;
+                    let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
+                    let (k, f) = cnv.tables();
+                    let mut t = Vec::new();
+                    for v in k.iter().chain(f.iter()) {
+                        t.extend_from_slice(v);
+                    }
+                    let mut tables = DeviceBuffer::empty(&dev, "the CNV tables");
+                    tables.upload(&t)?;
+                    FarGrid::Device { grid, plan, cnv: DeviceCnv::Periodic { tables, cnv } }
+                }
+                Some(free) => {
+                    // the zero-padded grid of the aperiodic convolutions, its spectrum in
+                    // cuFFT's (and FFTW's) in-place layout: the tables are made for that block
+                    let layout = GridLayout::new(free.fft_len)?;
+                    let block = parki_decomp::SpectralBlock {
+                        x: (0, layout.complex_row()),
+                        y: (0, layout.global[1]),
+                        z: layout.global[2],
+                        row_stride: layout.row_stride(),
+                        component_stride: layout.real_len(),
+                    };
+                    let par = parki_core::Par::with_threads(threads);
+                    let cnv = FreeCnv::<T>::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
+                    let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the padded FFT grid")?;
+                    let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
+                    let mut tables = DeviceBuffer::empty(&dev, "the free-space kernel tables");
+                    tables.upload(cnv.tables())?;
+                    let mut stress = DeviceBuffer::empty(&dev, "the stresslet's table map");
+                    stress.upload(&cnv.stress_map())?;
+                    let data = DeviceBuffer::new(&dev, block_bytes, "the P2G grid block")?;
+                    FarGrid::Device { grid, plan, cnv: DeviceCnv::Free { tables, stress, block: data, layout } }
+                }
             }
-            let mut tables = DeviceBuffer::empty(&dev, "the CNV tables");
-            tables.upload(&t)?;
-            FarGrid::Device { grid, plan, tables, cnv }
         } else {
             let fopts = DistFftOptions {
                 forward_components: ncomp,
-                backward_components: dim,
+                backward_components: grid_out,
                 complex: false,
                 backend: s.switches,
-                threads: s.threads.max(1),
+                threads,
                 rigor: s.fft_rigor,
                 r2r: R2rMethod::default(),
             };
-            let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
-            let block = DeviceBuffer::new(&dev, comps * s.window.layout.real_len() * T::BYTES, "the P2G grid block")?;
+            let (fft, cnv) = match &p.free {
+                None => {
+                    let fft = DistFft::<T>::new(s.comm, p.grid, s.pgrid, fopts)?;
+                    let cnv = Cnv::new(kernel, GridLayout::new(p.grid)?, s.lengths, &kb, p.xi);
+                    (fft, HostCnv::Periodic(if spectral_field { cnv.with_field() } else { cnv }))
+                }
+                Some(free) => {
+                    let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
+                    let block = fft.spectral_layout();
+                    let par = parki_core::Par::with_threads(threads);
+                    let cnv = FreeCnv::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
+                    (fft, HostCnv::Free(cnv))
+                }
+            };
+            let block = DeviceBuffer::new(&dev, block_bytes, "the P2G grid block")?;
             FarGrid::Host {
                 fft: Box::new(fft),
                 cnv,
@@ -837,6 +968,11 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         };
         let mut coeffs = DeviceBuffer::empty(&dev, "window coefficients");
         coeffs.upload(s.window.coeffs())?;
+        let window_field = s.field_method == Some(FieldMethod::Window);
+        let mut dcoeffs = DeviceBuffer::empty(&dev, "window derivative coefficients");
+        if window_field {
+            dcoeffs.upload(s.window.derivative_coeffs())?;
+        }
         let spread = match (s.device.p2g, s.p2g) {
             (DeviceP2g::Operator, _) => DeviceSpread::Operator,
             (_, P2gVariant::Scatter) => DeviceSpread::Atomic,
@@ -855,14 +991,19 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         Ok(Self {
             precision,
             kernel,
+            output: s.output,
+            grid_out,
+            window_field,
             xi: p.xi,
-            threads: s.threads.max(1),
+            threads,
             cells: s.cells.clone(),
             cellp: CellParams::new(s.cells),
             winp,
             window_layout: s.window.layout,
+            row_data: p.free.as_ref().map_or(p.grid[0], |f| f.data[0]),
             direct: s.direct,
             coeffs,
+            dcoeffs,
             p2p: s.device.p2p,
             spread,
             far_cell: s.device.far_cell,
@@ -900,7 +1041,13 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
 
     fn bytes(&self) -> usize {
         let grid = match &self.grid {
-            FarGrid::Device { grid, tables, plan, .. } => grid.bytes() + tables.bytes() + D::fft_work_bytes(plan),
+            FarGrid::Device { grid, plan, cnv } => {
+                let cnv = match cnv {
+                    DeviceCnv::Periodic { tables, .. } => tables.bytes(),
+                    DeviceCnv::Free { tables, stress, block, .. } => tables.bytes() + stress.bytes() + block.bytes(),
+                };
+                grid.bytes() + cnv + D::fft_work_bytes(plan)
+            }
             FarGrid::Host { block, staging, rows, .. } => block.bytes() + staging.bytes() + rows.bytes(),
         };
         let op = self
@@ -909,6 +1056,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             .map_or(0, |o| o.sorted.bytes() + o.keys.bytes() + o.weights.bytes() + o.src.bytes() + o.wsorted.bytes());
         grid + op
             + self.coeffs.bytes()
+            + self.dcoeffs.bytes()
             + self.src_pos.bytes()
             + self.src_packed.bytes()
             + self.src_keys.bytes()
@@ -954,7 +1102,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
 
     fn halo_spread(&mut self, halo: &mut HaloPlan, comm: &Comm) {
         let ncomp = self.kernel.grid_components();
-        let block_rows = RowLayout::padded(&self.window_layout);
+        let block_rows = RowLayout { mx: self.row_data, ..RowLayout::padded(&self.window_layout) };
         let failed = self.error.is_some();
         let (dev, precision) = (self.dev.clone(), self.precision);
         let host_rows = &mut self.host_rows;
@@ -1015,8 +1163,8 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     }
 
     fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm) {
-        let dim = self.kernel.output_dim();
-        let block_rows = RowLayout::padded(&self.window_layout);
+        let dim = self.grid_out;
+        let block_rows = RowLayout { mx: self.row_data, ..RowLayout::padded(&self.window_layout) };
         let failed = self.error.is_some();
         let (dev, precision) = (self.dev.clone(), self.precision);
         let host_rows = &mut self.host_rows;

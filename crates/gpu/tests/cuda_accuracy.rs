@@ -5,13 +5,15 @@
 //! turns that into a failure, for the GPU runs of bench/gpu.sh).
 #![cfg(feature = "cuda")]
 
-use parki_core::{Domain, Error, Kernel, Real};
+use parki_core::{Domain, Error, Kernel, Output, Real};
 use parki_dist::{
     Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant,
     P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
+use parki_farfield::FieldMethod;
 use parki_gpu::cuda::CudaDevice;
 use parki_gpu::{Device, GpuBackend};
+use parki_reference::direct::free_space_sum;
 use parki_reference::generate::{Distribution, Particles};
 use parki_reference::ClassicalEwald;
 
@@ -43,7 +45,7 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(opts: &EwaldOptions, data: &Particle
     let n = data.pos.len();
     let comm = Comm::single();
     let mut s = DistEwaldSolver::<T, B>::with_backend(&comm, opts, ParallelOptions::default(), n, n).unwrap();
-    let mut u = vec![T::ZERO; n * opts.kernel.output_dim()];
+    let mut u = vec![T::ZERO; n * (opts.kernel.output_dim() + if opts.field { 3 } else { 0 })];
     for _ in 0..repeat {
         s.evaluate(&data.sources(), Targets::Sources, &mut u, SortMode::default()).unwrap();
     }
@@ -147,6 +149,54 @@ fn variants_agree_on_the_device() {
             let d = rel_rms(&u, &base);
             println!("{} hybrid far cells of {cell} points vs defaults: {d:.1e}", kernel.name());
             assert!(d < 1e-13, "{} far cell {cell}: {d:e}", kernel.name());
+        }
+    }
+}
+
+/// Free space and the Laplace field on the device (issue 11): every kernel in 0P and the field
+/// by both methods, at 1e-6 and 1e-9, against the free-space direct sum; the GPU against the
+/// CPU backend within 1e-12.
+#[test]
+fn free_space_and_field_on_the_device() {
+    if !have_device() {
+        return;
+    }
+    let free = Domain::new([1.0, 1.2, 0.9], [false; 3]).unwrap();
+    let data = Particles::<f64>::new(&free, Distribution::Normal, 3000, 60);
+    let mut cases = Vec::new();
+    for tol in [1e-6, 1e-9] {
+        for kernel in Kernel::ALL {
+            cases.push((kernel.name().to_string(), EwaldOptions::new(kernel, free, tol)));
+        }
+        for m in [FieldMethod::Window, FieldMethod::Spectral] {
+            let o = EwaldOptions::new(Kernel::Laplace, free, tol).field(true).field_method(m);
+            cases.push((format!("laplace field ({})", m.name()), o));
+        }
+    }
+    for (label, o) in cases {
+        let output = Output::new(o.kernel, o.field).unwrap();
+        let reference = free_space_sum(output, &data.sources(), &data.pos);
+        let gpu = solve::<f64, GpuBackend<f64, CudaDevice>>(&o, &data, 2);
+        let cpu = solve::<f64, CpuBackend<f64>>(&o, &data, 1);
+        let (e, ecpu, d) = (rel_rms(&gpu, &reference), rel_rms(&cpu, &reference), rel_rms(&gpu, &cpu));
+        let tol = o.tolerance;
+        println!("0P {label:<24} tol {tol:.0e}: GPU error {e:.2e} (CPU {ecpu:.2e}), GPU vs CPU {d:.1e}");
+        assert!(e <= tol, "0P {label} {tol:e}: {e:e}");
+        assert!(d <= 1e-12, "0P {label} {tol:e}: GPU vs CPU {d:e}");
+    }
+    // the triply periodic field against the classical Ewald sum
+    let data = Particles::<f64>::new(&domain(), Distribution::Normal, 3000, 61);
+    let output = Output::with_field(Kernel::Laplace).unwrap();
+    let reference = ClassicalEwald::new(domain(), 3000, 3000).evaluate(output, &data.sources(), &data.pos);
+    for tol in [1e-6, 1e-9] {
+        for m in [FieldMethod::Window, FieldMethod::Spectral] {
+            let o = EwaldOptions::new(Kernel::Laplace, domain(), tol).field(true).field_method(m);
+            let gpu = solve::<f64, GpuBackend<f64, CudaDevice>>(&o, &data, 2);
+            let cpu = solve::<f64, CpuBackend<f64>>(&o, &data, 1);
+            let (e, d) = (rel_rms(&gpu, &reference), rel_rms(&gpu, &cpu));
+            println!("3P laplace field ({:<8}) tol {tol:.0e}: GPU error {e:.2e}, GPU vs CPU {d:.1e}", m.name());
+            assert!(e <= tol, "3P field {} {tol:e}: {e:e}", m.name());
+            assert!(d <= 1e-12, "3P field {} {tol:e}: GPU vs CPU {d:e}", m.name());
         }
     }
 }

@@ -32,8 +32,15 @@ fn the_grid_fits_the_device() {
     // unbounded: the cost model's choice
     let (u0, p0) = solve().unwrap();
     // a device whose budget is half that grid
-    let query =
-        PlanningQuery { kernel, ranks: 1, local_rank: 0, sources: n + 1, targets: n, device: Default::default() };
+    let query = PlanningQuery {
+        kernel,
+        field: false,
+        ranks: 1,
+        local_rank: 0,
+        sources: n + 1,
+        targets: n,
+        device: Default::default(),
+    };
     let target = p0.grid_bytes / 2;
     let mut memory = 269u64 << 20;
     while Gpu::grid_budget(&query, memory) < target {

@@ -1,7 +1,8 @@
 //! The CUDA backend's distributed path on the host emulator: 2, 3 and 4 ranks under `mpirun`
-//! (oversubscribed) equal one process of the CPU backend, for every kernel. The device holds
-//! each rank's grid block for P2G and G2P, the halo rows go through the `rows` kernel and host
-//! staging, and the distributed FFT runs on the host.
+//! (oversubscribed) equal one process of the CPU backend, for every kernel, triply periodic and
+//! with free axes (2P, 0P), and the Laplace field by both methods. The device holds each rank's
+//! grid block for P2G and G2P, the halo rows go through the `rows` kernel and host staging, and
+//! the distributed FFT and CNV run on the host.
 //!
 //! The test re-runs this test binary under mpirun with `PARKI_GPU_MPI_CHILD` set; in the
 //! children, `mpi_child` does the distributed evaluation and compares.
@@ -10,13 +11,29 @@ use std::process::Command;
 
 use parki_core::{Domain, Kernel};
 use parki_dist::{Comm, CpuBackend, DistEwaldSolver, EwaldOptions, ParallelOptions, SortMode, Targets, Universe};
+use parki_farfield::FieldMethod;
 use parki_gpu::{Emulator, GpuBackend};
 use parki_reference::generate::{Distribution, Particles};
 
 const N: usize = 1200;
 
-fn domain() -> Domain {
-    Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap()
+/// The cases every rank count runs: `(label, options)`.
+fn cases() -> Vec<(String, EwaldOptions)> {
+    let mut v = Vec::new();
+    for (periodic, name) in [([true; 3], "3P"), ([true, true, false], "2P"), ([false; 3], "0P")] {
+        let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
+        let kernels: &[Kernel] = if name == "3P" { &Kernel::ALL } else { &[Kernel::Laplace, Kernel::Stokes] };
+        for &kernel in kernels {
+            v.push((format!("{name} {}", kernel.name()), EwaldOptions::new(kernel, domain, 1e-9).threads(1)));
+        }
+        if name != "0P" {
+            for m in [FieldMethod::Window, FieldMethod::Spectral] {
+                let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9).threads(1).field(true).field_method(m);
+                v.push((format!("{name} laplace field ({})", m.name()), o));
+            }
+        }
+    }
+    v
 }
 
 #[test]
@@ -27,11 +44,10 @@ fn mpi_child() {
     let universe = Universe::init().unwrap();
     let comm = universe.world();
     let (rank, size) = (comm.rank(), comm.size());
-    let data = Particles::<f64>::new(&domain(), Distribution::Normal, N, 5);
     let mine = rank * N / size..(rank + 1) * N / size;
-    for kernel in Kernel::ALL {
-        let opts = EwaldOptions::new(kernel, domain(), 1e-9).threads(1);
-        let dim = kernel.output_dim();
+    for (label, opts) in cases() {
+        let data = Particles::<f64>::new(&opts.domain, Distribution::Normal, N, 5);
+        let dim = opts.kernel.output_dim() + if opts.field { 3 } else { 0 };
         let mut reference = vec![0.0; N * dim];
         let single = Comm::single();
         let mut one =
@@ -53,9 +69,9 @@ fn mpi_child() {
         let den: f64 = expect.iter().map(|b| b * b).sum();
         let d = comm.max((num / den).sqrt());
         if rank == 0 {
-            println!("{size} ranks, emulated GPU, {}: {d:.1e} against one CPU process", kernel.name());
+            println!("{size} ranks, emulated GPU, {label}: {d:.1e} against one CPU process");
         }
-        assert!(d < 1e-12, "{size} ranks {}: {d:e}", kernel.name());
+        assert!(d < 1e-12, "{size} ranks {label}: {d:e}");
     }
 }
 
@@ -81,6 +97,6 @@ fn distributed_equals_one_process() {
             println!("{l}");
         }
         assert!(out.status.success(), "mpirun -n {ranks}: {text}");
-        assert_eq!(text.matches("emulated GPU").count(), 4, "{text}");
+        assert_eq!(text.matches("emulated GPU").count(), cases().len(), "{text}");
     }
 }

@@ -245,6 +245,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let ranks = comm.size();
         let query = PlanningQuery {
             kernel: opts.kernel,
+            field: opts.field,
             ranks,
             local_rank: plan::node_rank(comm),
             sources: sources.div_ceil(ranks) + 1,

@@ -15,6 +15,10 @@
 //!   squares, the other stages as `parki-bench calibrate` does on the CPU; then each case
 //!   planned with the fitted model against the CPU model's plan, in the same process.
 //!
+//! `--periodic xyz|xy|yz|x|z|none` (default `xyz`) runs `eval` with free axes (0P, 1P, 2P: the
+//! padded grid and the kernel tables), and `--field window|spectral` the Laplace cases with the
+//! field.
+//!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
 
@@ -25,6 +29,7 @@ use parki_dist::{
     Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage,
     Isa, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
+use parki_farfield::FieldMethod;
 use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
 use parki_nearfield::{KernelReal, P2pFlops};
 use parki_reference::generate::{Distribution, Particles};
@@ -46,6 +51,10 @@ struct Opts {
     far_cell: u32,
     /// P2P variant of `eval`.
     p2p: DeviceP2p,
+    /// Periodic axes of `eval`'s box.
+    periodic: [bool; 3],
+    /// The Laplace field in `eval`, and how.
+    field: Option<FieldMethod>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -63,6 +72,8 @@ fn parse() -> Result<Opts, String> {
         far_cells: vec![0],
         far_cell: 0,
         p2p: DeviceP2p::GlobalMemory,
+        periodic: [true; 3],
+        field: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -95,6 +106,15 @@ fn parse() -> Result<Opts, String> {
                 o.far_cells = list(v).iter().map(|s| num(s).map(|x| x as u32)).collect::<Result<_, _>>()?
             }
             "--far-cell" => o.far_cell = num(v)? as u32,
+            "--periodic" => {
+                if v != "none" && !v.chars().all(|c| "xyz".contains(c)) {
+                    return Err(format!("--periodic {v}: the periodic axes (xyz, xy, x, ...) or none"));
+                }
+                o.periodic = [0, 1, 2].map(|d| v.contains(["x", "y", "z"][d]));
+            }
+            "--field" => {
+                o.field = Some(FieldMethod::parse(v).ok_or(format!("--field {v}: window or spectral"))?);
+            }
             "--p2p" => {
                 o.p2p = match v.as_str() {
                     "gm1d" => DeviceP2p::GlobalMemory,
@@ -151,7 +171,7 @@ fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
     let comm = Comm::single();
     let mut s = DistEwaldSolver::<T, B>::with_backend(&comm, opts, ParallelOptions::default(), n, n)
         .map_err(|e| e.to_string())?;
-    let mut u = vec![T::ZERO; n * opts.kernel.output_dim()];
+    let mut u = vec![T::ZERO; n * (opts.kernel.output_dim() + if opts.field { 3 } else { 0 })];
     let mut best: Option<parki_dist::Evaluation> = None;
     let mut first_p2g = 0.0;
     for r in 0..=reps {
@@ -188,18 +208,28 @@ fn stage_json(stages: &[(EwaldStage, f64)]) -> String {
 
 #[allow(clippy::too_many_arguments)]
 fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) -> Result<(), String> {
-    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).map_err(|e| e.to_string())?;
+    let domain = Domain::new([1.0, 1.0, 1.0], o.periodic).map_err(|e| e.to_string())?;
+    let axes: String = (0..3).filter(|&d| o.periodic[d]).map(|d| ["x", "y", "z"][d]).collect();
+    let box_name = format!("{}P{}", axes.len(), if axes.is_empty() || axes.len() == 3 { String::new() } else { axes });
     let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
             for &tol in tols {
-                let opts = EwaldOptions::new(kernel, domain, tol)
+                let mut opts = EwaldOptions::new(kernel, domain, tol)
                     .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell));
+                let field = o.field.filter(|_| kernel == Kernel::Laplace);
+                if let Some(m) = field {
+                    opts = opts.field(true).field_method(m);
+                }
+                let name = match field {
+                    Some(m) => format!("{}+E({})", kernel.name(), m.name()),
+                    None => kernel.name().to_string(),
+                };
                 let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
                     Ok(g) => g,
                     Err(e) => {
-                        println!("{} {prec} tol {tol:.0e} N {n}: {e}", kernel.name());
+                        println!("{name} {box_name} {prec} tol {tol:.0e} N {n}: {e}");
                         continue;
                     }
                 };
@@ -214,8 +244,7 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                     None
                 };
                 println!(
-                    "{:<9} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle{}",
-                    kernel.name(),
+                    "{name:<9} {box_name} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle{}",
                     g.best,
                     n as f64 / g.best / 1e6,
                     rate,
@@ -224,8 +253,7 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                     cpu.map_or(String::new(), |c| format!(", CPU {c:.3} s (GPU speed-up {:.1}x)", c / g.best))
                 );
                 println!(
-                    "{{\"mode\":\"eval\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
-                    kernel.name(),
+                    "{{\"mode\":\"eval\",\"kernel\":\"{name}\",\"box\":\"{box_name}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
                     g.best,
                     n as f64 / g.best,
                     g.bytes as f64 / n as f64,

@@ -78,6 +78,8 @@ pub struct BackendSetup<'a, T> {
 pub struct PlanningQuery {
     /// Kernel.
     pub kernel: Kernel,
+    /// Whether the Laplace field follows the potential (three more values per target).
+    pub field: bool,
     /// Ranks the problem is split over.
     pub ranks: usize,
     /// This rank's index among the ranks on its node.
