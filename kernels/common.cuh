@@ -21,6 +21,13 @@
 #define PARKI_EXPORT(NAME, PARAMS, BODY) extern "C" __global__ void NAME PARAMS { BODY; }
 #define PARKI_EXPORT_SYNC(NAME, PARAMS, BODY) PARKI_EXPORT(NAME, PARAMS, BODY)
 
+// Full unrolling of a loop with a constant trip count (its array in registers) under NVRTC.
+#ifdef PARKI_NVRTC
+#define PARKI_UNROLL _Pragma("unroll")
+#else
+#define PARKI_UNROLL
+#endif
+
 typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
@@ -78,14 +85,24 @@ __device__ __forceinline__ void parki_with_kernel(int kernel, A... a) {
     default: F<T, PARKI_STOKES, 0>::run(a...); return;
   }
 }
-// P2P's kernels: the four, and the Laplace potential with its field.
-template <template <typename, int, int> class F, typename T, typename... A>
-__device__ __forceinline__ void parki_with_p2p_kernel(int kernel, A... a) {
-  if (kernel == PARKI_LAPLACE_FIELD) {
-    F<T, PARKI_LAPLACE_FIELD, 0>::run(a...);
-    return;
+// P2P's kernels (the four, and the Laplace potential with its field) at compile time, with E
+// the erfc (1: erfc_gauss, the fitted one sharing the Gaussian; 0: CUDA's erfc).
+template <template <typename, int, int> class F, typename T, int E, typename... A>
+__device__ __forceinline__ void parki_p2p_kernel_e(int kernel, A... a) {
+  switch (kernel) {
+    case PARKI_LAPLACE: F<T, PARKI_LAPLACE, E>::run(a...); return;
+    case PARKI_LAPLACE_FIELD: F<T, PARKI_LAPLACE_FIELD, E>::run(a...); return;
+    case PARKI_STOKESLET: F<T, PARKI_STOKESLET, E>::run(a...); return;
+    case PARKI_STRESSLET: F<T, PARKI_STRESSLET, E>::run(a...); return;
+    default: F<T, PARKI_STOKES, E>::run(a...); return;
   }
-  parki_with_kernel<F, T>(kernel, a...);
+}
+template <template <typename, int, int> class F, typename T, typename... A>
+__device__ __forceinline__ void parki_with_p2p_kernel(int kernel, int erfc, A... a) {
+  if (erfc)
+    parki_p2p_kernel_e<F, T, 1>(kernel, a...);
+  else
+    parki_p2p_kernel_e<F, T, 0>(kernel, a...);
 }
 // Both: the kernel and the support at compile time.
 template <template <typename, int, int> class F, typename T, typename... A>

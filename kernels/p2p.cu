@@ -10,6 +10,9 @@
 // At r = 0 exactly the self term -G^F(0) s: -2 xi/sqrt(pi) q (Laplace), -4 xi/sqrt(pi) f
 // (Stokeslet), 0 (stresslet and the Laplace field: their smooth parts are odd).
 //
+// erfc: E = 1 the fitted one of erfc.cu from the Gaussian the pair has (default), E = 0
+// CUDA's (`DeviceErfc`).
+//
 // Two variants: GM-1D (the paper's: one thread per sorted target, sources read from global
 // memory, a warp's targets share a cell so its loads broadcast) and shared memory (a block per
 // target cell stages each colleague's sources in tiles).
@@ -30,7 +33,7 @@ __device__ __forceinline__ PairConsts<T> pair_consts(T xi) {
 }
 
 // One pair: displacement d, source densities s (packed: [q], [f], [q n], [f q n]).
-template <typename T, int kernel>
+template <typename T, int kernel, int E>
 __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T* s, T* acc) {
   T r2 = p_fma(d[0], d[0], p_fma(d[1], d[1], d[2] * d[2]));
   bool pos = r2 > (T)0;
@@ -38,7 +41,7 @@ __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T
   T r = r2 * rinv;
   T g = p_exp(k.neg_xi2 * r2);
   T b = k.c * g;
-  T a = pos ? p_erfc(k.xi * r) * rinv : (T)0;
+  T a = pos ? (E ? erfc_gauss(k.xi * r, g) : p_erfc(k.xi * r)) * rinv : (T)0;
   if (kernel == PARKI_LAPLACE || kernel == PARKI_LAPLACE_FIELD) {
     acc[0] = p_fma(pos ? a : -k.c, s[0], acc[0]);
     if (kernel == PARKI_LAPLACE_FIELD) {
@@ -88,7 +91,7 @@ __device__ __forceinline__ int colleague_position(const CellParams& g, int c, co
 
 // GM-1D: thread t handles sorted target t of cell tcell[t]; out[t * dim + c] in sorted order.
 // Sources: soff[c]..soff[c+1] of cell c, coordinates sx, sy, sz, densities sd[q * ns + j].
-template <typename T, int K, int P_UNUSED>
+template <typename T, int K, int E>
 struct P2pGm1d {
   static __device__ void run(CellParams g, T xi, u32 nt, const u32* tcell, const T* tx, const T* ty, const T* tz,
                              const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns, T* out) {
@@ -111,7 +114,7 @@ struct P2pGm1d {
         T d[3] = {p[0] - sx[j], p[1] - sy[j], p[2] - sz[j]};
         T s[DW];
         for (int q = 0; q < DW; ++q) s[q] = sd[(u64)q * ns + j];
-        pair<T, K>(kc, d, s, acc);
+        pair<T, K, E>(kc, d, s, acc);
       }
     }
     for (int q = 0; q < DIM; ++q) out[t * DIM + q] = acc[q];
@@ -122,20 +125,20 @@ struct P2pGm1d {
 // (A block per target cell instead, as the paper maps it, measured slower on an H100 at ~46
 // targets per cell: blocks of 64 threads, a quarter of them idle.)
 template <typename T>
-__device__ void p2p_gm1d_impl(CellParams g, int kernel, T xi, u32 nt, const u32* tcell, const T* tx,
+__device__ void p2p_gm1d_impl(CellParams g, int kernel, int erfc, T xi, u32 nt, const u32* tcell, const T* tx,
                               const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
                               const T* sd, u32 ns, T* out) {
-  parki_with_p2p_kernel<P2pGm1d, T>(kernel, g, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+  parki_with_p2p_kernel<P2pGm1d, T>(kernel, erfc, g, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
 }
 PARKI_EXPORT_BOTH(p2p_gm1d,
-                  (CellParams g, int kernel, real xi, u32 nt, const u32* tcell, const real* tx, const real* ty,
+                  (CellParams g, int kernel, int erfc, real xi, u32 nt, const u32* tcell, const real* tx, const real* ty,
                    const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
                    const real* sd, u32 ns, real* out),
-                  p2p_gm1d_impl<real>(g, kernel, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+                  p2p_gm1d_impl<real>(g, kernel, erfc, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
 
 // Shared memory: block b handles target cell b (targets toff[b]..toff[b+1]); each colleague's
 // sources are staged in tiles of blockDim.x (dynamic shared memory: blockDim.x * (3 + dw) T).
-template <typename T, int K, int P_UNUSED>
+template <typename T, int K, int E>
 struct P2pShared {
   static __device__ void run(CellParams g, T xi, const u32* toff, const T* tx, const T* ty, const T* tz,
                              const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns, T* out) {
@@ -180,7 +183,7 @@ struct P2pShared {
             T d[3] = {p[0] - tile[l], p[1] - tile[bs + l], p[2] - tile[2 * bs + l]};
             T s[dw];
             for (int q = 0; q < dw; ++q) s[q] = tile[(3 + q) * bs + l];
-            pair<T, K>(kc, d, s, acc);
+            pair<T, K, E>(kc, d, s, acc);
           }
         }
       }
@@ -191,16 +194,16 @@ struct P2pShared {
 }
 };
 template <typename T>
-__device__ void p2p_shared_impl(CellParams g, int kernel, T xi, const u32* toff, const T* tx, const T* ty,
+__device__ void p2p_shared_impl(CellParams g, int kernel, int erfc, T xi, const u32* toff, const T* tx, const T* ty,
                                 const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd,
                                 u32 ns, T* out) {
-  parki_with_p2p_kernel<P2pShared, T>(kernel, g, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+  parki_with_p2p_kernel<P2pShared, T>(kernel, erfc, g, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
 }
 PARKI_EXPORT_BOTH_SYNC(p2p_shared,
-                       (CellParams g, int kernel, real xi, const u32* toff, const real* tx, const real* ty,
+                       (CellParams g, int kernel, int erfc, real xi, const u32* toff, const real* tx, const real* ty,
                         const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
                         const real* sd, u32 ns, real* out),
-                       p2p_shared_impl<real>(g, kernel, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+                       p2p_shared_impl<real>(g, kernel, erfc, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
 
 // The FP64/FP32 peak of the device: `chains` independent FMA chains per thread, `iters` steps
 // each (P2P's achieved rate is reported against it). out[thread] keeps the chains alive.

@@ -27,7 +27,8 @@ use parki_comm::Comm;
 use parki_core::{Error, Kernel, Output, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{
-    BackendSetup, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints, PlanningQuery, SolverReal,
+    BackendSetup, DeviceErfc, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints, PlanningQuery,
+    SolverReal,
 };
 use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
@@ -184,6 +185,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     /// The window's derivative coefficients (the field's G2P; empty otherwise).
     dcoeffs: DeviceBuffer<D>,
     p2p: DeviceP2p,
+    /// P2P's erfc.
+    erfc: DeviceErfc,
     spread: DeviceSpread,
     /// Far-field cell width of the hybrid P2G (0: `P`).
     far_cell: u32,
@@ -260,7 +263,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             DeviceSpread::Hybrid if self.far_cell > 0 => format!(" (far cells of {} points)", self.far_cell),
             _ => String::new(),
         };
-        format!("p2p {}, p2g {}{cell}, g2p {}", self.p2p.name(), self.spread.name(), self.g2p.name())
+        format!(
+            "p2p {} (erfc {}), p2g {}{cell}, g2p {}",
+            self.p2p.name(),
+            self.erfc.name(),
+            self.spread.name(),
+            self.g2p.name()
+        )
     }
 
     /// Times the spreading operator was built (one per change of positions).
@@ -497,6 +506,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         self.near.ensure(t * (dim * nt).max(1))?;
         let mut a = Args::new();
         a.push(self.cellp).push(if self.output.field { LAPLACE_FIELD } else { kernel_code(kernel) });
+        a.push(i32::from(self.erfc == DeviceErfc::Fitted));
         match self.precision {
             Precision::F32 => a.push(self.xi as f32),
             Precision::F64 => a.push(self.xi),
@@ -1005,6 +1015,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             coeffs,
             dcoeffs,
             p2p: s.device.p2p,
+            erfc: s.device.erfc,
             spread,
             far_cell: s.device.far_cell,
             g2p: s.g2p,

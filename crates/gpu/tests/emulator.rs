@@ -5,8 +5,8 @@
 
 use parki_core::{Domain, Kernel, Real};
 use parki_dist::{
-    Comm, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant, P2gVariant,
-    ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant,
+    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_gpu::params::{CellParams, WindowParams};
 use parki_gpu::{Args, Device, Emulator, GpuBackend};
@@ -133,6 +133,14 @@ fn variants_agree() {
             println!("{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?} far cell {cell}: {d:.1e}", kernel.name());
             assert!(d < 1e-13, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?} {cell}: {d:e}", kernel.name());
         }
+        // CUDA's erfc instead of the fitted one, both P2P variants
+        for p2p in [DeviceP2p::GlobalMemory, DeviceP2p::SharedMemory] {
+            let o = base_opts.clone().device(DeviceVariants::new(p2p, DeviceP2g::FromP2g).erfc(DeviceErfc::Library));
+            let gpu = solve::<f64, GpuBackend<f64, Emulator>>(&o, &data, Some(&targets), 1);
+            let d = rel_rms(&gpu, &cpu);
+            println!("{} {p2p:?} library erfc: {d:.1e}", kernel.name());
+            assert!(d < 1e-13, "{} {p2p:?} library erfc: {d:e}", kernel.name());
+        }
     }
 }
 
@@ -167,4 +175,24 @@ fn pair_count_matches_the_host() {
     let mut cpu = DistEwaldSolver::<f64>::new(&comm, &o, ParallelOptions::default(), n, m).unwrap();
     let c = cpu.evaluate(&data.sources(), Targets::Points(&targets), &mut u, SortMode::default()).unwrap();
     assert!(c.pairs >= host, "cpu {} host {host}", c.pairs);
+}
+
+/// kernels/erfc.cu holds the CPU's erfc coefficients (tools/gen_erfc_coeffs.py writes both):
+/// the same numbers once parsed, in both precisions.
+#[test]
+fn erfc_coefficients_match_the_cpu() {
+    use parki_nearfield::KernelReal;
+    let text = parki_gpu::kernels::SOURCES.iter().find(|(f, _)| *f == "erfc.cu").expect("kernels/erfc.cu").1;
+    for (ty, want) in [("double", <f64 as KernelReal>::ERFC_COEFFS), ("float", <f32 as KernelReal>::ERFC_COEFFS)] {
+        let body = text.split(&format!("struct ErfcPoly<{ty}>")).nth(1).expect("a specialization per precision");
+        let got: Vec<f64> = body
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(&format!("({ty})")))
+            .map(|v| v.trim_end_matches(',').parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), want.len(), "{ty}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.to_bits(), w.to_bits(), "{ty}: {g} vs {w}");
+        }
+    }
 }

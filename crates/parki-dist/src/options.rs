@@ -288,6 +288,32 @@ impl DeviceP2p {
     }
 }
 
+/// The complementary error function of P2P on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceErfc {
+    /// The CPU's fitted `erfc(x) = e^{-x^2} f(t)/(1 + 2x)` (parki_nearfield::special), from
+    /// the Gaussian the pair computes anyway (default): one reciprocal and a polynomial.
+    #[default]
+    Fitted,
+    /// CUDA's `erfc`, which evaluates its own `exp(-x^2)` (for comparison).
+    Library,
+}
+
+impl DeviceErfc {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceErfc::Fitted => "fitted",
+            DeviceErfc::Library => "library",
+        }
+    }
+
+    /// Parses a name (the inverse of [`DeviceErfc::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [DeviceErfc::Fitted, DeviceErfc::Library].into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// P2G on a device: [`P2gVariant`] picks atomic (`Scatter`) or hybrid (`Blocked`, the
 /// default); this one can replace both with the precomputed spreading operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -328,12 +354,20 @@ pub struct DeviceVariants {
     /// fewer atomics per source where the grid is fine against the particle spacing (1.8x
     /// faster on an H100 at N = 1e6, tolerances 1e-9 and 1e-5: docs/performance.md §8).
     pub far_cell: u32,
+    /// P2P's erfc.
+    pub erfc: DeviceErfc,
 }
 
 impl DeviceVariants {
     /// The given P2P and P2G variants.
     pub fn new(p2p: DeviceP2p, p2g: DeviceP2g) -> Self {
-        Self { p2p, p2g, far_cell: 0 }
+        Self { p2p, p2g, far_cell: 0, erfc: DeviceErfc::default() }
+    }
+
+    /// P2P's erfc.
+    pub fn erfc(mut self, erfc: DeviceErfc) -> Self {
+        self.erfc = erfc;
+        self
     }
 
     /// The hybrid P2G's far-field cell width in grid points (0: `P`).

@@ -17,7 +17,8 @@
 //!
 //! `--periodic xyz|xy|yz|x|z|none` (default `xyz`) runs `eval` with free axes (0P, 1P, 2P: the
 //! padded grid and the kernel tables), and `--field window|spectral` the Laplace cases with the
-//! field.
+//! field; `--erfc fitted,library` runs P2P with each erfc side by side (the fitted one sharing
+//! the pair's Gaussian is the default; CUDA's for comparison).
 //!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
@@ -26,8 +27,8 @@ use std::time::Instant;
 
 use parki_core::{Domain, Kernel};
 use parki_dist::{
-    Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, EwaldStage,
-    Isa, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, CpuBackend, DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions,
+    EwaldStage, Isa, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
@@ -55,6 +56,8 @@ struct Opts {
     periodic: [bool; 3],
     /// The Laplace field in `eval`, and how.
     field: Option<FieldMethod>,
+    /// P2P's erfc in `eval`: each one listed, side by side.
+    erfc: Vec<DeviceErfc>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -74,6 +77,7 @@ fn parse() -> Result<Opts, String> {
         p2p: DeviceP2p::GlobalMemory,
         periodic: [true; 3],
         field: None,
+        erfc: vec![DeviceErfc::Fitted],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -111,6 +115,12 @@ fn parse() -> Result<Opts, String> {
                     return Err(format!("--periodic {v}: the periodic axes (xyz, xy, x, ...) or none"));
                 }
                 o.periodic = [0, 1, 2].map(|d| v.contains(["x", "y", "z"][d]));
+            }
+            "--erfc" => {
+                o.erfc = list(v)
+                    .iter()
+                    .map(|s| DeviceErfc::parse(s).ok_or(format!("--erfc {s}: fitted or library")))
+                    .collect::<Result<_, _>>()?
             }
             "--field" => {
                 o.field = Some(FieldMethod::parse(v).ok_or(format!("--field {v}: window or spectral"))?);
@@ -215,17 +225,20 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
-            for &tol in tols {
+            for (&tol, (ei, &erfc)) in tols.iter().flat_map(|t| std::iter::repeat(t).zip(o.erfc.iter().enumerate())) {
                 let mut opts = EwaldOptions::new(kernel, domain, tol)
-                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell));
+                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc));
                 let field = o.field.filter(|_| kernel == Kernel::Laplace);
                 if let Some(m) = field {
                     opts = opts.field(true).field_method(m);
                 }
-                let name = match field {
+                let mut name = match field {
                     Some(m) => format!("{}+E({})", kernel.name(), m.name()),
                     None => kernel.name().to_string(),
                 };
+                if o.erfc.len() > 1 {
+                    name = format!("{name}[erfc {}]", erfc.name());
+                }
                 let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
                     Ok(g) => g,
                     Err(e) => {
@@ -236,7 +249,7 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 let p2p = g.stages.iter().find(|(s, _)| *s == EwaldStage::P2P).map_or(0.0, |x| x.1);
                 let flops = g.pairs as f64 * P2pFlops::per_pair::<T>(kernel, Isa::Avx2);
                 let rate = flops / p2p.max(1e-12) / 1e9;
-                let cpu = if n <= o.cpu {
+                let cpu = if n <= o.cpu && ei == 0 {
                     let mut copts = opts.clone();
                     copts.threads = 0;
                     run_case::<T, CpuBackend<T>>(&copts, &data, 1, |_| (0, String::new())).ok().map(|c| c.best)
