@@ -326,10 +326,17 @@ impl<T: Real> FreeCnv<T> {
         let kinds = |odd: &[bool]| -> Vec<R2rKind> {
             odd.iter().map(|&o| if o { R2rKind::Dst1 } else { R2rKind::Dct1 }).collect()
         };
+        // the transforms run one per (periodic mode, component) on the solver's threads; where
+        // fewer of those than threads remain (free space: one mode), each on FFTW's threads too
+        let tasks = pa.iter().map(|&d| ranges[d].1).product::<usize>() * comps.len();
+        let fftw_threads = match par {
+            Par::Seq => 1,
+            Par::Rayon(t) => (t / tasks.max(1)).max(1),
+        };
         let mut plans = Vec::new();
         for odd in &patterns {
-            let p1 = LocalR2r::<f64>::new(&dims_for(&half_up, odd), &kinds(odd))?;
-            let p2 = LocalR2r::<f64>::new(&dims_for(&half_h, odd), &kinds(odd))?;
+            let p1 = LocalR2r::<f64>::with_threads(&dims_for(&half_up, odd), &kinds(odd), fftw_threads)?;
+            let p2 = LocalR2r::<f64>::with_threads(&dims_for(&half_h, odd), &kinds(odd), fftw_threads)?;
             plans.push((odd.clone(), p1, p2));
         }
         // the upsampled free half grid

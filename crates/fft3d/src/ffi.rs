@@ -473,8 +473,14 @@ impl<T: FftReal> Plan1d<T> {
     /// As [`r2r_nd`](Self::r2r_nd), single-threaded and executable on any buffer of the same
     /// layout (`FFTW_UNALIGNED`, FFTW_ESTIMATE): threads may execute it at once on their own
     /// buffers.
-    pub(crate) fn r2r_nd_unaligned(dims: &[(usize, usize, usize)], kinds: &[R2rKind], data: *mut T) -> Result<Self> {
-        Self::r2r_nd_flags(dims, kinds, &[(1, 0, 0)], data, 1, planner_flags(PlanRigor::Estimate) | FFTW_UNALIGNED)
+    pub(crate) fn r2r_nd_unaligned(
+        dims: &[(usize, usize, usize)],
+        kinds: &[R2rKind],
+        data: *mut T,
+        threads: usize,
+    ) -> Result<Self> {
+        let flags = planner_flags(PlanRigor::Estimate) | FFTW_UNALIGNED;
+        Self::r2r_nd_flags(dims, kinds, &[(1, 0, 0)], data, threads, flags)
     }
 
     fn r2r_nd_flags(

@@ -1,6 +1,8 @@
-//! [`LocalR2r`]: an in-place multi-dimensional real-to-real transform of a small dense array on
-//! one thread, which many threads may execute at once on their own arrays (the plan-time
-//! kernel tables of the free-space Ewald sum transform one such array per periodic mode).
+//! [`LocalR2r`]: an in-place multi-dimensional real-to-real transform of a dense array on one
+//! process, which many threads may execute at once on their own arrays (the plan-time kernel
+//! tables of the free-space Ewald sum transform one such array per periodic mode and
+//! component), each execution itself on FFTW's threads where fewer arrays than threads are left
+//! ([`LocalR2r::with_threads`]: free space has one periodic mode).
 
 use parki_core::Result;
 
@@ -21,6 +23,14 @@ impl<T: FftReal> LocalR2r<T> {
     /// # Errors
     /// A dimension of zero, `dims` and `kinds` of different lengths, or FFTW failing to plan.
     pub fn new(dims: &[usize], kinds: &[R2rKind]) -> Result<Self> {
+        Self::with_threads(dims, kinds, 1)
+    }
+
+    /// As [`new`](Self::new), each execution on `threads` of FFTW's threads.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_threads(dims: &[usize], kinds: &[R2rKind], threads: usize) -> Result<Self> {
         if dims.len() != kinds.len() || dims.is_empty() || dims.contains(&0) {
             return Err(parki_core::Error::OutOfRange {
                 field: "local r2r dims".into(),
@@ -36,7 +46,7 @@ impl<T: FftReal> LocalR2r<T> {
         let guru: Vec<(usize, usize, usize)> = dims.iter().zip(&strides).map(|(&n, &s)| (n, s, s)).collect();
         let mut scratch = vec![T::ZERO; len];
         crate::ensure_fftw_threads();
-        let plan = Plan1d::r2r_nd_unaligned(&guru, kinds, scratch.as_mut_ptr())?;
+        let plan = Plan1d::r2r_nd_unaligned(&guru, kinds, scratch.as_mut_ptr(), threads)?;
         Ok(Self { dims: dims.to_vec(), len, plan })
     }
 
