@@ -31,7 +31,10 @@
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
 # APP_BENCH (default 1: the parki-dist cases below). The device's cost constants:
 # BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
-# --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). The kernels are compiled
+# --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). P2P's erfc side by side:
+# BENCH_ARGS="--modes peak,eval --sizes 1e6,4e6 --erfc fitted,library --cpu 0". Free space and
+# the field: BENCH_ARGS="--modes eval --periodic none --kernels laplace,stokeslet --field
+# window --sizes 1e6 --cpu 1e6" (and --periodic xy, --field spectral). The kernels are compiled
 # by NVRTC once and kept in PARKI_KERNEL_CACHE (default /tmp/parki-kernel-cache) for the
 # processes after the first.
 set -euo pipefail
