@@ -21,7 +21,7 @@ use parki_dist::{
 };
 use parki_farfield::{FieldMethod, G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
-use parki_nearfield::Isa;
+use parki_nearfield::{Isa, PairAccuracy};
 use serde_json::Value;
 
 use crate::backend::{self, Choice, Compute, Request, RunBackend};
@@ -291,6 +291,9 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.oversampling = e.oversampling;
     o.p2g = word("ewald.p2g", e.p2g.as_deref(), P2gVariant::parse, "\"blocked\" or \"scatter\"")?.unwrap_or_default();
     o.g2p = word("ewald.g2p", e.g2p.as_deref(), G2pVariant::parse, "\"sorted\" or \"base\"")?.unwrap_or_default();
+    let accuracy = |v: &str| if v == "auto" { Some(None) } else { PairAccuracy::parse(v).map(Some) };
+    o.pair_accuracy =
+        word("ewald.pair_accuracy", e.pair_accuracy.as_deref(), accuracy, "\"auto\", \"full\" or \"loose\"")?.flatten();
     o.field = cfg.output.field.is_some();
     o.field_method =
         word("ewald.field_method", e.field_method.as_deref(), FieldMethod::parse, "\"window\" or \"spectral\"")?

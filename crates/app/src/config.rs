@@ -138,6 +138,9 @@ pub struct EwaldSection {
     pub p2g: Option<String>,
     /// `"sorted"` (default) or `"base"`.
     pub g2p: Option<String>,
+    /// P2P's pair functions on the CPU: `"auto"` (default: `"loose"` from tolerance 1e-5 on
+    /// in f64), `"full"` or `"loose"`.
+    pub pair_accuracy: Option<String>,
     /// The field's far part: `"window"` (default, the window's derivative in G2P) or
     /// `"spectral"` (`-i k` in CNV).
     pub field_method: Option<String>,

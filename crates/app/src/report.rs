@@ -203,7 +203,17 @@ pub fn build(r: &ReportInputs) -> Value {
         "backend_reason": r.compute.reason,
         "device": r.device.map(device_json),
         "p2p_isa": r.isa,
-        "variants": { "p2g": r.opts.p2g.name(), "g2p": r.opts.g2p.name() },
+        "variants": {
+            "p2g": r.opts.p2g.name(),
+            "g2p": r.opts.g2p.name(),
+            "pair_accuracy": if r.compute.compute.name() != "cpu" {
+                "device"
+            } else if r.precision == "f32" {
+                r.opts.pair_accuracy_for::<f32>().name()
+            } else {
+                r.opts.pair_accuracy_for::<f64>().name()
+            },
+        },
         "parameters": {
             "xi": p.xi,
             "rc": p.rc,

@@ -150,11 +150,16 @@ fn distributed_ewald_matches_one_process() {
 /// `parki-check ewald` with `args` at 1 to 4 ranks: slab up to 3, pencil at 4, both switch
 /// backends, separate targets on odd rank counts (then the moved particles' neighbour sort).
 fn ewald_on_1_to_4_ranks(args: &[&str]) {
+    ewald_on_1_to_4_ranks_at("1e-7", args)
+}
+
+/// [`ewald_on_1_to_4_ranks`] at tolerance `tol`.
+fn ewald_on_1_to_4_ranks_at(tol: &str, args: &[&str]) {
     for ranks in 1..=4 {
         let backend = if ranks % 2 == 0 { "persistent" } else { "alltoallv" };
         let layout = if ranks == 4 { "pencil" } else { "slab" };
         let targets = if ranks % 2 == 1 { "--targets" } else { "--bound=1e-12" };
-        let mut all = vec!["ewald", "--n", "1500", "--tol", "1e-7", "--layout", layout, "--backend", backend, targets];
+        let mut all = vec!["ewald", "--n", "1500", "--tol", tol, "--layout", layout, "--backend", backend, targets];
         all.extend_from_slice(args);
         ok(ranks, &all);
     }
@@ -178,6 +183,21 @@ fn distributed_laplace_field_matches_one_process() {
         [("ttt", "window"), ("ttt", "spectral"), ("fff", "window"), ("tft", "spectral"), ("fft", "window")]
     {
         ewald_on_1_to_4_ranks(&["--kernel", "laplace", "--periodic", periodic, "--field", field]);
+    }
+}
+
+/// Loose tolerances: P2P's loose pair functions on packed rows (each rank's rows in its own x
+/// frame), distributed equal to one process.
+#[test]
+fn distributed_loose_pairs_match_one_process() {
+    for (periodic, kernel, field) in
+        [("ttt", "laplace", "window"), ("fff", "stokes", "none"), ("ttf", "stokeslet", "none")]
+    {
+        let mut args = vec!["--kernel", kernel, "--periodic", periodic];
+        if field != "none" {
+            args.extend_from_slice(&["--field", field]);
+        }
+        ewald_on_1_to_4_ranks_at("1e-4", &args);
     }
 }
 

@@ -229,6 +229,17 @@ isa_dispatch! {
         out: &DisjointSlice<T>,
         offset: usize,
     ) {
+        macro_rules! fixed {
+            ($($p:literal),*) => {
+                match (win.p, grid.dim) {
+                    $(($p, 1) => return gather_fixed::<T, $p, 1>(win, grid, targets, order, range, out, offset),
+                      ($p, 3) => return gather_fixed::<T, $p, 3>(win, grid, targets, order, range, out, offset),
+                      ($p, 4) => return gather_fixed::<T, $p, 4>(win, grid, targets, order, range, out, offset),)*
+                    _ => {}
+                }
+            };
+        }
+        fixed!(4, 6, 8, 10, 12, 14, 16);
         let dim = grid.dim;
         let [_, my, mz] = win.layout.global;
         let p = win.p;
@@ -278,6 +289,15 @@ isa_dispatch! {
         out: &DisjointSlice<T>,
         offset: usize,
     ) {
+        macro_rules! fixed {
+            ($($p:literal),*) => {
+                match win.p {
+                    $($p => return gather_field_fixed::<T, $p>(win, grid, targets, order, range, out, offset),)*
+                    _ => {}
+                }
+            };
+        }
+        fixed!(4, 6, 8, 10, 12, 14, 16);
         let [_, my, mz] = win.layout.global;
         let p = win.p;
         for k in range.0..range.1 {
@@ -330,6 +350,137 @@ isa_dispatch! {
             for d in 0..3 {
                 u[1 + d] = -acc[1 + d];
             }
+        }
+    }
+}
+
+/// Row offsets of the `P` support indices from `anchor` along an axis of `m` points with
+/// stride `stride` (the periodic wrap by a compare, not a division).
+#[inline(always)]
+fn wrapped_offsets<const P: usize>(anchor: usize, m: usize, stride: usize) -> [usize; P] {
+    std::array::from_fn(|l| {
+        let i = anchor + l;
+        (if i >= m { i - m } else { i }) * stride
+    })
+}
+
+/// The `P * D` values of one grid row of the support from x index `x0`: a plain slice copy
+/// when the run does not wrap, else the two periodic pieces.
+#[inline(always)]
+fn support_row<T: Real, const P: usize, const D: usize>(
+    data: &[T],
+    base: usize,
+    x0: usize,
+    mx: usize,
+    row: &mut [[T; D]; P],
+) {
+    if x0 + P <= mx {
+        let src = &data[base + x0 * D..base + (x0 + P) * D];
+        for (q, r) in row.iter_mut().enumerate() {
+            r.copy_from_slice(&src[q * D..(q + 1) * D]);
+        }
+    } else {
+        for (q, r) in row.iter_mut().enumerate() {
+            let ix = if x0 + q >= mx { x0 + q - mx } else { x0 + q };
+            r.copy_from_slice(&data[base + ix * D..base + (ix + 1) * D]);
+        }
+    }
+}
+
+/// `gather_chunk` for a support `P` and `D` components known at compile time: the same sums
+/// in the same order (bitwise equal results), with the row and weight loops unrolled.
+// indices over fixed-size arrays read several arrays at once and unroll
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline(always)]
+fn gather_fixed<T: Real, const P: usize, const D: usize>(
+    win: &GridWindow<T>,
+    grid: &GatherGrid<T>,
+    targets: &[[T; 3]],
+    order: &[u32],
+    range: (usize, usize),
+    out: &DisjointSlice<T>,
+    offset: usize,
+) {
+    let [mx, my, mz] = win.layout.global;
+    for k in range.0..range.1 {
+        let j = if order.is_empty() { k } else { order[k] as usize };
+        let (anchor, w) = win.footprint_fixed::<P>(&targets[j]);
+        let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
+        let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
+        let mut tmp = [[T::ZERO; D]; P];
+        let mut row = [[T::ZERO; D]; P];
+        for l in 0..P {
+            for m in 0..P {
+                let wyz = w[2][l] * w[1][m];
+                support_row::<T, P, D>(grid.data, zoff[l] + yoff[m], anchor[0], mx, &mut row);
+                for q in 0..P {
+                    for c in 0..D {
+                        tmp[q][c] = row[q][c].mul_add(wyz, tmp[q][c]);
+                    }
+                }
+            }
+        }
+        // SAFETY: every target index is gathered by exactly one chunk.
+        let u = unsafe { out.range_mut((j - offset) * D, (j - offset + 1) * D) };
+        for (c, uc) in u.iter_mut().enumerate() {
+            let mut acc = T::ZERO;
+            for q in 0..P {
+                acc = tmp[q][c].mul_add(w[0][q], acc);
+            }
+            *uc = acc;
+        }
+    }
+}
+
+/// `gather_field_chunk` for a support `P` known at compile time: the same sums in the same
+/// order (bitwise equal results), with the row and weight loops unrolled.
+// indices over fixed-size arrays read several arrays at once and unroll
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[inline(always)]
+fn gather_field_fixed<T: Real, const P: usize>(
+    win: &GridWindow<T>,
+    grid: &GatherGrid<T>,
+    targets: &[[T; 3]],
+    order: &[u32],
+    range: (usize, usize),
+    out: &DisjointSlice<T>,
+    offset: usize,
+) {
+    let [mx, my, mz] = win.layout.global;
+    for k in range.0..range.1 {
+        let j = if order.is_empty() { k } else { order[k] as usize };
+        let (anchor, w, dw) = win.footprint_fixed_with_derivative::<P>(&targets[j]);
+        let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
+        let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
+        let (mut t0, mut ty, mut tz) = ([T::ZERO; P], [T::ZERO; P], [T::ZERO; P]);
+        let mut row = [[T::ZERO; 1]; P];
+        for l in 0..P {
+            let (mut s0, mut s1) = ([T::ZERO; P], [T::ZERO; P]);
+            for m in 0..P {
+                support_row::<T, P, 1>(grid.data, zoff[l] + yoff[m], anchor[0], mx, &mut row);
+                for q in 0..P {
+                    s0[q] = row[q][0].mul_add(w[1][m], s0[q]);
+                    s1[q] = row[q][0].mul_add(dw[1][m], s1[q]);
+                }
+            }
+            for q in 0..P {
+                t0[q] = s0[q].mul_add(w[2][l], t0[q]);
+                ty[q] = s1[q].mul_add(w[2][l], ty[q]);
+                tz[q] = s0[q].mul_add(dw[2][l], tz[q]);
+            }
+        }
+        let mut acc = [T::ZERO; 4];
+        for q in 0..P {
+            acc[0] = t0[q].mul_add(w[0][q], acc[0]);
+            acc[1] = t0[q].mul_add(dw[0][q], acc[1]);
+            acc[2] = ty[q].mul_add(w[0][q], acc[2]);
+            acc[3] = tz[q].mul_add(w[0][q], acc[3]);
+        }
+        // SAFETY: every target index is gathered by exactly one chunk.
+        let u = unsafe { out.range_mut((j - offset) * 4, (j - offset + 1) * 4) };
+        u[0] = acc[0];
+        for d in 0..3 {
+            u[1 + d] = -acc[1 + d];
         }
     }
 }

@@ -149,6 +149,44 @@ impl<T: Real> GridWindow<T> {
         (f, dw)
     }
 
+    /// As [`footprint`](Self::footprint) for a support `P` known at compile time
+    /// (`P == self.p`): anchors and weights in fixed-size arrays, so that the gather and scatter
+    /// loops over the support unroll and stay in registers.
+    #[inline(always)]
+    pub fn footprint_fixed<const P: usize>(&self, pos: &[T; 3]) -> ([usize; 3], [[T; P]; 3]) {
+        debug_assert_eq!(P, self.p);
+        let mut anchor = [0; 3];
+        let mut w = [[T::ZERO; P]; 3];
+        for (d, &x) in pos.iter().enumerate() {
+            let (a, delta) = self.place(d, x);
+            anchor[d] = a;
+            horner_fixed(&self.coeffs, self.degree, delta, &mut w[d]);
+        }
+        (anchor, w)
+    }
+
+    /// As [`footprint_with_derivative`](Self::footprint_with_derivative) for a support `P`
+    /// known at compile time: anchors, weights and `(1/h_d) d w / d delta`.
+    #[inline(always)]
+    pub fn footprint_fixed_with_derivative<const P: usize>(
+        &self,
+        pos: &[T; 3],
+    ) -> ([usize; 3], [[T; P]; 3], [[T; P]; 3]) {
+        debug_assert_eq!(P, self.p);
+        let mut anchor = [0; 3];
+        let mut w = [[T::ZERO; P]; 3];
+        let mut dw = [[T::ZERO; P]; 3];
+        for (d, &x) in pos.iter().enumerate() {
+            let (a, delta) = self.place(d, x);
+            anchor[d] = a;
+            horner_fixed(&self.coeffs, self.degree, delta, &mut w[d]);
+            horner_fixed(&self.dcoeffs, self.degree, delta, &mut dw[d]);
+            let inv_h = T::from_f64(self.inv_h[d]);
+            dw[d].iter_mut().for_each(|v| *v *= inv_h);
+        }
+        (anchor, w, dw)
+    }
+
     /// Anchor (wrapped first support index per axis) of a point in the box.
     #[inline(always)]
     pub fn anchor(&self, pos: &[T; 3]) -> [usize; 3] {
@@ -193,6 +231,23 @@ fn horner_bins<T: Real>(coeffs: &[T], degree: usize, p: usize, delta: T, out: &m
             *o = o.mul_add(z, ck);
         }
     }
+}
+
+/// [`horner_bins`] for `P` bins known at compile time.
+#[allow(clippy::needless_range_loop)] // unrolled over P with two arrays
+#[inline(always)]
+fn horner_fixed<T: Real, const P: usize>(coeffs: &[T], degree: usize, delta: T, out: &mut [T; P]) {
+    let z = delta + delta - T::ONE;
+    let coeffs = &coeffs[..(degree + 1) * P];
+    // a local accumulator (registers), written out once
+    let mut acc: [T; P] = std::array::from_fn(|l| coeffs[degree * P + l]);
+    for k in (0..degree).rev() {
+        let c = &coeffs[k * P..(k + 1) * P];
+        for l in 0..P {
+            acc[l] = acc[l].mul_add(z, c[l]);
+        }
+    }
+    *out = acc;
 }
 
 /// Components P2G spreads per source (see `Kernel::grid_components`) from its packed densities

@@ -234,6 +234,26 @@ isa_dispatch! {
         let ncomp = kernel.grid_components();
         let mut s = [T::ZERO; 9];
         let mut packed = [T::ZERO; 9];
+        macro_rules! fixed {
+            ($($p:literal),*) => {
+                match p {
+                    $($p => {
+                        for (k, a) in anchors.iter_mut().enumerate() {
+                            let j = order[start + k] as usize;
+                            let (anchor, w) = win.footprint_fixed::<$p>(&sources.positions()[j]);
+                            *a = anchor.map(|v| v as u32);
+                            weights[3 * $p * k..3 * $p * (k + 1)].copy_from_slice(w.as_flattened());
+                            sources.density(kernel, j, &mut packed);
+                            grid_density(kernel, &packed, &mut s);
+                            dens[k * ncomp..(k + 1) * ncomp].copy_from_slice(&s[..ncomp]);
+                        }
+                        return;
+                    })*
+                    _ => {}
+                }
+            };
+        }
+        fixed!(4, 6, 8, 10, 12, 14, 16);
         for (k, a) in anchors.iter_mut().enumerate() {
             let j = order[start + k] as usize;
             let f = win.footprint(&sources.positions()[j]);
@@ -337,8 +357,18 @@ isa_dispatch! {
         z1: usize,
         local: &mut [T],
     ) {
+        macro_rules! fixed {
+            ($($p:literal),*) => {
+                match (win.p, ncomp) {
+                    $(($p, 1) => return spread_slab_fixed::<T, $p, 1>(win, sorted, z0, z1, local),
+                      ($p, 3) => return spread_slab_fixed::<T, $p, 3>(win, sorted, z0, z1, local),)*
+                    _ => {}
+                }
+            };
+        }
         let [mx, my, mz] = win.layout.global;
         let p = win.p;
+        fixed!(4, 6, 8, 10, 12, 14, 16);
         let row_len = mx * ncomp;
         // anchor planes whose support meets z0..z1: z0-P+1 ..= z1-1 (mod Mz), each visited once
         let visit = (z1 - z0 + p - 1).min(mz);
@@ -360,12 +390,12 @@ isa_dispatch! {
                 let (x0, len1) = win.x_run(a[0]);
                 let (ba, bb) = b0[..p * ncomp].split_at(len1 * ncomp);
                 for (l, &wzl) in wz.iter().enumerate() {
-                    let iz = (a[2] + l) % mz;
+                    let iz = wrap(a[2] + l, mz);
                     if iz < z0 || iz >= z1 {
                         continue;
                     }
                     for (m, &wym) in wy.iter().enumerate() {
-                        let iy = (a[1] + m) % my;
+                        let iy = wrap(a[1] + m, my);
                         let wyz = wzl * wym;
                         let row = ((iz - z0) * my + iy) * row_len;
                         let ga = &mut local[row + x0 * ncomp..row + (x0 + len1) * ncomp];
@@ -375,6 +405,77 @@ isa_dispatch! {
                         let gb = &mut local[row..row + (p - len1) * ncomp];
                         for (g, &b) in gb.iter_mut().zip(bb) {
                             *g = b.mul_add(wyz, *g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `i mod m` for `i < 2 m` (an anchor plus a support index) by a compare, not a division.
+#[inline(always)]
+fn wrap(i: usize, m: usize) -> usize {
+    debug_assert!(i < 2 * m);
+    if i >= m {
+        i - m
+    } else {
+        i
+    }
+}
+
+/// `spread_slab` for a support `P` and `D` grid components known at compile time: the same
+/// sums in the same order (bitwise equal results), the row loops unrolled.
+// indices over fixed-size arrays read several arrays at once and unroll
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn spread_slab_fixed<T: Real, const P: usize, const D: usize>(
+    win: &GridWindow<T>,
+    sorted: &P2gScratch<T>,
+    z0: usize,
+    z1: usize,
+    local: &mut [T],
+) {
+    let [mx, my, mz] = win.layout.global;
+    let row_len = mx * D;
+    let visit = (z1 - z0 + P - 1).min(mz);
+    let first = (z0 + mz * (P / mz + 1) - (P - 1)) % mz;
+    for off in 0..visit {
+        let az = wrap(first + off, mz);
+        for k in sorted.plane_start[az]..sorted.plane_start[az + 1] {
+            let a = sorted.anchors[k].map(|v| v as usize);
+            let wk = &sorted.weights[3 * P * k..3 * P * (k + 1)];
+            let wx: [T; P] = std::array::from_fn(|q| wk[q]);
+            let wy: [T; P] = std::array::from_fn(|q| wk[P + q]);
+            let wz: [T; P] = std::array::from_fn(|q| wk[2 * P + q]);
+            let sk = &sorted.dens[D * k..D * (k + 1)];
+            let s: [T; D] = std::array::from_fn(|c| sk[c]);
+            let b0: [[T; D]; P] = std::array::from_fn(|q| std::array::from_fn(|c| wx[q] * s[c]));
+            let x0 = a[0];
+            let contiguous = x0 + P <= mx;
+            for l in 0..P {
+                let iz = wrap(a[2] + l, mz);
+                if iz < z0 || iz >= z1 {
+                    continue;
+                }
+                for m in 0..P {
+                    let iy = wrap(a[1] + m, my);
+                    let wyz = wz[l] * wy[m];
+                    let row = ((iz - z0) * my + iy) * row_len;
+                    if contiguous {
+                        let g = &mut local[row + x0 * D..row + (x0 + P) * D];
+                        for q in 0..P {
+                            for c in 0..D {
+                                g[q * D + c] = b0[q][c].mul_add(wyz, g[q * D + c]);
+                            }
+                        }
+                    } else {
+                        for q in 0..P {
+                            let ix = wrap(x0 + q, mx);
+                            for c in 0..D {
+                                let g = &mut local[row + ix * D + c];
+                                *g = b0[q][c].mul_add(wyz, *g);
+                            }
                         }
                     }
                 }

@@ -98,6 +98,13 @@ pub struct Request {
     /// ones (positions narrowed from f64 to f32: [`crate::stats::f32_position_rounding2`]); 0
     /// when the given positions are exact. Needs `pairs`.
     pub position_rounding2: f64,
+    /// Relative error of each P2P pair term from how its functions are evaluated
+    /// (`PairAccuracy::pair_error` of the near field; 0 at full accuracy). Counted with the
+    /// round-off.
+    pub pair_error: f64,
+    /// P2P reads each row of three x-neighbour colleague cells as one run of sources (packed
+    /// rows: 9 runs per target, each padded to the lanes once) instead of 27 padded cells.
+    pub merged_rows: bool,
 }
 
 /// Estimated relative RMS errors of the chosen parameters (largest over the kernel's parts).
@@ -351,7 +358,8 @@ fn evaluate(
         // cost model
         let c = &req.cost;
         let scale = if req.real_bytes == 4 { c.f32_ratio } else { 1.0 };
-        let pairs = req.targets as f64 * 27.0 * (per_cell + 0.5 * (req.lanes as f64 - 1.0));
+        let runs = if req.merged_rows { 9.0 } else { 27.0 };
+        let pairs = req.targets as f64 * runs * (27.0 / runs * per_cell + 0.5 * (req.lanes as f64 - 1.0));
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
         // FFT work: sum over the passes of lines x length x log2(length); with free axes the
         // passes before an axis is padded skip its padding (x first over the data rows, then
@@ -541,7 +549,7 @@ pub fn select(req: &Request) -> Result<Params> {
     };
     // and the arithmetic's own round-off (measured: docs/validation.md)
     let eps = if req.real_bytes == 4 { f32::EPSILON as f64 } else { f64::EPSILON };
-    let rounding = rounding.hypot(ARITHMETIC_ROUNDOFF * eps);
+    let rounding = rounding.hypot(ARITHMETIC_ROUNDOFF * eps).hypot(req.pair_error);
     if rounding > ROUNDING_SHARE * req.tolerance {
         let smallest = round_up_2(rounding / ROUNDING_SHARE);
         return Err(Error::OutOfRange {

@@ -295,11 +295,21 @@ impl CellGrid {
     }
 }
 
-/// Sources sorted by cell, structure of arrays, each cell padded to a multiple of `lanes`.
+/// Sources sorted by cell, structure of arrays, in one of two layouts:
 ///
-/// Coordinates are relative to the origin of the source's cell ([`CellGrid::origin`] in
-/// precision `T`); padding dummies sit at `-5 w_max` on every axis (relative), at least three
-/// cell widths from every target of a colleague cell, with zero strength.
+/// - padded (default): each cell padded to a multiple of `lanes`; coordinates relative to the
+///   origin of the source's cell ([`CellGrid::origin`] in precision `T`), so that the pair
+///   loop's subtraction is exact for close pairs;
+/// - packed rows ([`PaddedSources::build_packed`]): no padding between cells, so that P2P
+///   reads the three x-neighbour colleagues of a row as one run of consecutive sources (9 runs
+///   per target instead of 27 padded cells, the last vector of a run masked); `y` and `z`
+///   relative to the cell's origin as before, `x` relative to the x origin of the grid's first
+///   cell column ([`PaddedSources::x_origin`]), the same for the whole row. For f64 at loose
+///   tolerances: the subtraction then loses `eps L / r`, not `eps w / r`.
+///
+/// Padding dummies (between cells, or `lanes` of them after the last cell) sit at `-5 w_max`
+/// on every axis (relative), at least three cell widths from every target of a colleague cell,
+/// with zero strength.
 #[derive(Clone, Debug)]
 pub struct PaddedSources<T> {
     /// `offsets[c]..offsets[c+1]`: padded slots of cell `c`.
@@ -318,6 +328,11 @@ pub struct PaddedSources<T> {
     pub nonempty: usize,
     /// Real (unpadded) sources.
     pub count: usize,
+    /// The packed-rows layout (see the type's documentation).
+    pub packed: bool,
+    /// Packed rows: the x origin the `x` coordinates are relative to (the origin of the grid's
+    /// cell column 0 in precision `T`); 0 when padded.
+    pub x_origin: f64,
 }
 
 impl<T: Real> PaddedSources<T> {
@@ -340,7 +355,21 @@ impl<T: Real> PaddedSources<T> {
         par: Par,
     ) -> Self {
         let binned = counting_sort(keys, grid.cells(), par);
-        Self::from_binned(grid, kernel, sources, &binned, lanes, par)
+        Self::from_binned(grid, kernel, sources, &binned, lanes, false, par)
+    }
+
+    /// The packed-rows layout (see the type's documentation) of `sources` with the cell of
+    /// every source given: no padding between cells, `lanes` dummies after the last one.
+    pub fn build_packed(
+        grid: &CellGrid,
+        kernel: Kernel,
+        sources: &impl SourceSet<T>,
+        keys: &[u32],
+        lanes: usize,
+        par: Par,
+    ) -> Self {
+        let binned = counting_sort(keys, grid.cells(), par);
+        Self::from_binned(grid, kernel, sources, &binned, lanes, true, par)
     }
 
     fn from_binned(
@@ -349,14 +378,17 @@ impl<T: Real> PaddedSources<T> {
         sources: &impl SourceSet<T>,
         b: &Binned,
         lanes: usize,
+        packed: bool,
         par: Par,
     ) -> Self {
         let ncells = grid.cells();
         let mut offsets = vec![0usize; ncells + 1];
         for c in 0..ncells {
-            offsets[c + 1] = offsets[c] + b.count(c).div_ceil(lanes) * lanes;
+            let n = b.count(c);
+            offsets[c + 1] = offsets[c] + if packed { n } else { n.div_ceil(lanes) * lanes };
         }
-        let total = offsets[ncells];
+        let total = offsets[ncells] + if packed { lanes } else { 0 };
+        let x_origin = if packed { grid.origin::<T>(0)[0] } else { 0.0 };
         let ncomp = kernel.density_width();
         // dummies: zero strength, relative coordinate -5 w_max: a target of a colleague cell is
         // at relative x_rel + o in [-2.01 w, 2.01 w), so every dummy is at least 2.99 widths away
@@ -375,7 +407,10 @@ impl<T: Real> PaddedSources<T> {
             let fill = |c: usize| {
                 let o = offsets[c];
                 let n = b.count(c);
-                let origin = grid.origin::<T>(c);
+                let mut origin = grid.origin::<T>(c);
+                if packed {
+                    origin[0] = x_origin;
+                }
                 let mut dens = [T::ZERO; 9];
                 // SAFETY: cell c owns slots offsets[c]..offsets[c]+n of x, y and z, disjoint from
                 // the slots of every other cell, and `fill` runs once per cell.
@@ -399,7 +434,18 @@ impl<T: Real> PaddedSources<T> {
                 Par::Rayon(_) => (0..ncells).into_par_iter().with_min_len(64).for_each(fill),
             }
         }
-        Self { offsets, x, y, z, density, max_count: b.max_count(), nonempty: b.nonempty(), count: sources.count() }
+        Self {
+            offsets,
+            x,
+            y,
+            z,
+            density,
+            max_count: b.max_count(),
+            nonempty: b.nonempty(),
+            count: sources.count(),
+            packed,
+            x_origin,
+        }
     }
 
     /// Padded slots in total.
@@ -417,17 +463,27 @@ impl<T: Real> PaddedSources<T> {
 pub struct SortedTargets<T> {
     /// Bins and input indices.
     pub binned: Binned,
-    /// x coordinates relative to the cell origin, in sorted order.
+    /// x coordinates relative to the cell origin (packed: to the sources' x origin), in sorted
+    /// order.
     pub x: Vec<T>,
     /// y coordinates relative to the cell origin, in sorted order.
     pub y: Vec<T>,
     /// z coordinates relative to the cell origin, in sorted order.
     pub z: Vec<T>,
+    /// `x` in the frame of packed-row sources ([`SortedTargets::build_in_frame`]).
+    pub packed: bool,
 }
 
 impl<T: Real> SortedTargets<T> {
     /// Sorts `positions` by cell of `grid`.
     pub fn build(grid: &CellGrid, positions: &[[T; 3]], par: Par) -> Self {
+        Self::build_in_frame(grid, positions, false, par)
+    }
+
+    /// As [`build`](Self::build) with `x` in the frame of packed-row sources when `packed`
+    /// (relative to [`PaddedSources::x_origin`], rounded as the sources are, so that a target
+    /// at a source is at distance zero exactly).
+    pub fn build_in_frame(grid: &CellGrid, positions: &[[T; 3]], packed: bool, par: Par) -> Self {
         let keys = grid.keys(positions, par);
         let binned = counting_sort(&keys, grid.cells(), par);
         let n = binned.order.len();
@@ -437,7 +493,10 @@ impl<T: Real> SortedTargets<T> {
             if t0 == t1 {
                 continue;
             }
-            let origin = grid.origin::<T>(c);
+            let mut origin = grid.origin::<T>(c);
+            if packed {
+                origin[0] = grid.origin::<T>(0)[0];
+            }
             for &i in &binned.order[t0..t1] {
                 let p = CellGrid::relative(&positions[i as usize], &origin);
                 x.push(p[0]);
@@ -445,7 +504,7 @@ impl<T: Real> SortedTargets<T> {
                 z.push(p[2]);
             }
         }
-        Self { binned, x, y, z }
+        Self { binned, x, y, z, packed }
     }
 
     /// Number of targets.

@@ -18,6 +18,6 @@ pub mod simd;
 pub mod special;
 
 pub use cells::{CellGrid, PaddedSources, SortedTargets};
-pub use p2p::{p2p, P2pFlops, P2pReal};
+pub use p2p::{evaluated_pairs, p2p, p2p_at, P2pFlops, P2pReal, SourceRuns};
 pub use simd::{Isa, IsaToken};
-pub use special::KernelReal;
+pub use special::{KernelReal, PairAccuracy};

@@ -27,25 +27,37 @@ use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIter
 
 use crate::cells::{CellGrid, PaddedSources, SortedTargets};
 use crate::simd::{fma_loop, Isa, IsaToken, Simd};
-use crate::special::{erfc_with_gauss, exp_neg, KernelReal};
+use crate::special::{erfc_with_gauss_at, exp_neg_at, KernelReal, PairAccuracy};
 
 /// Floating-point operations per evaluated pair (FMA = 2; selects, min/max and rounding are not
 /// counted), read off the kernels below. Used to report the achieved FP rate of P2P.
 pub struct P2pFlops;
 
 impl P2pFlops {
-    /// Flops per pair for `kernel` in precision `T` on `isa` (the f32 polynomials are shorter;
-    /// on AVX-512 `1/sqrt` and `1/x` are estimates refined by Newton steps, counted as the FMA
-    /// work they do instead of one flop each).
+    /// Flops per pair for `kernel` in precision `T` on `isa` at full [`PairAccuracy`] (the f32
+    /// polynomials are shorter; on AVX-512 `1/sqrt` and `1/x` are estimates refined by Newton
+    /// steps, counted as the FMA work they do instead of one flop each).
     pub fn per_pair<T: KernelReal>(output: impl Into<Output>, isa: Isa) -> f64 {
+        Self::per_pair_at::<T>(output, isa, PairAccuracy::Full)
+    }
+
+    /// [`P2pFlops::per_pair`] at pair accuracy `accuracy` (loose: f32's polynomials and one
+    /// Newton step).
+    pub fn per_pair_at<T: KernelReal>(output: impl Into<Output>, isa: Isa, accuracy: PairAccuracy) -> f64 {
         let output = output.into();
         let newton = isa == Isa::Avx512;
-        let steps = if T::BYTES == 8 { 2.0 } else { 1.0 };
+        let loose = accuracy == PairAccuracy::Loose;
+        let steps = if T::BYTES == 8 && !loose { 2.0 } else { 1.0 };
+        let (exp_len, erfc_len) = if loose {
+            (f32::EXP_COEFFS.len(), f32::ERFC_COEFFS.len())
+        } else {
+            (T::EXP_COEFFS.len(), T::ERFC_COEFFS.len())
+        };
         // estimate + per step: rsqrt 1 mul + 1 fma + 1 mul (4 flops), recip 2 fma (4 flops)
         let (rsqrt, recip) = if newton { (2.0 + 4.0 * steps, 1.0 + 4.0 * steps) } else { (2.0, 1.0) };
         let poly = |n: usize| 2.0 * (n - 1) as f64 + crate::special::estrin_squarings(n) as f64;
-        let exp = 2.0 + 4.0 + poly(T::EXP_COEFFS.len()) + 1.0;
-        let erfc = 1.0 + 2.0 + 1.0 + recip + 3.0 + poly(T::ERFC_COEFFS.len()) + 3.0;
+        let exp = 2.0 + 4.0 + poly(exp_len) + 1.0;
+        let erfc = 1.0 + 2.0 + 1.0 + recip + 3.0 + poly(erfc_len) + 3.0;
         // r (3 sub, 1 mul, 2 fma), 1/r, r, x, -xi^2 r^2, B, A
         let common = 8.0 + rsqrt + 1.0 + 1.0 + 1.0 + exp + 1.0 + erfc + 1.0;
         let stokeslet = 1.0 + 1.0 + 2.0 + 5.0 + 1.0 + 12.0; // A-B, A+B, (A+B)/r^2, r.f, c, 3x(2 fma)
@@ -102,17 +114,19 @@ struct Radial<V> {
     b: V,
 }
 
+/// With `LOOSE` the functions of [`PairAccuracy::Loose`].
 #[inline(always)]
-fn radial<V: Simd>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
+fn radial<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
 where
     V::Scalar: KernelReal,
 {
     let r2 = d[0].mul_add(d[0], d[1].mul_add(d[1], d[2] * d[2]));
-    let rinv = V::select_positive(r2, r2.rsqrt(), c.zero);
+    let rs = if LOOSE { r2.rsqrt_loose() } else { r2.rsqrt() };
+    let rinv = V::select_positive(r2, rs, c.zero);
     let r = r2 * rinv;
-    let g = exp_neg(c.neg_xi2 * r2);
+    let g = exp_neg_at::<V, LOOSE>(c.neg_xi2 * r2);
     let b = c.two_xi_sqrt_pi * g;
-    let erfc = erfc_with_gauss(c.xi * r, g);
+    let erfc = erfc_with_gauss_at::<V, LOOSE>(c.xi * r, g);
     Radial { r2, rinv, a: erfc * rinv, b }
 }
 
@@ -122,7 +136,8 @@ trait PairKernel {
     const DIM: usize;
     /// Density components read per source.
     const COMPS: usize;
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    /// Adds the pair terms to `acc` (with `LOOSE`, [`PairAccuracy::Loose`]'s functions).
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal;
 }
@@ -163,11 +178,11 @@ impl PairKernel for Laplace {
     const DIM: usize = 1;
     const COMPS: usize = 1;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial(c, d);
+        let rad = radial::<V, LOOSE>(c, d);
         let a = V::select_positive(rad.r2, rad.a, c.self_a);
         acc[0] = a.mul_add(s[0], acc[0]);
     }
@@ -177,11 +192,11 @@ impl PairKernel for LaplaceField {
     const DIM: usize = 4;
     const COMPS: usize = 1;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial(c, d);
+        let rad = radial::<V, LOOSE>(c, d);
         let a = V::select_positive(rad.r2, rad.a, c.self_a);
         acc[0] = a.mul_add(s[0], acc[0]);
         // E = q (A + B) r / r^2; zero at r = 0 (1/r is 0 there)
@@ -196,11 +211,11 @@ impl PairKernel for Stokeslet {
     const DIM: usize = 3;
     const COMPS: usize = 3;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial(c, d);
+        let rad = radial::<V, LOOSE>(c, d);
         stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
     }
 }
@@ -209,11 +224,11 @@ impl PairKernel for Stresslet {
     const DIM: usize = 3;
     const COMPS: usize = 6;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial(c, d);
+        let rad = radial::<V, LOOSE>(c, d);
         stresslet_terms(c, d, [s[0], s[1], s[2]], [s[3], s[4], s[5]], &rad, acc);
     }
 }
@@ -222,11 +237,11 @@ impl PairKernel for Stokes {
     const DIM: usize = 3;
     const COMPS: usize = 9;
     #[inline(always)]
-    fn add<V: Simd>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial(c, d);
+        let rad = radial::<V, LOOSE>(c, d);
         stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
         stresslet_terms(c, d, [s[3], s[4], s[5]], [s[6], s[7], s[8]], &rad, acc);
     }
@@ -241,41 +256,121 @@ pub struct Job<'a, T> {
     xi: f64,
 }
 
+/// The source runs of target cell `c`: `(first, end, offset)` with the sources
+/// `first..end` and the offset added to a target's cell-relative coordinates to put it in
+/// their frame, `count` of them. Padded layout: the 27 colleague cells as they are (see
+/// [`CellGrid::colleague_offsets`]). Packed rows: consecutive x-neighbours with the same
+/// periodic shift merged (9 runs unless a row wraps), the x offset `-s_x` (the targets' x in
+/// the sources' frame, [`SortedTargets::build_in_frame`]).
+pub struct SourceRuns {
+    /// The runs; the first `count` are valid.
+    pub runs: [(usize, usize, [f64; 3]); 27],
+    /// Number of runs.
+    pub count: usize,
+}
+
+impl SourceRuns {
+    /// The runs of target cell `c` over `src` (built on `grid`) in precision `T`.
+    pub fn new<T: Real>(grid: &CellGrid, src: &PaddedSources<T>, c: usize) -> Self {
+        let mut runs = [(0usize, 0usize, [0.0; 3]); 27];
+        if !src.packed {
+            for (r, (cell, o)) in runs.iter_mut().zip(grid.colleague_offsets::<T>(c)) {
+                *r = (src.offsets[cell], src.offsets[cell + 1], o);
+            }
+            return Self { runs, count: 27 };
+        }
+        let o = grid.origin::<T>(c);
+        let mut count = 0;
+        let mut last = usize::MAX;
+        for (cell, s) in grid.colleagues(c) {
+            let oc = grid.origin::<T>(cell);
+            let off = [-s[0], (o[1] - oc[1]) - s[1], (o[2] - oc[2]) - s[2]];
+            if count > 0 && last.wrapping_add(1) == cell && runs[count - 1].2 == off {
+                runs[count - 1].1 = src.offsets[cell + 1];
+            } else {
+                runs[count] = (src.offsets[cell], src.offsets[cell + 1], off);
+                count += 1;
+            }
+            last = cell;
+        }
+        Self { runs, count }
+    }
+
+    /// Source slots the vector loop evaluates per target (the last vector of a run whole).
+    pub fn slots(&self, lanes: usize) -> u64 {
+        self.runs[..self.count].iter().map(|&(a, b, _)| ((b - a).div_ceil(lanes) * lanes) as u64).sum()
+    }
+}
+
+/// Pairs P2P evaluates (vector lanes included) for `targets` against `sources`.
+pub fn evaluated_pairs<T: Real>(
+    grid: &CellGrid,
+    sources: &PaddedSources<T>,
+    targets: &SortedTargets<T>,
+    lanes: usize,
+) -> u64 {
+    (0..grid.cells())
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|c| match targets.binned.count(c) {
+            0 => 0,
+            nt => nt as u64 * SourceRuns::new(grid, sources, c).slots(lanes),
+        })
+        .sum()
+}
+
 /// The targets of cell `c` against its colleagues; `out` holds `DIM` values per target of `c`.
 /// Targets go in pairs: each source chunk is loaded once for two targets, and the two
 /// independent chains keep the FMA pipes busy.
 #[inline(always)]
-fn cell_kernel<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
 where
     V::Scalar: KernelReal,
 {
     let consts = Consts::<V>::new(job.xi);
-    let colleagues = job.grid.colleague_offsets::<V::Scalar>(c);
+    let runs = SourceRuns::new(job.grid, job.src, c);
+    let colleagues = &runs.runs[..runs.count];
     let t0 = job.trg.binned.offsets[c];
     let t1 = job.trg.binned.offsets[c + 1];
     let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
     let mut t = t0;
     while t + 1 < t1 {
-        targets::<V, K, 2>(job, &consts, &colleagues, &dens, t, &mut out[(t - t0) * K::DIM..(t + 2 - t0) * K::DIM]);
+        targets::<V, K, 2, LOOSE>(
+            job,
+            &consts,
+            colleagues,
+            &dens,
+            t,
+            &mut out[(t - t0) * K::DIM..(t + 2 - t0) * K::DIM],
+        );
         t += 2;
     }
     if t < t1 {
-        targets::<V, K, 1>(job, &consts, &colleagues, &dens, t, &mut out[(t - t0) * K::DIM..(t + 1 - t0) * K::DIM]);
+        targets::<V, K, 1, LOOSE>(
+            job,
+            &consts,
+            colleagues,
+            &dens,
+            t,
+            &mut out[(t - t0) * K::DIM..(t + 1 - t0) * K::DIM],
+        );
     }
 }
 
-/// `NT` consecutive sorted targets starting at `t` against the colleague cells, given as
-/// `(cell, o)` with the offsets `o` of [`CellGrid::colleague_offsets`].
+/// `NT` consecutive sorted targets starting at `t` against the source runs of their cell
+/// ([`SourceRuns`]). A run whose length is not a multiple of the lanes (packed rows) masks the
+/// densities of its last vector's lanes past the end (they hold the next cell's sources or the
+/// dummies after the last cell).
 ///
 /// Coordinates are relative to the cells' origins, so `r = (x_rel + o) - y_rel`: `x_rel + o`
 /// (at most about two cell widths) is rounded to `T` once per target and colleague, and the
 /// subtraction in the pair loop is exact for close pairs. The pair loop is that of absolute
 /// coordinates; only the per-colleague splat changed.
 #[inline(always)]
-fn targets<V: Simd, K: PairKernel, const NT: usize>(
+fn targets<V: Simd, K: PairKernel, const NT: usize, const LOOSE: bool>(
     job: &Job<V::Scalar>,
     consts: &Consts<V>,
-    colleagues: &[(usize, [f64; 3]); 27],
+    colleagues: &[(usize, usize, [f64; 3])],
     dens: &[&[V::Scalar]; 9],
     t: usize,
     out: &mut [V::Scalar],
@@ -286,8 +381,8 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
     let tx: [[f64; 3]; NT] =
         std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
     let mut acc = [[consts.zero; 4]; NT];
-    for &(cell, offset) in colleagues.iter() {
-        let (a, b) = (src.offsets[cell], src.offsets[cell + 1]);
+    let iota = V::load(&<V::Scalar as KernelReal>::IOTA);
+    for &(a, b, offset) in colleagues.iter() {
         if a == b {
             continue;
         }
@@ -301,9 +396,16 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
             for q in 0..K::COMPS {
                 s[q] = V::load(&dens[q][j..]);
             }
+            if j + V::LANES > b {
+                // lanes i < b - j are this run's
+                let m = V::splat(V::Scalar::from_f64((b - j) as f64)) - iota;
+                for v in s.iter_mut().take(K::COMPS) {
+                    *v = V::select_positive(m, *v, consts.zero);
+                }
+            }
             for q in 0..NT {
                 let d = [p[q][0] - sx, p[q][1] - sy, p[q][2] - sz];
-                K::add(consts, &d, &s, &mut acc[q]);
+                K::add::<V, LOOSE>(consts, &d, &s, &mut acc[q]);
             }
             j += V::LANES;
         }
@@ -322,11 +424,11 @@ fn targets<V: Simd, K: PairKernel, const NT: usize>(
 /// The CPU must have AVX-512F and FMA (an [`IsaToken`] for `Isa::Avx512`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn cell_avx512<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
 where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K>(job, c, out)
+    cell_kernel::<V, K, LOOSE>(job, c, out)
 }
 
 /// The P2P of one cell in AVX2 vectors `V`.
@@ -336,17 +438,17 @@ where
 /// The CPU must have AVX2 and FMA (an [`IsaToken`] for `Isa::Avx2`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn cell_avx2<V: Simd, K: PairKernel>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
+unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
 where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K>(job, c, out)
+    cell_kernel::<V, K, LOOSE>(job, c, out)
 }
 
 /// A real type with SIMD P2P instantiations (`f32`, `f64`).
 pub trait P2pReal: KernelReal {
     #[doc(hidden)]
-    fn run_cell(token: IsaToken, output: Output, job: &Job<Self>, c: usize, out: &mut [Self]);
+    fn run_cell(token: IsaToken, output: Output, loose: bool, job: &Job<Self>, c: usize, out: &mut [Self]);
     #[doc(hidden)]
     fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize);
 }
@@ -354,19 +456,29 @@ pub trait P2pReal: KernelReal {
 macro_rules! impl_p2p_real {
     ($t:ty, $v512:ty, $v256:ty) => {
         impl P2pReal for $t {
-            fn run_cell(token: IsaToken, output: Output, job: &Job<Self>, c: usize, out: &mut [Self]) {
-                macro_rules! go {
-                    ($k:ty) => {
+            fn run_cell(token: IsaToken, output: Output, loose: bool, job: &Job<Self>, c: usize, out: &mut [Self]) {
+                macro_rules! at {
+                    ($k:ty, $l:literal) => {
                         match token.isa() {
                             #[cfg(target_arch = "x86_64")]
                             // SAFETY: a token for `Avx512` exists only if `IsaToken::new` found
                             // AVX-512F and FMA on this CPU, the features `cell_avx512` enables.
-                            Isa::Avx512 => unsafe { cell_avx512::<$v512, $k>(job, c, out) },
+                            Isa::Avx512 => unsafe { cell_avx512::<$v512, $k, $l>(job, c, out) },
                             #[cfg(target_arch = "x86_64")]
                             // SAFETY: a token for `Avx2` exists only if `IsaToken::new` found AVX2
                             // and FMA on this CPU, the features `cell_avx2` enables.
-                            Isa::Avx2 => unsafe { cell_avx2::<$v256, $k>(job, c, out) },
-                            _ => cell_kernel::<$t, $k>(job, c, out),
+                            Isa::Avx2 => unsafe { cell_avx2::<$v256, $k, $l>(job, c, out) },
+                            _ => cell_kernel::<$t, $k, $l>(job, c, out),
+                        }
+                    };
+                }
+                // loose pair functions only where they differ from the full ones (f64)
+                macro_rules! go {
+                    ($k:ty) => {
+                        if loose && <$t as parki_core::Real>::BYTES == 8 {
+                            at!($k, true)
+                        } else {
+                            at!($k, false)
                         }
                     };
                 }
@@ -406,7 +518,8 @@ impl_p2p_real!(f64, f64, f64);
 impl_p2p_real!(f32, f32, f32);
 
 /// Near field of all targets: writes `output.dim()` values per target into `out` (the
-/// potential, then the Laplace field if asked), in the sorted (cell) order of `targets`.
+/// potential, then the Laplace field if asked), in the sorted (cell) order of `targets`, with
+/// the pair functions at full accuracy.
 ///
 /// `sources` must be padded to a multiple of `isa.lanes::<T>()`; an `isa` this CPU lacks runs
 /// the portable code (the SIMD code runs only behind an [`IsaToken`], see [`crate::simd`]).
@@ -421,11 +534,36 @@ pub fn p2p<T: P2pReal>(
     isa: Isa,
     par: Par,
 ) {
+    p2p_at(output, PairAccuracy::Full, xi, grid, sources, targets, out, isa, par)
+}
+
+/// [`p2p`] with the pair functions at `accuracy` ([`PairAccuracy::Loose`] for loose
+/// tolerances in f64).
+#[allow(clippy::too_many_arguments)]
+pub fn p2p_at<T: P2pReal>(
+    output: impl Into<Output>,
+    accuracy: PairAccuracy,
+    xi: f64,
+    grid: &CellGrid,
+    sources: &PaddedSources<T>,
+    targets: &SortedTargets<T>,
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    let loose = accuracy == PairAccuracy::Loose;
     let output = output.into();
     let dim = output.dim();
     let token = IsaToken::new(isa).unwrap_or_else(IsaToken::scalar);
     assert_eq!(out.len(), targets.len() * dim, "P2P output length");
-    assert!(sources.offsets.iter().all(|o| o % token.isa().lanes::<T>() == 0), "sources padded for another ISA");
+    let lanes = token.isa().lanes::<T>();
+    assert_eq!(sources.packed, targets.packed, "packed-row sources need targets in their frame");
+    if sources.packed {
+        let end = sources.offsets.last().copied().unwrap_or(0);
+        assert!(sources.slots() >= end + lanes, "packed sources need a vector of dummies after the last cell");
+    } else {
+        assert!(sources.offsets.iter().all(|o| o % lanes == 0), "sources padded for another ISA");
+    }
     let job = Job { grid, src: sources, trg: targets, xi };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
@@ -437,7 +575,7 @@ pub fn p2p<T: P2pReal>(
         // SAFETY: target cell c owns the range t0..t1 of the sorted targets, disjoint from every
         // other cell's, and `work` runs once per cell, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(token, output, &job, c, o);
+        T::run_cell(token, output, loose, &job, c, o);
     };
     match par {
         Par::Seq => (0..grid.cells()).for_each(work),

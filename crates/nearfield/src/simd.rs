@@ -123,6 +123,16 @@ pub trait Simd: Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Se
     fn recip(self) -> Self {
         Self::splat(Self::Scalar::ONE).div(self)
     }
+    /// `1/sqrt(self)` to about 28 bits, for [`PairAccuracy::Loose`](crate::special::PairAccuracy)
+    /// (AVX-512 f64: the estimate and one Newton step; elsewhere as [`Simd::rsqrt`]).
+    fn rsqrt_loose(self) -> Self {
+        self.rsqrt()
+    }
+    /// `1/self` to about 28 bits (AVX-512 f64: the estimate and one Newton step; elsewhere as
+    /// [`Simd::recip`]).
+    fn recip_loose(self) -> Self {
+        self.recip()
+    }
     /// Whether `rsqrt` and `recip` use estimates and Newton steps (for flop counting).
     const NEWTON: bool = false;
     /// Lane-wise maximum.
@@ -361,6 +371,29 @@ mod x86 {
                     y = _mm512_fmadd_pd(y, e, y);
                 }
                 F64x8(y)
+            }
+        }
+        #[inline(always)]
+        fn rsqrt_loose(self) -> Self {
+            // one step: 14 -> 28 bits
+            // SAFETY: rsqrt14, mul, set1 and fnmadd on 512-bit f64 vectors are AVX-512F
+            // instructions, present by the module invariant; registers only.
+            unsafe {
+                let h = _mm512_mul_pd(self.0, _mm512_set1_pd(0.5));
+                let y = _mm512_rsqrt14_pd(self.0);
+                let t = _mm512_fnmadd_pd(h, _mm512_mul_pd(y, y), _mm512_set1_pd(1.5));
+                F64x8(_mm512_mul_pd(y, t))
+            }
+        }
+        #[inline(always)]
+        fn recip_loose(self) -> Self {
+            // one step: 14 -> 28 bits
+            // SAFETY: rcp14, set1, fnmadd and fmadd on 512-bit f64 vectors need AVX-512F only,
+            // which the CPU has by the module invariant; no memory is touched.
+            unsafe {
+                let y = _mm512_rcp14_pd(self.0);
+                let e = _mm512_fnmadd_pd(self.0, y, _mm512_set1_pd(1.0));
+                F64x8(_mm512_fmadd_pd(y, e, y))
             }
         }
         #[inline(always)]

@@ -16,6 +16,66 @@ use parki_core::Real;
 use crate::erfc_coeffs::{ERFC_F32, ERFC_F64, ERFC_K};
 use crate::simd::Simd;
 
+/// How accurately P2P evaluates its pair functions (`exp`, `erfc`, `1/sqrt`, `1/x`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PairAccuracy {
+    /// A few ulp of the working precision.
+    #[default]
+    Full,
+    /// About `1e-6` relative to each pair's term, in the working precision's arithmetic: f32's
+    /// shorter polynomials for `exp` and `erfc` and one Newton step for the `1/sqrt` and `1/x`
+    /// estimates (AVX-512). Positions and sums keep the working precision. For loose
+    /// tolerances (see [`PairAccuracy::for_tolerance`]), where the full-precision functions
+    /// are most of the pair's work.
+    Loose,
+}
+
+impl PairAccuracy {
+    /// Bound on the relative error of one pair's term with [`PairAccuracy::Loose`] (the f32
+    /// `erfc` fit's 3.6e-7 times its conditioning, plus `exp` and the 28-bit estimates), as the
+    /// error model adds it to the near field's error.
+    pub const LOOSE_ERROR: f64 = 1e-6;
+
+    /// Cost of a loose pair over a full one (f64, AVX-512, Laplace with the field at N = 1e5:
+    /// docs/performance.md §7.2), for the cost model.
+    pub const LOOSE_COST: f64 = 0.78;
+
+    /// Smallest tolerance that takes [`PairAccuracy::Loose`]: its error stays below a tenth of
+    /// the tolerance.
+    pub const LOOSE_MIN_TOLERANCE: f64 = 10.0 * Self::LOOSE_ERROR;
+
+    /// The accuracy for a run at `tolerance` in a working precision of `bytes` per real: loose
+    /// from [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on in f64 (f32 already uses these functions).
+    pub fn for_tolerance(tolerance: f64, bytes: usize) -> Self {
+        if bytes == 8 && tolerance >= Self::LOOSE_MIN_TOLERANCE {
+            PairAccuracy::Loose
+        } else {
+            PairAccuracy::Full
+        }
+    }
+
+    /// Name in reports and run.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            PairAccuracy::Full => "full",
+            PairAccuracy::Loose => "loose",
+        }
+    }
+
+    /// Parses a name (the inverse of [`PairAccuracy::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [PairAccuracy::Full, PairAccuracy::Loose].into_iter().find(|a| a.name() == s)
+    }
+
+    /// Relative error of one pair's term this accuracy adds in a working precision of `bytes`.
+    pub fn pair_error(self, bytes: usize) -> f64 {
+        match self {
+            PairAccuracy::Loose if bytes == 8 => Self::LOOSE_ERROR,
+            _ => 0.0,
+        }
+    }
+}
+
 /// Per-precision constants of the special functions.
 pub trait KernelReal: Real {
     /// Taylor coefficients `1/k!` of `exp`, ascending.
@@ -28,6 +88,8 @@ pub trait KernelReal: Real {
     const LN2_LO: f64;
     /// Coefficients of `f(t)` for `erfc`, ascending.
     const ERFC_COEFFS: &'static [f64];
+    /// `0, 1, 2, ...` for the widest vector (16 lanes): a lane's index, to mask lanes.
+    const IOTA: [Self; 16];
 }
 
 #[allow(clippy::excessive_precision)]
@@ -55,6 +117,7 @@ impl KernelReal for f64 {
     const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     const ERFC_COEFFS: &'static [f64] = &ERFC_F64;
+    const IOTA: [f64; 16] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0];
 }
 
 #[allow(clippy::excessive_precision)]
@@ -73,6 +136,7 @@ impl KernelReal for f32 {
     const LN2_HI: f64 = 0.693_359_375;
     const LN2_LO: f64 = -2.121_944_400_546_905_8e-4;
     const ERFC_COEFFS: &'static [f64] = &ERFC_F32;
+    const IOTA: [f32; 16] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0];
 }
 
 /// Estrin evaluation of `sum_k c_k t^k`: pairs `c_2i + c_2i+1 t`, then pairs of pairs with
@@ -122,12 +186,23 @@ pub fn exp_neg<V: Simd>(y: V) -> V
 where
     V::Scalar: KernelReal,
 {
+    exp_neg_at::<V, false>(y)
+}
+
+/// [`exp_neg`] with the polynomial of [`PairAccuracy::Loose`] when `LOOSE` (f32's, evaluated
+/// in the working precision).
+#[inline(always)]
+pub fn exp_neg_at<V: Simd, const LOOSE: bool>(y: V) -> V
+where
+    V::Scalar: KernelReal,
+{
     let s = |c: f64| V::splat(V::Scalar::from_f64(c));
+    let coeffs = if LOOSE { <f32 as KernelReal>::EXP_COEFFS } else { <V::Scalar as KernelReal>::EXP_COEFFS };
     let y = y.max(s(<V::Scalar as KernelReal>::EXP_MIN));
     let n = (y * s(std::f64::consts::LOG2_E)).round();
     let r = n.mul_add(s(-<V::Scalar as KernelReal>::LN2_HI), y);
     let r = n.mul_add(s(-<V::Scalar as KernelReal>::LN2_LO), r);
-    estrin(<V::Scalar as KernelReal>::EXP_COEFFS, r) * V::pow2i(n)
+    estrin(coeffs, r) * V::pow2i(n)
 }
 
 /// `erfc(x)` for `x >= 0`, given `gauss = exp(-x^2)`.
@@ -136,12 +211,23 @@ pub fn erfc_with_gauss<V: Simd>(x: V, gauss: V) -> V
 where
     V::Scalar: KernelReal,
 {
+    erfc_with_gauss_at::<V, false>(x, gauss)
+}
+
+/// [`erfc_with_gauss`] with the polynomial and the reciprocal of [`PairAccuracy::Loose`] when
+/// `LOOSE`.
+#[inline(always)]
+pub fn erfc_with_gauss_at<V: Simd, const LOOSE: bool>(x: V, gauss: V) -> V
+where
+    V::Scalar: KernelReal,
+{
     let s = |c: f64| V::splat(V::Scalar::from_f64(c));
+    let coeffs = if LOOSE { <f32 as KernelReal>::ERFC_COEFFS } else { <V::Scalar as KernelReal>::ERFC_COEFFS };
     let xk = x + s(ERFC_K);
     let d = x.mul_add(s(2.0), s(1.0));
-    let inv = (xk * d).recip();
+    let inv = if LOOSE { (xk * d).recip_loose() } else { (xk * d).recip() };
     let t = (x - s(ERFC_K)) * d * inv;
-    gauss * estrin(<V::Scalar as KernelReal>::ERFC_COEFFS, t) * xk * inv
+    gauss * estrin(coeffs, t) * xk * inv
 }
 
 #[cfg(test)]
@@ -179,6 +265,25 @@ mod tests {
             let rf = libm::erfc(xf as f64);
             assert!(((ef as f64) - rf).abs() <= 1e-6 * rf * (1.0 + 2.0 * (x * x)), "erfcf({xf}) = {ef} vs {rf}");
         }
+    }
+
+    #[test]
+    fn loose_functions_meet_their_bound() {
+        // PairAccuracy::Loose in f64: exp and erfc within LOOSE_ERROR of libm over the range
+        // P2P meets (relative to erfc times its conditioning, as in `erfc_matches_libm`)
+        let bound = super::PairAccuracy::LOOSE_ERROR;
+        let (mut worst_exp, mut worst_erfc) = (0.0f64, 0.0f64);
+        for i in 0..=3000 {
+            let x = i as f64 * 0.004;
+            let g = super::exp_neg_at::<f64, true>(-x * x);
+            let r = (-x * x).exp();
+            worst_exp = worst_exp.max((g - r).abs() / r);
+            let e = super::erfc_with_gauss_at::<f64, true>(x, r);
+            let re = libm::erfc(x);
+            worst_erfc = worst_erfc.max((e - re).abs() / (re * (1.0 + 2.0 * x * x)));
+        }
+        assert!(worst_exp < 0.1 * bound, "loose exp: {worst_exp:.2e}");
+        assert!(worst_erfc < bound, "loose erfc: {worst_erfc:.2e}");
     }
 
     #[test]

@@ -247,3 +247,80 @@ fn f32_p2p_of_a_ball_across_the_boundary_is_accurate_per_pair() {
     }
     assert!(failures.is_empty(), "worst error / (eps32 sum_j |t_ij|) above 16:\n{}", failures.join("\n"));
 }
+
+/// Packed rows (x-neighbour cells read as one run, the last vector masked) and the loose pair
+/// functions against the same reference, every kernel, on an odd cell count per axis and
+/// about 1.4 sources per cell (most runs end inside a vector).
+#[test]
+fn packed_rows_and_loose_pairs_match_the_reference() {
+    use parki_nearfield::{evaluated_pairs, p2p_at, PairAccuracy};
+    let (domain, pos, q, f, d, n) = problem();
+    let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&n) };
+    let grid = CellGrid::new(&domain, 0.15).unwrap();
+    let xi = 50.0;
+    let keys = grid.keys(&pos, Par::Seq);
+    let outputs = Kernel::ALL.map(Output::from).into_iter().chain([Output::with_field(Kernel::Laplace).unwrap()]);
+    for output in outputs {
+        let (kernel, dim) = (output.kernel, output.dim());
+        let name = if output.field { "laplace field" } else { kernel.name() };
+        let expect = reference(output, &domain, xi, &src, grid.min_width());
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            if !isa.available() {
+                continue;
+            }
+            let lanes = isa.lanes::<f64>();
+            let padded = PaddedSources::build(&grid, kernel, &src, lanes, Par::Seq);
+            let packed = PaddedSources::build_packed(&grid, kernel, &src, &keys, lanes, Par::Seq);
+            let sorted = SortedTargets::build(&grid, &pos, Par::Seq);
+            let in_frame = SortedTargets::build_in_frame(&grid, &pos, true, Par::Seq);
+            assert_eq!(packed.slots(), N + lanes, "packed: no padding but the tail");
+            if lanes > 1 {
+                let (a, b) = (
+                    evaluated_pairs(&grid, &padded, &sorted, lanes),
+                    evaluated_pairs(&grid, &packed, &in_frame, lanes),
+                );
+                assert!(b < a, "{}: packed rows evaluate {b} pairs, padded cells {a}", isa.name());
+            }
+            for (accuracy, bound) in [(PairAccuracy::Full, 1e-13), (PairAccuracy::Loose, 2e-6)] {
+                for (layout, sources, targets) in [("padded", &padded, &sorted), ("packed", &packed, &in_frame)] {
+                    for par in [Par::Seq, Par::Rayon(3)] {
+                        let mut near = vec![0.0; N * dim];
+                        p2p_at(output, accuracy, xi, &grid, sources, targets, &mut near, isa, par);
+                        let mut u = vec![0.0; N * dim];
+                        targets.unsort(&near, dim, &mut u);
+                        let e = rel(&u, &expect);
+                        assert!(e < bound, "{name} {} {layout} {accuracy:?} {par:?}: {e:e}", isa.name());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Packed rows equal the padded cells on every combination of free and periodic axes (free
+/// axes: the grid's empty layer below and above the box, no wrap).
+#[test]
+fn packed_rows_equal_padded_cells_with_free_axes() {
+    use parki_nearfield::{p2p_at, PairAccuracy};
+    let (_, pos, q, f, d, n) = problem();
+    let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&n) };
+    for periodic in [[false, true, true], [true, false, true], [false, false, false], [true, true, false]] {
+        let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
+        let grid = CellGrid::new(&domain, 0.15).unwrap();
+        let keys = grid.keys(&pos, Par::Seq);
+        let isa = Isa::detect();
+        let lanes = isa.lanes::<f64>();
+        for output in [Output::with_field(Kernel::Laplace).unwrap(), Output::from(Kernel::Stokes)] {
+            let dim = output.dim();
+            let padded = PaddedSources::build(&grid, output.kernel, &src, lanes, Par::Seq);
+            let packed = PaddedSources::build_packed(&grid, output.kernel, &src, &keys, lanes, Par::Seq);
+            let sorted = SortedTargets::build(&grid, &pos, Par::Seq);
+            let in_frame = SortedTargets::build_in_frame(&grid, &pos, true, Par::Seq);
+            let (mut a, mut b) = (vec![0.0; N * dim], vec![0.0; N * dim]);
+            p2p_at(output, PairAccuracy::Full, 50.0, &grid, &padded, &sorted, &mut a, isa, Par::Seq);
+            p2p_at(output, PairAccuracy::Full, 50.0, &grid, &packed, &in_frame, &mut b, isa, Par::Seq);
+            let e = rel(&b, &a);
+            assert!(e < 1e-13, "{periodic:?} {}: packed against padded {e:e}", output.kernel.name());
+        }
+    }
+}

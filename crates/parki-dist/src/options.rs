@@ -7,7 +7,7 @@ use parki_core::{Domain, Kernel, Output, Result};
 use parki_decomp::Decomposition;
 use parki_farfield::{CostModel, FieldMethod, G2pVariant, P2gVariant};
 use parki_fft3d::PlanRigor;
-use parki_nearfield::Isa;
+use parki_nearfield::{Isa, PairAccuracy};
 
 use crate::statistics::SourceStatistics;
 
@@ -49,6 +49,9 @@ pub struct EwaldOptions {
     pub p2g: P2gVariant,
     /// G2P algorithm.
     pub g2p: G2pVariant,
+    /// How P2P evaluates its pair functions on the CPU (`None`: from the tolerance,
+    /// [`PairAccuracy::for_tolerance`]).
+    pub pair_accuracy: Option<PairAccuracy>,
     /// Variants of the device backends (ignored on the CPU).
     pub device: DeviceVariants,
     /// Threads per process (0: all available).
@@ -89,6 +92,7 @@ impl EwaldOptions {
             oversampling: None,
             p2g: P2gVariant::default(),
             g2p: G2pVariant::default(),
+            pair_accuracy: None,
             device: DeviceVariants::default(),
             threads: 0,
             fft_rigor: PlanRigor::Estimate,
@@ -171,6 +175,23 @@ impl EwaldOptions {
     pub fn g2p(mut self, variant: G2pVariant) -> Self {
         self.g2p = variant;
         self
+    }
+
+    /// Fixes how P2P evaluates its pair functions (default: loose from
+    /// [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on in f64, full otherwise).
+    pub fn pair_accuracy(mut self, accuracy: PairAccuracy) -> Self {
+        self.pair_accuracy = Some(accuracy);
+        self
+    }
+
+    /// The pair accuracy of a run in `T`: the fixed one, else from the tolerance (f32 has
+    /// only the full one, whose functions are the loose ones of f64).
+    pub fn pair_accuracy_for<T: parki_core::Real>(&self) -> PairAccuracy {
+        match self.pair_accuracy {
+            Some(a) if T::BYTES == 8 => a,
+            Some(_) => PairAccuracy::Full,
+            None => PairAccuracy::for_tolerance(self.tolerance, T::BYTES),
+        }
     }
 
     /// Chooses the device backends' variants.

@@ -406,6 +406,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             p2g: opts.p2g,
             g2p: opts.g2p,
             isa,
+            pair_accuracy: opts.pair_accuracy_for::<T>(),
             threads,
             device: opts.device,
             local_rank: plan::node_rank(comm),

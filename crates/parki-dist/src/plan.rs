@@ -5,7 +5,7 @@ use parki_comm::Comm;
 use parki_core::memory::{available_memory, format_bytes};
 use parki_core::{Error, Result};
 use parki_farfield::Params;
-use parki_nearfield::Isa;
+use parki_nearfield::{Isa, PairAccuracy};
 
 use crate::backend::PlanningHints;
 use crate::options::EwaldOptions;
@@ -89,6 +89,14 @@ pub(crate) fn choose<T: SolverReal>(
         Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
     };
     opts.output()?;
+    // the CPU backend (no lanes hint) reads packed rows at loose pair accuracy, whose pairs
+    // cost less (measured: docs/performance.md §7.2)
+    let cpu = hints.lanes.is_none();
+    let accuracy = if cpu { opts.pair_accuracy_for::<T>() } else { PairAccuracy::Full };
+    let mut cost = opts.cost.or(hints.cost).unwrap_or_default();
+    if cpu && accuracy == PairAccuracy::Loose {
+        cost.p2p_pair = cost.p2p_pair.map(|c| c * PairAccuracy::LOOSE_COST);
+    }
     let request = parki_farfield::Request {
         kernel: opts.kernel,
         field: opts.field_request(),
@@ -102,10 +110,12 @@ pub(crate) fn choose<T: SolverReal>(
         oversampling: opts.oversampling,
         lanes: hints.lanes.unwrap_or_else(|| isa.lanes::<T>()),
         max_grid_bytes: grid_budget,
-        cost: opts.cost.or(hints.cost).unwrap_or_default(),
+        cost,
         enforce_tolerance: opts.enforce_tolerance,
         pairs: opts.statistics.map(|s| s.pairs),
         position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
+        pair_error: accuracy.pair_error(T::BYTES),
+        merged_rows: cpu && accuracy == PairAccuracy::Loose,
     };
     let params = parki_farfield::select(&request)?;
     Ok(Choice { params, threads, isa })

@@ -9,7 +9,7 @@ use parki_farfield::{
     P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
-use parki_nearfield::{p2p, CellGrid, Isa, PaddedSources, SortedTargets};
+use parki_nearfield::{evaluated_pairs, p2p_at, CellGrid, Isa, PaddedSources, PairAccuracy, SortedTargets};
 
 use super::{BackendSetup, EwaldBackend, NearStats};
 use crate::SolverReal;
@@ -25,6 +25,8 @@ pub struct CpuBackend<T: SolverReal> {
     window_field: bool,
     xi: f64,
     isa: Isa,
+    /// How P2P evaluates its pair functions.
+    pair_accuracy: PairAccuracy,
     threads: usize,
     p2g: P2gVariant,
     g2p: G2pVariant,
@@ -130,6 +132,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             window_field: s.field_method == Some(FieldMethod::Window),
             xi: p.xi,
             isa: s.isa,
+            pair_accuracy: s.pair_accuracy,
             threads,
             p2g: s.p2g,
             g2p: s.g2p,
@@ -165,8 +168,16 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
         let (par, cells) = (self.par(), &self.cells);
-        self.padded = Some(PaddedSources::build_keyed(cells, self.kernel, sources, keys, self.isa.lanes::<T>(), par));
-        self.sorted = Some(SortedTargets::build(cells, targets, par));
+        let lanes = self.isa.lanes::<T>();
+        // loose pair accuracy reads packed rows (their x frame costs eps L / r, see
+        // `PaddedSources`): 9 runs per target instead of 27 padded cells
+        self.padded = Some(if self.pair_accuracy == PairAccuracy::Loose {
+            PaddedSources::build_packed(cells, self.kernel, sources, keys, lanes, par)
+        } else {
+            PaddedSources::build_keyed(cells, self.kernel, sources, keys, lanes, par)
+        });
+        self.sorted =
+            Some(SortedTargets::build_in_frame(cells, targets, self.pair_accuracy == PairAccuracy::Loose, par));
     }
 
     fn near_field(&mut self) -> NearStats {
@@ -175,10 +186,9 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         };
         let par = self.par();
         let cells = &self.cells;
-        let pairs =
-            cells.pairs(|c| sorted.binned.count(c) as u64, |s| (padded.offsets[s + 1] - padded.offsets[s]) as u64);
+        let pairs = evaluated_pairs(cells, &padded, sorted, self.isa.lanes::<T>());
         self.near.resize(sorted.len() * self.output.dim(), T::ZERO);
-        p2p(self.output, self.xi, cells, &padded, sorted, &mut self.near, self.isa, par);
+        p2p_at(self.output, self.pair_accuracy, self.xi, cells, &padded, sorted, &mut self.near, self.isa, par);
         NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs }
     }
 

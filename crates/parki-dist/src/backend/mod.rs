@@ -60,6 +60,8 @@ pub struct BackendSetup<'a, T> {
     pub g2p: G2pVariant,
     /// P2P instruction set (CPU).
     pub isa: Isa,
+    /// How P2P evaluates its pair functions (CPU).
+    pub pair_accuracy: parki_nearfield::PairAccuracy,
     /// Threads.
     pub threads: usize,
     /// Device variants (device backends).
