@@ -143,7 +143,7 @@ pub fn g2p<T: Real>(
     par: Par,
 ) {
     drive(variant, win, targets, out, grid.dim, par, |order, range, writer, offset| {
-        gather_chunk(isa, win, grid, targets, order, range, writer, offset)
+        gather_chunk(isa, win, grid, targets, order, range, writer, Out::Input(offset))
     });
 }
 
@@ -163,8 +163,83 @@ pub fn g2p_field<T: Real>(
 ) {
     assert_eq!(grid.dim, 1, "the field differentiates one potential component");
     drive(variant, win, targets, out, 4, par, |order, range, writer, offset| {
-        gather_field_chunk(isa, win, grid, targets, order, range, writer, offset)
+        gather_field_chunk(isa, win, grid, targets, order, range, writer, Out::Input(offset))
     });
+}
+
+/// [`g2p`] of the targets `order[k]`, `k = 0..order.len()`, visited and written in that order
+/// (`out[k * dim..]` for target `order[k]`): for callers that hold the targets sorted by a cell
+/// grid already (the near field's cell lists), which then skips G2P's own sort and adds near and
+/// far field in the sorted order before one scatter back.
+#[allow(clippy::too_many_arguments)]
+pub fn g2p_ordered<T: Real>(
+    win: &GridWindow<T>,
+    grid: &GatherGrid<T>,
+    targets: &[[T; 3]],
+    order: &[u32],
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    drive_ordered(order, out, grid.dim, par, |range, writer| {
+        gather_chunk(isa, win, grid, targets, order, range, writer, Out::Sorted)
+    });
+}
+
+/// [`g2p_field`] in the order `order` (see [`g2p_ordered`]).
+#[allow(clippy::too_many_arguments)]
+pub fn g2p_field_ordered<T: Real>(
+    win: &GridWindow<T>,
+    grid: &GatherGrid<T>,
+    targets: &[[T; 3]],
+    order: &[u32],
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) {
+    assert_eq!(grid.dim, 1, "the field differentiates one potential component");
+    drive_ordered(order, out, 4, par, |range, writer| {
+        gather_field_chunk(isa, win, grid, targets, order, range, writer, Out::Sorted)
+    });
+}
+
+/// Where a gathered target's values go.
+#[derive(Clone, Copy, Debug)]
+enum Out {
+    /// At its input index less an offset (`(j - offset) * dim`).
+    Input(usize),
+    /// At its position `k` in the order.
+    Sorted,
+}
+
+impl Out {
+    /// First value of target `j`, the `k`-th visited, for `dim` values per target.
+    #[inline(always)]
+    fn at(self, j: usize, k: usize, dim: usize) -> usize {
+        match self {
+            Out::Input(offset) => (j - offset) * dim,
+            Out::Sorted => k * dim,
+        }
+    }
+}
+
+/// Runs `gather(range, out)` over chunks of `order`'s positions.
+fn drive_ordered<T: Real>(
+    order: &[u32],
+    out: &mut [T],
+    dim: usize,
+    par: Par,
+    gather: impl Fn((usize, usize), &DisjointSlice<T>) + Sync,
+) {
+    assert_eq!(out.len(), order.len() * dim, "G2P output length");
+    let chunk = 256;
+    let writer = DisjointSlice::new(out);
+    let chunks = order.len().div_ceil(chunk);
+    let work = |i: usize| gather((i * chunk, ((i + 1) * chunk).min(order.len())), &writer);
+    match par {
+        Par::Seq => (0..chunks).for_each(work),
+        Par::Rayon(_) => (0..chunks).into_par_iter().for_each(work),
+    }
 }
 
 /// Runs `gather(order, range, out, offset)` over chunks of targets, in input order or sorted by
@@ -219,7 +294,8 @@ fn drive<T: Real>(
 
 isa_dispatch! {
     /// Gathers targets `order[k]` (or `k` when `order` is empty), `k` in `range`, into `out`
-    /// (`dim` values at `(j - offset) * dim` for target `j`).
+    /// (`dim` values where `out_at` says: at `(j - offset) * dim` for target `j`, or at its
+    /// position in the order).
     fn gather_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
@@ -227,14 +303,14 @@ isa_dispatch! {
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
-        offset: usize,
+        out_at: Out,
     ) {
         macro_rules! fixed {
             ($($p:literal),*) => {
                 match (win.p, grid.dim) {
-                    $(($p, 1) => return gather_fixed::<T, $p, 1>(win, grid, targets, order, range, out, offset),
-                      ($p, 3) => return gather_fixed::<T, $p, 3>(win, grid, targets, order, range, out, offset),
-                      ($p, 4) => return gather_fixed::<T, $p, 4>(win, grid, targets, order, range, out, offset),)*
+                    $(($p, 1) => return gather_fixed::<T, $p, 1>(win, grid, targets, order, range, out, out_at),
+                      ($p, 3) => return gather_fixed::<T, $p, 3>(win, grid, targets, order, range, out, out_at),
+                      ($p, 4) => return gather_fixed::<T, $p, 4>(win, grid, targets, order, range, out, out_at),)*
                     _ => {}
                 }
             };
@@ -265,8 +341,10 @@ isa_dispatch! {
                     }
                 }
             }
-            // SAFETY: every target index is gathered by exactly one chunk.
-            let u = unsafe { out.range_mut((j - offset) * dim, (j - offset + 1) * dim) };
+            let at = out_at.at(j, k, dim);
+            // SAFETY: every target index (and every position of a given order) is gathered by
+            // exactly one chunk, so the output ranges of two chunks never overlap.
+            let u = unsafe { out.range_mut(at, at + dim) };
             for (c, uc) in u.iter_mut().enumerate() {
                 let mut acc = T::ZERO;
                 for k in 0..p {
@@ -279,7 +357,7 @@ isa_dispatch! {
 }
 
 isa_dispatch! {
-    /// As `gather_chunk` for [`g2p_field`]: `[u, E]` of one component at `(j - offset) * 4`.
+    /// As `gather_chunk` for [`g2p_field`]: `[u, E]` of one component, placed by `out_at`.
     fn gather_field_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
@@ -287,12 +365,12 @@ isa_dispatch! {
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
-        offset: usize,
+        out_at: Out,
     ) {
         macro_rules! fixed {
             ($($p:literal),*) => {
                 match win.p {
-                    $($p => return gather_field_fixed::<T, $p>(win, grid, targets, order, range, out, offset),)*
+                    $($p => return gather_field_fixed::<T, $p>(win, grid, targets, order, range, out, out_at),)*
                     _ => {}
                 }
             };
@@ -344,8 +422,10 @@ isa_dispatch! {
                 acc[2] = ty[q].mul_add(wx, acc[2]);
                 acc[3] = tz[q].mul_add(wx, acc[3]);
             }
-            // SAFETY: every target index is gathered by exactly one chunk.
-            let u = unsafe { out.range_mut((j - offset) * 4, (j - offset + 1) * 4) };
+            let at = out_at.at(j, k, 4);
+            // SAFETY: every target index (and every position of a given order) is gathered by
+            // exactly one chunk, so the output ranges of two chunks never overlap.
+            let u = unsafe { out.range_mut(at, at + 4) };
             u[0] = acc[0];
             for d in 0..3 {
                 u[1 + d] = -acc[1 + d];
@@ -399,7 +479,7 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
-    offset: usize,
+    out_at: Out,
 ) {
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
@@ -420,8 +500,10 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
                 }
             }
         }
-        // SAFETY: every target index is gathered by exactly one chunk.
-        let u = unsafe { out.range_mut((j - offset) * D, (j - offset + 1) * D) };
+        let at = out_at.at(j, k, D);
+        // SAFETY: every target index (and every position of a given order) is gathered by
+        // exactly one chunk, so the output ranges of two chunks never overlap.
+        let u = unsafe { out.range_mut(at, at + D) };
         for (c, uc) in u.iter_mut().enumerate() {
             let mut acc = T::ZERO;
             for q in 0..P {
@@ -444,7 +526,7 @@ fn gather_field_fixed<T: Real, const P: usize>(
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
-    offset: usize,
+    out_at: Out,
 ) {
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
@@ -476,8 +558,10 @@ fn gather_field_fixed<T: Real, const P: usize>(
             acc[2] = ty[q].mul_add(w[0][q], acc[2]);
             acc[3] = tz[q].mul_add(w[0][q], acc[3]);
         }
-        // SAFETY: every target index is gathered by exactly one chunk.
-        let u = unsafe { out.range_mut((j - offset) * 4, (j - offset + 1) * 4) };
+        let at = out_at.at(j, k, 4);
+        // SAFETY: every target index (and every position of a given order) is gathered by
+        // exactly one chunk, so the output ranges of two chunks never overlap.
+        let u = unsafe { out.range_mut(at, at + 4) };
         u[0] = acc[0];
         for d in 0..3 {
             u[1 + d] = -acc[1 + d];

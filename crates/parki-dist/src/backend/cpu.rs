@@ -5,8 +5,8 @@ use parki_core::memory::{try_touched_vec, HugeBuffer};
 use parki_core::{Kernel, Output, Par, Result, SourceSet};
 use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
-    g2p, g2p_field, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel,
-    P2gScratch, P2gVariant,
+    g2p, g2p_field, g2p_field_ordered, g2p_ordered, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid,
+    GridWindow, KaiserBessel, P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::{evaluated_pairs, p2p_at, CellGrid, Isa, PaddedSources, PairAccuracy, SortedTargets};
@@ -48,8 +48,11 @@ pub struct CpuBackend<T: SolverReal> {
     sorted: Option<SortedTargets<T>>,
     /// Near field in the sorted order of `sorted`.
     near: Vec<T>,
-    /// Far field in target order.
+    /// Far field in target order, or in the cell order of `sorted` when `far_sorted`.
     far: Vec<T>,
+    /// The last `interpolate` wrote `far` in the cell order of `sorted` (target-sorted G2P
+    /// reuses the near field's sort).
+    far_sorted: bool,
 }
 
 /// CNV: on the fly for a triply periodic box, by precomputed tables with free axes.
@@ -149,6 +152,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             sorted: None,
             near,
             far,
+            far_sorted: false,
         })
     }
 
@@ -253,9 +257,20 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         let grid = if self.direct { self.fft.data() } else { self.block.as_slice() };
         let layout = &self.window.layout;
         let dim = self.grid_out;
+        // target-sorted G2P in the near field's cell order (cells about r_c wide, the far-field
+        // cells P/2 grid points): the targets are sorted once per evaluation, not twice
+        let order = match (&self.sorted, self.g2p) {
+            (Some(s), G2pVariant::TargetSorted) if s.binned.order.len() == targets.len() => Some(&s.binned.order[..]),
+            _ => None,
+        };
+        self.far_sorted = order.is_some();
+        let (window, isa, far) = (&self.window, self.isa, &mut self.far);
         if self.window_field {
             let view = GatherGrid::from_fft(layout, grid);
-            g2p_field(self.g2p, &self.window, &view, targets, &mut self.far, self.isa, par);
+            match order {
+                Some(order) => g2p_field_ordered(window, &view, targets, order, far, isa, par),
+                None => g2p_field(self.g2p, window, &view, targets, far, isa, par),
+            }
             return;
         }
         let view = if dim == 1 {
@@ -264,17 +279,32 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             interleave(layout, dim, grid, self.gather.as_mut_slice(), par);
             GatherGrid::interleaved(layout, dim, self.gather.as_slice())
         };
-        g2p(self.g2p, &self.window, &view, targets, &mut self.far, self.isa, par);
+        match order {
+            Some(order) => g2p_ordered(window, &view, targets, order, far, isa, par),
+            None => g2p(self.g2p, window, &view, targets, far, isa, par),
+        }
     }
 
     fn sum_into(&mut self, background: f64, out: &mut [T]) {
         let dim = self.output.dim();
         let sorted = self.sorted.take().expect("near_field runs before sum_into");
         assert_eq!(out.len(), self.far.len(), "one result per target");
+        let bg = T::from_f64(background);
+        if self.far_sorted {
+            // both in the cell order: near + far + background there, then one scatter back
+            // (the same sums in the same order as below)
+            for (n, f) in self.near.chunks_exact_mut(dim).zip(self.far.chunks_exact(dim)) {
+                for (nc, &fc) in n.iter_mut().zip(f) {
+                    *nc += fc;
+                }
+                n[0] += bg;
+            }
+            sorted.unsort(&self.near, dim, out);
+            return;
+        }
         // near field back to target order, then far field, and the background to the
         // potential (Laplace: the first value per target; zero for the vector kernels)
         sorted.unsort(&self.near, dim, out);
-        let bg = T::from_f64(background);
         for (o, f) in out.chunks_exact_mut(dim).zip(self.far.chunks_exact(dim)) {
             for (oc, &fc) in o.iter_mut().zip(f) {
                 *oc += fc;
