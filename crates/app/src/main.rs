@@ -59,6 +59,8 @@ run.toml (relative paths are relative to the file):
                               # \"spectral\" (-i k in CNV: three more inverse transforms)
   fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs)
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
+  pair_accuracy = \"auto\"      # P2P's exp/erfc on the CPU: \"auto\" (\"loose\", about 1e-6 per
+                              # pair, from tolerance 1e-5 on in f64), \"full\" or \"loose\"
 
   [run]
   threads = 0                 # 0: all cores
