@@ -871,7 +871,12 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     fn planning(query: &PlanningQuery) -> Result<PlanningHints> {
         let dev = D::open(query.local_rank)?;
         let free = dev.free_memory()?;
-        Ok(PlanningHints { cost: None, lanes: Some(1), grid_budget: Some(Self::grid_budget(query, free)) })
+        Ok(PlanningHints {
+            cost: None,
+            lanes: Some(1),
+            grid_budget: Some(Self::grid_budget(query, free)),
+            loose_pairs: false,
+        })
     }
 
     fn plan(s: &BackendSetup<'_, T>) -> Result<Self> {

@@ -271,6 +271,12 @@ impl CellGrid {
         })
     }
 
+    /// The x origin of packed rows ([`PaddedSources::build_packed`]): that of the grid's cell
+    /// column 0 in precision `T`, the same for every row.
+    pub fn packed_x_origin<T: Real>(&self) -> f64 {
+        self.origin::<T>(0)[0]
+    }
+
     /// Coordinates of `p` relative to the origin `o` of its cell, rounded once to `T` (exact for
     /// `p` in `T` inside the cell, see [`origin`](Self::origin)).
     #[inline]
@@ -304,7 +310,7 @@ impl CellGrid {
 ///   reads the three x-neighbour colleagues of a row as one run of consecutive sources (9 runs
 ///   per target instead of 27 padded cells, the last vector of a run masked); `y` and `z`
 ///   relative to the cell's origin as before, `x` relative to the x origin of the grid's first
-///   cell column ([`PaddedSources::x_origin`]), the same for the whole row. For f64 at loose
+///   cell column ([`CellGrid::packed_x_origin`]), the same for the whole row. For f64 at loose
 ///   tolerances: the subtraction then loses `eps L / r`, not `eps w / r`.
 ///
 /// Padding dummies (between cells, or `lanes` of them after the last cell) sit at `-5 w_max`
@@ -330,9 +336,6 @@ pub struct PaddedSources<T> {
     pub count: usize,
     /// The packed-rows layout (see the type's documentation).
     pub packed: bool,
-    /// Packed rows: the x origin the `x` coordinates are relative to (the origin of the grid's
-    /// cell column 0 in precision `T`); 0 when padded.
-    pub x_origin: f64,
 }
 
 impl<T: Real> PaddedSources<T> {
@@ -388,7 +391,7 @@ impl<T: Real> PaddedSources<T> {
             offsets[c + 1] = offsets[c] + if packed { n } else { n.div_ceil(lanes) * lanes };
         }
         let total = offsets[ncells] + if packed { lanes } else { 0 };
-        let x_origin = if packed { grid.origin::<T>(0)[0] } else { 0.0 };
+        let x_origin = grid.packed_x_origin::<T>();
         let ncomp = kernel.density_width();
         // dummies: zero strength, relative coordinate -5 w_max: a target of a colleague cell is
         // at relative x_rel + o in [-2.01 w, 2.01 w), so every dummy is at least 2.99 widths away
@@ -444,7 +447,6 @@ impl<T: Real> PaddedSources<T> {
             nonempty: b.nonempty(),
             count: sources.count(),
             packed,
-            x_origin,
         }
     }
 
@@ -481,7 +483,7 @@ impl<T: Real> SortedTargets<T> {
     }
 
     /// As [`build`](Self::build) with `x` in the frame of packed-row sources when `packed`
-    /// (relative to [`PaddedSources::x_origin`], rounded as the sources are, so that a target
+    /// (relative to [`CellGrid::packed_x_origin`], rounded as the sources are, so that a target
     /// at a source is at distance zero exactly).
     pub fn build_in_frame(grid: &CellGrid, positions: &[[T; 3]], packed: bool, par: Par) -> Self {
         let keys = grid.keys(positions, par);
@@ -495,7 +497,7 @@ impl<T: Real> SortedTargets<T> {
             }
             let mut origin = grid.origin::<T>(c);
             if packed {
-                origin[0] = grid.origin::<T>(0)[0];
+                origin[0] = grid.packed_x_origin::<T>();
             }
             for &i in &binned.order[t0..t1] {
                 let p = CellGrid::relative(&positions[i as usize], &origin);

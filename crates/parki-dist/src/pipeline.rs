@@ -305,7 +305,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<Self> {
-        let plan::Choice { params, threads, isa } = choice;
+        let plan::Choice { params, threads, isa, pair_accuracy } = choice;
         let output = opts.output()?;
         let field_method = opts.field_request();
         let me = comm.rank();
@@ -406,7 +406,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             p2g: opts.p2g,
             g2p: opts.g2p,
             isa,
-            pair_accuracy: opts.pair_accuracy_for::<T>(),
+            pair_accuracy,
             threads,
             device: opts.device,
             local_rank: plan::node_rank(comm),

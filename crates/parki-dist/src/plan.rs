@@ -11,11 +11,12 @@ use crate::backend::PlanningHints;
 use crate::options::EwaldOptions;
 use crate::SolverReal;
 
-/// Parameters, threads and instruction set of a plan.
+/// Parameters, threads, instruction set and P2P pair accuracy of a plan.
 pub(crate) struct Choice {
     pub(crate) params: Params,
     pub(crate) threads: usize,
     pub(crate) isa: Isa,
+    pub(crate) pair_accuracy: PairAccuracy,
 }
 
 /// Ranks of `comm` on this rank's node (counted by host name) and the node's available memory.
@@ -89,12 +90,12 @@ pub(crate) fn choose<T: SolverReal>(
         Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
     };
     opts.output()?;
-    // the CPU backend (no lanes hint) reads packed rows at loose pair accuracy, whose pairs
-    // cost less (measured: docs/performance.md §7.2)
-    let cpu = hints.lanes.is_none();
-    let accuracy = if cpu { opts.pair_accuracy_for::<T>() } else { PairAccuracy::Full };
+    // a backend with the loose pairs reads packed rows at loose pair accuracy, whose pairs cost
+    // less (measured: docs/performance.md §7.2)
+    let accuracy = if hints.loose_pairs { opts.pair_accuracy_for::<T>() } else { PairAccuracy::Full };
+    let loose = accuracy == PairAccuracy::Loose;
     let mut cost = opts.cost.or(hints.cost).unwrap_or_default();
-    if cpu && accuracy == PairAccuracy::Loose {
+    if loose {
         cost.p2p_pair = cost.p2p_pair.map(|c| c * PairAccuracy::LOOSE_COST);
     }
     let request = parki_farfield::Request {
@@ -115,10 +116,10 @@ pub(crate) fn choose<T: SolverReal>(
         pairs: opts.statistics.map(|s| s.pairs),
         position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
         pair_error: accuracy.pair_error(T::BYTES),
-        merged_rows: cpu && accuracy == PairAccuracy::Loose,
+        merged_rows: loose,
     };
     let params = parki_farfield::select(&request)?;
-    Ok(Choice { params, threads, isa })
+    Ok(Choice { params, threads, isa, pair_accuracy: accuracy })
 }
 
 /// Estimated peak memory of one rank during an evaluation, bytes (the caller's own input arrays

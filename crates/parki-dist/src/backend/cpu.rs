@@ -156,6 +156,11 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         })
     }
 
+    fn planning(query: &super::PlanningQuery) -> Result<super::PlanningHints> {
+        let _ = query;
+        Ok(super::PlanningHints { loose_pairs: true, ..Default::default() })
+    }
+
     fn name(&self) -> &'static str {
         "cpu"
     }
@@ -175,13 +180,13 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         let lanes = self.isa.lanes::<T>();
         // loose pair accuracy reads packed rows (their x frame costs eps L / r, see
         // `PaddedSources`): 9 runs per target instead of 27 padded cells
-        self.padded = Some(if self.pair_accuracy == PairAccuracy::Loose {
+        let packed = self.pair_accuracy == PairAccuracy::Loose;
+        self.padded = Some(if packed {
             PaddedSources::build_packed(cells, self.kernel, sources, keys, lanes, par)
         } else {
             PaddedSources::build_keyed(cells, self.kernel, sources, keys, lanes, par)
         });
-        self.sorted =
-            Some(SortedTargets::build_in_frame(cells, targets, self.pair_accuracy == PairAccuracy::Loose, par));
+        self.sorted = Some(SortedTargets::build_in_frame(cells, targets, packed, par));
     }
 
     fn near_field(&mut self) -> NearStats {

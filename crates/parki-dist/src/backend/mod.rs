@@ -60,7 +60,8 @@ pub struct BackendSetup<'a, T> {
     pub g2p: G2pVariant,
     /// P2P instruction set (CPU).
     pub isa: Isa,
-    /// How P2P evaluates its pair functions (CPU).
+    /// How P2P evaluates its pair functions (chosen at planning; loose only where the
+    /// backend's hints say it has the loose pairs).
     pub pair_accuracy: parki_nearfield::PairAccuracy,
     /// Threads.
     pub threads: usize,
@@ -106,6 +107,9 @@ pub struct PlanningHints {
     /// arrays and FFT work areas). The selection takes the smallest over the ranks, and the
     /// smaller of it and the host's budget; it then prefers a coarser grid to a refusal.
     pub grid_budget: Option<usize>,
+    /// The backend's P2P has `PairAccuracy::Loose` on packed rows (the CPU's): the options'
+    /// pair accuracy applies; otherwise its pairs are full accuracy.
+    pub loose_pairs: bool,
 }
 
 /// Statistics of one near-field evaluation.
