@@ -129,6 +129,30 @@ impl<T: std::fmt::Debug> std::fmt::Debug for HugeBuffer<T> {
     }
 }
 
+/// Asks the memory system for the cache line holding `value` (x86_64 `prefetcht0`; nothing
+/// on other targets). Never faults. Loops that read through an index array (`a[order[k]]`)
+/// call it `PREFETCH_AHEAD` elements ahead, so that the scattered loads overlap instead of
+/// each stalling the loop (at 1e6 particles these reads took half of G2P and most of P2G's
+/// footprint pass).
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint; it reads nothing architecturally and cannot fault.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(value as *const T as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+/// How many elements ahead an indexed loop prefetches (see [`prefetch`]): enough loads in
+/// flight to cover a DRAM latency at a few nanoseconds per element.
+pub const PREFETCH_AHEAD: usize = 16;
+
 /// A `Vec` of `len` copies of `value`, written now: its pages are faulted in at allocation, not
 /// on first use in a hot stage.
 pub fn touched_vec<T: Clone>(len: usize, value: T) -> Vec<T> {

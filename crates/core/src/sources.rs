@@ -126,6 +126,16 @@ pub trait SourceSet<T>: Sync {
     fn count(&self) -> usize {
         self.positions().len()
     }
+
+    /// Prefetches the position and densities of source `j` (see [`crate::memory::prefetch`]),
+    /// for loops that visit the sources through an order; `j < count()`.
+    #[inline]
+    fn prefetch(&self, kernel: Kernel, j: usize) {
+        let _ = kernel;
+        if let Some(p) = self.positions().get(j) {
+            crate::memory::prefetch(p);
+        }
+    }
 }
 
 impl<T: Real> SourceSet<T> for Sources<'_, T> {
@@ -148,6 +158,23 @@ impl<T: Real> SourceSet<T> for Sources<'_, T> {
         if kernel.needs_dipoles() {
             out[k..k + 3].copy_from_slice(&self.dipoles.expect("dipoles checked")[j]);
             out[k + 3..k + 6].copy_from_slice(&self.normals.expect("normals checked")[j]);
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, kernel: Kernel, j: usize) {
+        let _ = kernel;
+        use crate::memory::prefetch as fetch;
+        if let Some(p) = self.positions.get(j) {
+            fetch(p);
+        }
+        if let Some(c) = self.charges.and_then(|c| c.get(j)) {
+            fetch(c);
+        }
+        for a in [self.forces, self.dipoles, self.normals].into_iter().flatten() {
+            if let Some(v) = a.get(j) {
+                fetch(v);
+            }
         }
     }
 }
@@ -174,6 +201,17 @@ impl<T: Real> SourceSet<T> for PackedSources<'_, T> {
         debug_assert_eq!(kernel.density_width(), self.width, "packed for another kernel");
         let w = self.width;
         out[..w].copy_from_slice(&self.density[j * w..(j + 1) * w]);
+    }
+
+    #[inline]
+    fn prefetch(&self, kernel: Kernel, j: usize) {
+        let _ = kernel;
+        if let Some(p) = self.positions.get(j) {
+            crate::memory::prefetch(p);
+        }
+        if let Some(d) = self.density.get(j * self.width) {
+            crate::memory::prefetch(d);
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //! weights at the end, so the inner loop vectorises without reordering a reduction.
 
 use parki_core::isa::Isa;
+use parki_core::memory::{prefetch, PREFETCH_AHEAD};
 use parki_core::par::DisjointSlice;
 use parki_core::{isa_dispatch, Par, Real};
 use parki_decomp::sort::counting_sort;
@@ -143,7 +144,7 @@ pub fn g2p<T: Real>(
     par: Par,
 ) {
     drive(variant, win, targets, out, grid.dim, par, |order, range, writer, offset| {
-        gather_chunk(isa, win, grid, targets, order, range, writer, Out::Input(offset))
+        gather_chunk(isa, win, grid, targets, order, range, writer, offset)
     });
 }
 
@@ -163,83 +164,8 @@ pub fn g2p_field<T: Real>(
 ) {
     assert_eq!(grid.dim, 1, "the field differentiates one potential component");
     drive(variant, win, targets, out, 4, par, |order, range, writer, offset| {
-        gather_field_chunk(isa, win, grid, targets, order, range, writer, Out::Input(offset))
+        gather_field_chunk(isa, win, grid, targets, order, range, writer, offset)
     });
-}
-
-/// [`g2p`] of the targets `order[k]`, `k = 0..order.len()`, visited and written in that order
-/// (`out[k * dim..]` for target `order[k]`): for callers that hold the targets sorted by a cell
-/// grid already (the near field's cell lists), which then skips G2P's own sort and adds near and
-/// far field in the sorted order before one scatter back.
-#[allow(clippy::too_many_arguments)]
-pub fn g2p_ordered<T: Real>(
-    win: &GridWindow<T>,
-    grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
-    order: &[u32],
-    out: &mut [T],
-    isa: Isa,
-    par: Par,
-) {
-    drive_ordered(order, out, grid.dim, par, |range, writer| {
-        gather_chunk(isa, win, grid, targets, order, range, writer, Out::Sorted)
-    });
-}
-
-/// [`g2p_field`] in the order `order` (see [`g2p_ordered`]).
-#[allow(clippy::too_many_arguments)]
-pub fn g2p_field_ordered<T: Real>(
-    win: &GridWindow<T>,
-    grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
-    order: &[u32],
-    out: &mut [T],
-    isa: Isa,
-    par: Par,
-) {
-    assert_eq!(grid.dim, 1, "the field differentiates one potential component");
-    drive_ordered(order, out, 4, par, |range, writer| {
-        gather_field_chunk(isa, win, grid, targets, order, range, writer, Out::Sorted)
-    });
-}
-
-/// Where a gathered target's values go.
-#[derive(Clone, Copy, Debug)]
-enum Out {
-    /// At its input index less an offset (`(j - offset) * dim`).
-    Input(usize),
-    /// At its position `k` in the order.
-    Sorted,
-}
-
-impl Out {
-    /// First value of target `j`, the `k`-th visited, for `dim` values per target.
-    #[inline(always)]
-    fn at(self, j: usize, k: usize, dim: usize) -> usize {
-        match self {
-            Out::Input(offset) => (j - offset) * dim,
-            Out::Sorted => k * dim,
-        }
-    }
-}
-
-/// Runs `gather(range, out)` over chunks of `order`'s positions.
-fn drive_ordered<T: Real>(
-    order: &[u32],
-    out: &mut [T],
-    dim: usize,
-    par: Par,
-    gather: impl Fn((usize, usize), &DisjointSlice<T>) + Sync,
-) {
-    assert_eq!(out.len(), order.len() * dim, "G2P output length");
-    let chunk = 256;
-    let writer = DisjointSlice::new(out);
-    let chunks = order.len().div_ceil(chunk);
-    let work = |i: usize| gather((i * chunk, ((i + 1) * chunk).min(order.len())), &writer);
-    match par {
-        Par::Seq => (0..chunks).for_each(work),
-        Par::Rayon(_) => (0..chunks).into_par_iter().for_each(work),
-    }
 }
 
 /// Runs `gather(order, range, out, offset)` over chunks of targets, in input order or sorted by
@@ -294,8 +220,7 @@ fn drive<T: Real>(
 
 isa_dispatch! {
     /// Gathers targets `order[k]` (or `k` when `order` is empty), `k` in `range`, into `out`
-    /// (`dim` values where `out_at` says: at `(j - offset) * dim` for target `j`, or at its
-    /// position in the order).
+    /// (`dim` values at `(j - offset) * dim` for target `j`).
     fn gather_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
@@ -303,14 +228,14 @@ isa_dispatch! {
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
-        out_at: Out,
+        offset: usize,
     ) {
         macro_rules! fixed {
             ($($p:literal),*) => {
                 match (win.p, grid.dim) {
-                    $(($p, 1) => return gather_fixed::<T, $p, 1>(win, grid, targets, order, range, out, out_at),
-                      ($p, 3) => return gather_fixed::<T, $p, 3>(win, grid, targets, order, range, out, out_at),
-                      ($p, 4) => return gather_fixed::<T, $p, 4>(win, grid, targets, order, range, out, out_at),)*
+                    $(($p, 1) => return gather_fixed::<T, $p, 1>(win, grid, targets, order, range, out, offset),
+                      ($p, 3) => return gather_fixed::<T, $p, 3>(win, grid, targets, order, range, out, offset),
+                      ($p, 4) => return gather_fixed::<T, $p, 4>(win, grid, targets, order, range, out, offset),)*
                     _ => {}
                 }
             };
@@ -320,7 +245,7 @@ isa_dispatch! {
         let [_, my, mz] = win.layout.global;
         let p = win.p;
         for k in range.0..range.1 {
-            let j = if order.is_empty() { k } else { order[k] as usize };
+            let j = target_at(targets, order, k);
             let f = win.footprint(&targets[j]);
             let (x0, len1) = win.x_run(f.anchor[0]);
             let mut tmp = [T::ZERO; 3 * MAX_P];
@@ -341,9 +266,9 @@ isa_dispatch! {
                     }
                 }
             }
-            let at = out_at.at(j, k, dim);
-            // SAFETY: every target index (and every position of a given order) is gathered by
-            // exactly one chunk, so the output ranges of two chunks never overlap.
+            let at = (j - offset) * dim;
+            // SAFETY: every target index is gathered by exactly one chunk, so the output ranges
+            // of two chunks never overlap.
             let u = unsafe { out.range_mut(at, at + dim) };
             for (c, uc) in u.iter_mut().enumerate() {
                 let mut acc = T::ZERO;
@@ -357,7 +282,7 @@ isa_dispatch! {
 }
 
 isa_dispatch! {
-    /// As `gather_chunk` for [`g2p_field`]: `[u, E]` of one component, placed by `out_at`.
+    /// As `gather_chunk` for [`g2p_field`]: `[u, E]` of one component.
     fn gather_field_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
@@ -365,12 +290,12 @@ isa_dispatch! {
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
-        out_at: Out,
+        offset: usize,
     ) {
         macro_rules! fixed {
             ($($p:literal),*) => {
                 match win.p {
-                    $($p => return gather_field_fixed::<T, $p>(win, grid, targets, order, range, out, out_at),)*
+                    $($p => return gather_field_fixed::<T, $p>(win, grid, targets, order, range, out, offset),)*
                     _ => {}
                 }
             };
@@ -379,7 +304,7 @@ isa_dispatch! {
         let [_, my, mz] = win.layout.global;
         let p = win.p;
         for k in range.0..range.1 {
-            let j = if order.is_empty() { k } else { order[k] as usize };
+            let j = target_at(targets, order, k);
             let (f, dw) = win.footprint_with_derivative(&targets[j]);
             let (x0, len1) = win.x_run(f.anchor[0]);
             // per x index of the support: sum_yz w_y w_z v, sum_yz w_y' w_z v, sum_yz w_y w_z' v
@@ -422,9 +347,9 @@ isa_dispatch! {
                 acc[2] = ty[q].mul_add(wx, acc[2]);
                 acc[3] = tz[q].mul_add(wx, acc[3]);
             }
-            let at = out_at.at(j, k, 4);
-            // SAFETY: every target index (and every position of a given order) is gathered by
-            // exactly one chunk, so the output ranges of two chunks never overlap.
+            let at = (j - offset) * 4;
+            // SAFETY: every target index is gathered by exactly one chunk, so the output ranges
+            // of two chunks never overlap.
             let u = unsafe { out.range_mut(at, at + 4) };
             u[0] = acc[0];
             for d in 0..3 {
@@ -432,6 +357,22 @@ isa_dispatch! {
             }
         }
     }
+}
+
+/// The target visited `k`-th: `order[k]`, or `k` when `order` is empty; with an order,
+/// prefetches the target `PREFETCH_AHEAD` visits on (the sorted order reads the positions
+/// scattered).
+#[inline(always)]
+fn target_at<T>(targets: &[[T; 3]], order: &[u32], k: usize) -> usize {
+    if order.is_empty() {
+        return k;
+    }
+    if let Some(&ahead) = order.get(k + PREFETCH_AHEAD) {
+        if let Some(t) = targets.get(ahead as usize) {
+            prefetch(t);
+        }
+    }
+    order[k] as usize
 }
 
 /// Row offsets of the `P` support indices from `anchor` along an axis of `m` points with
@@ -479,11 +420,11 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
-    out_at: Out,
+    offset: usize,
 ) {
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
-        let j = if order.is_empty() { k } else { order[k] as usize };
+        let j = target_at(targets, order, k);
         let (anchor, w) = win.footprint_fixed::<P>(&targets[j]);
         let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
         let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
@@ -500,9 +441,9 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
                 }
             }
         }
-        let at = out_at.at(j, k, D);
-        // SAFETY: every target index (and every position of a given order) is gathered by
-        // exactly one chunk, so the output ranges of two chunks never overlap.
+        let at = (j - offset) * D;
+        // SAFETY: every target index is gathered by exactly one chunk, so the output ranges of
+        // two chunks never overlap.
         let u = unsafe { out.range_mut(at, at + D) };
         for (c, uc) in u.iter_mut().enumerate() {
             let mut acc = T::ZERO;
@@ -526,11 +467,11 @@ fn gather_field_fixed<T: Real, const P: usize>(
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
-    out_at: Out,
+    offset: usize,
 ) {
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
-        let j = if order.is_empty() { k } else { order[k] as usize };
+        let j = target_at(targets, order, k);
         let (anchor, w, dw) = win.footprint_fixed_with_derivative::<P>(&targets[j]);
         let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
         let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
@@ -558,9 +499,9 @@ fn gather_field_fixed<T: Real, const P: usize>(
             acc[2] = ty[q].mul_add(w[0][q], acc[2]);
             acc[3] = tz[q].mul_add(w[0][q], acc[3]);
         }
-        let at = out_at.at(j, k, 4);
-        // SAFETY: every target index (and every position of a given order) is gathered by
-        // exactly one chunk, so the output ranges of two chunks never overlap.
+        let at = (j - offset) * 4;
+        // SAFETY: every target index is gathered by exactly one chunk, so the output ranges of
+        // two chunks never overlap.
         let u = unsafe { out.range_mut(at, at + 4) };
         u[0] = acc[0];
         for d in 0..3 {

@@ -22,7 +22,7 @@ pub mod window;
 
 pub use cnv::Cnv;
 pub use free::{FreeCnv, FreeGrid};
-pub use g2p::{g2p, g2p_field, g2p_field_ordered, g2p_ordered, interleave, FieldMethod, G2pVariant, GatherGrid};
+pub use g2p::{g2p, g2p_field, interleave, FieldMethod, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};
 pub use params::{select, CostModel, ErrorEstimate, Params, Request};

@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parki_core::isa::Isa;
-use parki_core::memory::touched_vec;
+use parki_core::memory::{touched_vec, PREFETCH_AHEAD};
 use parki_core::par::DisjointSlice;
 use parki_core::{isa_dispatch, Kernel, Par, Real, SourceSet};
 use parki_decomp::sort::counting_sort;
@@ -234,11 +234,18 @@ isa_dispatch! {
         let ncomp = kernel.grid_components();
         let mut s = [T::ZERO; 9];
         let mut packed = [T::ZERO; 9];
+        // the sorted order reads the sources scattered: keep PREFETCH_AHEAD of them in flight
+        let ahead = |i: usize| {
+            if let Some(&j) = order.get(i + PREFETCH_AHEAD) {
+                sources.prefetch(kernel, j as usize);
+            }
+        };
         macro_rules! fixed {
             ($($p:literal),*) => {
                 match p {
                     $($p => {
                         for (k, a) in anchors.iter_mut().enumerate() {
+                            ahead(start + k);
                             let j = order[start + k] as usize;
                             let (anchor, w) = win.footprint_fixed::<$p>(&sources.positions()[j]);
                             *a = anchor.map(|v| v as u32);
@@ -255,6 +262,7 @@ isa_dispatch! {
         }
         fixed!(4, 6, 8, 10, 12, 14, 16);
         for (k, a) in anchors.iter_mut().enumerate() {
+            ahead(start + k);
             let j = order[start + k] as usize;
             let f = win.footprint(&sources.positions()[j]);
             *a = f.anchor.map(|v| v as u32);

@@ -219,12 +219,12 @@ fn g2p_field_is_minus_the_gradient_of_the_interpolant() {
     }
 }
 
-/// G2P in a given order (the near field's cell order) writes each target's values at its
-/// position in the order, bitwise those of the input-order G2P, for the potential (1 and 3
-/// components) and the field, supports 6 (compiled per P) and 18 (the generic loop).
+/// G2P of the targets in another order (the near field's cell order, as the CPU backend
+/// passes their sorted copies) gives each target bitwise its input-order values, for the
+/// potential (1 and 3 components) and the field, supports 6 (compiled per P) and 18 (the
+/// generic loop), in input order and target-sorted.
 #[test]
-fn g2p_in_a_given_order_matches_bitwise() {
-    use parki_farfield::{g2p_field_ordered, g2p_ordered};
+fn g2p_in_another_order_matches_bitwise() {
     for (p, grid) in [(6usize, [20usize, 24, 18]), (18, [20, 24, 22])] {
         let (win, pos, ..) = setup(p, grid);
         let mut g = Lcg(11);
@@ -233,20 +233,23 @@ fn g2p_in_a_given_order_matches_bitwise() {
         // a permutation: reversed, then every other
         let order: Vec<u32> = (0..N as u32).rev().step_by(2).chain((0..N as u32).rev().skip(1).step_by(2)).collect();
         assert_eq!(order.len(), N);
+        let permuted: Vec<[f64; 3]> = order.iter().map(|&j| pos[j as usize]).collect();
         let mut base = vec![0.0; N];
         g2p(G2pVariant::Base, &win, &view, &pos, &mut base, Isa::detect(), Par::Seq);
-        let mut ordered = vec![0.0; N];
-        g2p_ordered(&win, &view, &pos, &order, &mut ordered, Isa::detect(), Par::Rayon(3));
-        for (k, &j) in order.iter().enumerate() {
-            assert_eq!(ordered[k].to_bits(), base[j as usize].to_bits(), "P={p}: target {j}");
-        }
         let mut field = vec![0.0; 4 * N];
         g2p_field(G2pVariant::Base, &win, &view, &pos, &mut field, Isa::detect(), Par::Seq);
-        let mut field_ordered = vec![0.0; 4 * N];
-        g2p_field_ordered(&win, &view, &pos, &order, &mut field_ordered, Isa::detect(), Par::Rayon(2));
-        for (k, &j) in order.iter().enumerate() {
-            let j = j as usize;
-            assert!(field_ordered[4 * k..4 * k + 4] == field[4 * j..4 * j + 4], "P={p}: field of target {j}");
+        for variant in [G2pVariant::Base, G2pVariant::TargetSorted] {
+            let mut ordered = vec![0.0; N];
+            g2p(variant, &win, &view, &permuted, &mut ordered, Isa::detect(), Par::Rayon(3));
+            for (k, &j) in order.iter().enumerate() {
+                assert_eq!(ordered[k].to_bits(), base[j as usize].to_bits(), "P={p} {variant:?}: target {j}");
+            }
+            let mut field_ordered = vec![0.0; 4 * N];
+            g2p_field(variant, &win, &view, &permuted, &mut field_ordered, Isa::detect(), Par::Rayon(2));
+            for (k, &j) in order.iter().enumerate() {
+                let j = j as usize;
+                assert!(field_ordered[4 * k..4 * k + 4] == field[4 * j..4 * j + 4], "P={p} {variant:?}: field of {j}");
+            }
         }
         let mut three = vec![0.0; 3 * win.layout.real_len()];
         for c in 0..3 {
@@ -256,7 +259,7 @@ fn g2p_in_a_given_order_matches_bitwise() {
         parki_farfield::interleave(&win.layout, 3, &three, &mut inter, Par::Seq);
         let view3 = GatherGrid::interleaved(&win.layout, 3, &inter);
         let mut u3 = vec![0.0; 3 * N];
-        g2p_ordered(&win, &view3, &pos, &order, &mut u3, Isa::detect(), Par::Seq);
+        g2p(G2pVariant::TargetSorted, &win, &view3, &permuted, &mut u3, Isa::detect(), Par::Seq);
         for (k, &j) in order.iter().enumerate() {
             assert!(u3[3 * k..3 * k + 3].iter().all(|&v| v == base[j as usize]), "P={p}: three components");
         }

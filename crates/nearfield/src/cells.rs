@@ -22,9 +22,13 @@
 //! boundary (issue 8, defect 2: in f32, `x - s` rounded at the box length made a cluster that
 //! straddles a face up to 10x less accurate than the same cluster inside the box).
 
+use parki_core::memory::{prefetch, PREFETCH_AHEAD};
+use parki_core::par::DisjointSlice;
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, SourceSet};
 use parki_decomp::sort::{counting_sort, Binned};
-use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
+use rayon::prelude::{
+    IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
+};
 
 /// A cell grid on a box, or a window of one (the cells a rank owns plus one ghost layer along
 /// the split axes).
@@ -131,12 +135,16 @@ impl CellGrid {
     #[inline]
     pub fn origin<T: Real>(&self, c: usize) -> [f64; 3] {
         let l = self.coords(c);
-        [0, 1, 2].map(|d| {
-            let n = self.global_n[d] as i64;
-            let g = if self.wrap[d] { l[d] as i64 } else { (self.origin[d] + l[d] as i64).rem_euclid(n) };
-            let o = if g == n - 1 { self.lengths[d] } else { g as f64 * self.width[d] };
-            T::from_f64(o).to_f64()
-        })
+        [0, 1, 2].map(|d| self.axis_origin::<T>(d, l[d]))
+    }
+
+    /// [`origin`](Self::origin) along axis `d` of the cells with local coordinate `l` there.
+    #[inline]
+    fn axis_origin<T: Real>(&self, d: usize, l: usize) -> f64 {
+        let n = self.global_n[d] as i64;
+        let g = if self.wrap[d] { l as i64 } else { (self.origin[d] + l as i64).rem_euclid(n) };
+        let o = if g == n - 1 { self.lengths[d] } else { g as f64 * self.width[d] };
+        T::from_f64(o).to_f64()
     }
 
     /// Local coordinate along a windowed axis `d` of unwrapped global cell `u`.
@@ -213,42 +221,57 @@ impl CellGrid {
     /// The 27 colleagues of cell `c`: `(cell, s)` where the source images to use are `y + s`.
     pub fn colleagues(&self, c: usize) -> [(usize, [f64; 3]); 27] {
         let ix = self.coords(c);
+        let steps = [0, 1, 2].map(|d| self.axis_steps(d, ix[d]));
         let mut out = [(0usize, [0.0; 3]); 27];
-        let mut k = 0;
-        for dz in -1i64..=1 {
-            for dy in -1i64..=1 {
-                for dx in -1i64..=1 {
-                    let d = [dx, dy, dz];
-                    let mut j = [0usize; 3];
-                    let mut s = [0.0; 3];
-                    for a in 0..3 {
-                        let v = ix[a] as i64 + d[a];
-                        let n = self.n[a] as i64;
-                        if !self.wrap[a] {
-                            // windowed: no wrap; the shift is that of the ghost layer's image
-                            // (cells without targets may reach past the window: clamped, unused)
-                            let v = v.clamp(0, n - 1);
-                            j[a] = v as usize;
-                            let g = self.global_n[a] as i64;
-                            s[a] = (self.origin[a] + v).div_euclid(g) as f64 * self.lengths[a];
-                            continue;
-                        }
-                        if v < 0 {
-                            j[a] = (v + n) as usize;
-                            s[a] = -self.lengths[a];
-                        } else if v >= n {
-                            j[a] = (v - n) as usize;
-                            s[a] = self.lengths[a];
-                        } else {
-                            j[a] = v as usize;
-                        }
-                    }
-                    out[k] = ((j[2] * self.n[1] + j[1]) * self.n[0] + j[0], s);
-                    k += 1;
-                }
-            }
+        for (k, o) in out.iter_mut().enumerate() {
+            let (z, y, x) = (steps[2][k / 9], steps[1][(k / 3) % 3], steps[0][k % 3]);
+            *o = ((z.0 * self.n[1] + y.0) * self.n[0] + x.0, [x.1, y.1, z.1]);
         }
         out
+    }
+
+    /// Along axis `d`, the neighbours of local coordinate `i` at steps -1, 0, 1: their local
+    /// coordinate and image shift (see [`colleagues`](Self::colleagues)).
+    #[inline]
+    fn axis_steps(&self, d: usize, i: usize) -> [(usize, f64); 3] {
+        let n = self.n[d] as i64;
+        [-1i64, 0, 1].map(|step| {
+            let v = i as i64 + step;
+            if !self.wrap[d] {
+                // windowed: no wrap; the shift is that of the ghost layer's image
+                // (cells without targets may reach past the window: clamped, unused)
+                let v = v.clamp(0, n - 1);
+                let g = self.global_n[d] as i64;
+                (v as usize, (self.origin[d] + v).div_euclid(g) as f64 * self.lengths[d])
+            } else if v < 0 {
+                ((v + n) as usize, -self.lengths[d])
+            } else if v >= n {
+                ((v - n) as usize, self.lengths[d])
+            } else {
+                (v as usize, 0.0)
+            }
+        })
+    }
+
+    /// Per axis `d`, the colleagues of cell `c` at steps -1, 0, 1 along it: `(coordinate j,
+    /// shift s, offset o)` with `o = origin_d(c) - origin_d(j) - s`, the axis factors of
+    /// [`colleagues`](Self::colleagues) and [`colleague_offsets`](Self::colleague_offsets)
+    /// (the 27 colleagues are their products, `z` slowest): one division-free pass per axis
+    /// instead of one per colleague.
+    #[inline]
+    pub fn colleague_axes<T: Real>(&self, c: usize) -> [[(usize, f64, f64); 3]; 3] {
+        let ix = self.coords(c);
+        [0, 1, 2].map(|d| {
+            let o = self.axis_origin::<T>(d, ix[d]);
+            self.axis_steps(d, ix[d]).map(|(j, s)| (j, s, (o - self.axis_origin::<T>(d, j)) - s))
+        })
+    }
+
+    /// Linear index of the colleague with per-axis coordinates `j` (see
+    /// [`colleague_axes`](Self::colleague_axes)).
+    #[inline]
+    pub fn colleague_index(&self, j: [usize; 3]) -> usize {
+        (j[2] * self.n[1] + j[1]) * self.n[0] + j[0]
     }
 
     /// The 27 colleagues of cell `c` with the offsets of their relative coordinates:
@@ -264,10 +287,10 @@ impl CellGrid {
     /// that do not wrap, `x_rel + o = x - origin(cell)` is exact in `T` for close pairs, as is
     /// `(x_rel + o) - y_rel`; the self colleague has `o = 0` exactly.
     pub fn colleague_offsets<T: Real>(&self, c: usize) -> [(usize, [f64; 3]); 27] {
-        let o = self.origin::<T>(c);
-        self.colleagues(c).map(|(cell, s)| {
-            let oc = self.origin::<T>(cell);
-            (cell, [0, 1, 2].map(|d| (o[d] - oc[d]) - s[d]))
+        let a = self.colleague_axes::<T>(c);
+        std::array::from_fn(|k| {
+            let (z, y, x) = (a[2][k / 9], a[1][(k / 3) % 3], a[0][k % 3]);
+            (self.colleague_index([x.0, y.0, z.0]), [x.2, y.2, z.2])
         })
     }
 
@@ -403,10 +426,10 @@ impl<T: Real> PaddedSources<T> {
         let mut z = vec![far; total];
         let mut density = vec![vec![T::ZERO; total]; ncomp];
         {
-            let xs = parki_core::par::DisjointSlice::new(&mut x);
-            let ys = parki_core::par::DisjointSlice::new(&mut y);
-            let zs = parki_core::par::DisjointSlice::new(&mut z);
-            let ds: Vec<_> = density.iter_mut().map(|d| parki_core::par::DisjointSlice::new(d)).collect();
+            let xs = DisjointSlice::new(&mut x);
+            let ys = DisjointSlice::new(&mut y);
+            let zs = DisjointSlice::new(&mut z);
+            let ds: Vec<_> = density.iter_mut().map(|d| DisjointSlice::new(d)).collect();
             let fill = |c: usize| {
                 let o = offsets[c];
                 let n = b.count(c);
@@ -419,6 +442,10 @@ impl<T: Real> PaddedSources<T> {
                 // the slots of every other cell, and `fill` runs once per cell.
                 let (cx, cy, cz) = unsafe { (xs.range_mut(o, o + n), ys.range_mut(o, o + n), zs.range_mut(o, o + n)) };
                 for (k, &j) in b.order[b.offsets[c]..b.offsets[c + 1]].iter().enumerate() {
+                    // the order reads the sources scattered: keep PREFETCH_AHEAD in flight
+                    if let Some(&ahead) = b.order.get(b.offsets[c] + k + PREFETCH_AHEAD) {
+                        sources.prefetch(kernel, ahead as usize);
+                    }
                     let j = j as usize;
                     let p = CellGrid::relative(&sources.positions()[j], &origin);
                     cx[k] = p[0];
@@ -456,6 +483,9 @@ impl<T: Real> PaddedSources<T> {
     }
 }
 
+/// Targets per task of [`SortedTargets::unsort`].
+const UNSORT_CHUNK: usize = 4096;
+
 /// Targets sorted by cell (not padded), with the map back to input order.
 ///
 /// Coordinates are relative to the origin of the target's cell ([`CellGrid::origin`] in
@@ -487,23 +517,44 @@ impl<T: Real> SortedTargets<T> {
     /// at a source is at distance zero exactly).
     pub fn build_in_frame(grid: &CellGrid, positions: &[[T; 3]], packed: bool, par: Par) -> Self {
         let keys = grid.keys(positions, par);
-        let binned = counting_sort(&keys, grid.cells(), par);
+        Self::build_keyed_in_frame(grid, positions, &keys, packed, par)
+    }
+
+    /// As [`build_in_frame`](Self::build_in_frame) with the cell of every target given
+    /// (`keys[i] = grid.cell_of(&positions[i])`, e.g. the sources' keys when the targets are
+    /// the sources), filled in parallel over cells.
+    pub fn build_keyed_in_frame(grid: &CellGrid, positions: &[[T; 3]], keys: &[u32], packed: bool, par: Par) -> Self {
+        assert_eq!(keys.len(), positions.len(), "one cell key per target");
+        let binned = counting_sort(keys, grid.cells(), par);
         let n = binned.order.len();
-        let (mut x, mut y, mut z) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for c in 0..grid.cells() {
-            let (t0, t1) = (binned.offsets[c], binned.offsets[c + 1]);
-            if t0 == t1 {
-                continue;
-            }
-            let mut origin = grid.origin::<T>(c);
-            if packed {
-                origin[0] = grid.packed_x_origin::<T>();
-            }
-            for &i in &binned.order[t0..t1] {
-                let p = CellGrid::relative(&positions[i as usize], &origin);
-                x.push(p[0]);
-                y.push(p[1]);
-                z.push(p[2]);
+        let (mut x, mut y, mut z) = (vec![T::ZERO; n], vec![T::ZERO; n], vec![T::ZERO; n]);
+        {
+            let (xs, ys, zs) = (DisjointSlice::new(&mut x), DisjointSlice::new(&mut y), DisjointSlice::new(&mut z));
+            let order = &binned.order;
+            let fill = |c: usize| {
+                let (t0, t1) = (binned.offsets[c], binned.offsets[c + 1]);
+                if t0 == t1 {
+                    return;
+                }
+                let mut origin = grid.origin::<T>(c);
+                if packed {
+                    origin[0] = grid.packed_x_origin::<T>();
+                }
+                // SAFETY: cell c owns the sorted slots t0..t1, disjoint from every other cell's,
+                // and `fill` runs once per cell.
+                let (cx, cy, cz) = unsafe { (xs.range_mut(t0, t1), ys.range_mut(t0, t1), zs.range_mut(t0, t1)) };
+                for (k, &i) in order[t0..t1].iter().enumerate() {
+                    // the order reads the positions scattered: keep PREFETCH_AHEAD in flight
+                    if let Some(&ahead) = order.get(t0 + k + PREFETCH_AHEAD) {
+                        prefetch(&positions[ahead as usize]);
+                    }
+                    let p = CellGrid::relative(&positions[i as usize], &origin);
+                    (cx[k], cy[k], cz[k]) = (p[0], p[1], p[2]);
+                }
+            };
+            match par {
+                Par::Seq => (0..grid.cells()).for_each(fill),
+                Par::Rayon(_) => (0..grid.cells()).into_par_iter().with_min_len(64).for_each(fill),
             }
         }
         Self { binned, x, y, z, packed }
@@ -519,11 +570,45 @@ impl<T: Real> SortedTargets<T> {
         self.x.is_empty()
     }
 
+    /// Copies `positions` (the input positions these targets were built from) into `out` in
+    /// sorted order, bitwise: for the far field's G2P, which then reads them in the cell order
+    /// without an index. Made when G2P runs rather than with the cell lists, so that P2P finds
+    /// its own arrays still in cache.
+    pub fn sorted_positions(&self, positions: &[[T; 3]], out: &mut [[T; 3]], par: Par) {
+        let order = &self.binned.order;
+        assert!(positions.len() == order.len() && out.len() == order.len(), "sorted_positions lengths");
+        let copy = |(c, o): (usize, &mut [[T; 3]])| {
+            let start = c * UNSORT_CHUNK;
+            for (k, v) in o.iter_mut().enumerate() {
+                // the order reads the positions scattered: keep PREFETCH_AHEAD in flight
+                if let Some(&ahead) = order.get(start + k + PREFETCH_AHEAD) {
+                    prefetch(&positions[ahead as usize]);
+                }
+                *v = positions[order[start + k] as usize];
+            }
+        };
+        match par {
+            Par::Seq => out.chunks_mut(UNSORT_CHUNK).enumerate().for_each(copy),
+            Par::Rayon(_) => out.par_chunks_mut(UNSORT_CHUNK).enumerate().for_each(copy),
+        }
+    }
+
     /// Scatters `sorted` (`dim` values per target, sorted order) into `out` in input order.
-    pub fn unsort(&self, sorted: &[T], dim: usize, out: &mut [T]) {
-        for (k, &i) in self.binned.order.iter().enumerate() {
-            let i = i as usize;
-            out[i * dim..(i + 1) * dim].copy_from_slice(&sorted[k * dim..(k + 1) * dim]);
+    pub fn unsort(&self, sorted: &[T], dim: usize, out: &mut [T], par: Par) {
+        let order = &self.binned.order;
+        assert!(sorted.len() >= order.len() * dim && out.len() >= order.len() * dim, "unsort lengths");
+        let writer = DisjointSlice::new(out);
+        let scatter = |(c, vals): (usize, &[T])| {
+            for (k, v) in vals.chunks_exact(dim).enumerate() {
+                let i = order[c * UNSORT_CHUNK + k] as usize;
+                // SAFETY: `order` is a permutation, so every input slot i is written once.
+                unsafe { writer.range_mut(i * dim, (i + 1) * dim) }.copy_from_slice(v);
+            }
+        };
+        let sorted = &sorted[..order.len() * dim];
+        match par {
+            Par::Seq => sorted.chunks(UNSORT_CHUNK * dim).enumerate().for_each(scatter),
+            Par::Rayon(_) => sorted.par_chunks(UNSORT_CHUNK * dim).enumerate().for_each(scatter),
         }
     }
 }

@@ -279,19 +279,23 @@ impl SourceRuns {
             }
             return Self { runs, count: 27 };
         }
-        let o = grid.origin::<T>(c);
+        let a = grid.colleague_axes::<T>(c);
         let mut count = 0;
         let mut last = usize::MAX;
-        for (cell, s) in grid.colleagues(c) {
-            let oc = grid.origin::<T>(cell);
-            let off = [-s[0], (o[1] - oc[1]) - s[1], (o[2] - oc[2]) - s[2]];
-            if count > 0 && last.wrapping_add(1) == cell && runs[count - 1].2 == off {
-                runs[count - 1].1 = src.offsets[cell + 1];
-            } else {
-                runs[count] = (src.offsets[cell], src.offsets[cell + 1], off);
-                count += 1;
+        for z in a[2] {
+            for y in a[1] {
+                for x in a[0] {
+                    let cell = grid.colleague_index([x.0, y.0, z.0]);
+                    let off = [-x.1, y.2, z.2];
+                    if count > 0 && last.wrapping_add(1) == cell && runs[count - 1].2 == off {
+                        runs[count - 1].1 = src.offsets[cell + 1];
+                    } else {
+                        runs[count] = (src.offsets[cell], src.offsets[cell + 1], off);
+                        count += 1;
+                    }
+                    last = cell;
+                }
             }
-            last = cell;
         }
         Self { runs, count }
     }

@@ -92,7 +92,7 @@ fn p2p_matches_the_reference_screened_sum() {
                 let mut near = vec![0.0; N * dim];
                 p2p(output, xi, &grid, &padded, &sorted, &mut near, isa, par);
                 let mut u = vec![0.0; N * dim];
-                sorted.unsort(&near, dim, &mut u);
+                sorted.unsort(&near, dim, &mut u, par);
                 let e = rel(&u, &expect);
                 assert!(e < 1e-14, "{} {} {par:?}: {e:e}", name, isa.name());
             }
@@ -112,7 +112,7 @@ fn p2p_matches_the_reference_screened_sum() {
             let mut near = vec![0.0f32; N * dim];
             p2p(output, xi, &grid, &padded, &sorted, &mut near, isa, Par::Seq);
             let mut u = vec![0.0f32; N * dim];
-            sorted.unsort(&near, dim, &mut u);
+            sorted.unsort(&near, dim, &mut u, Par::Seq);
             let u: Vec<f64> = u.iter().map(|&v| v as f64).collect();
             // the reference on the same f32-rounded data, so that only the arithmetic differs
             let w3 = |v: &Vec<[f32; 3]>| v.iter().map(|p| p.map(|x| x as f64)).collect::<Vec<_>>();
@@ -144,6 +144,94 @@ fn cell_grid_rejects_too_few_cells() {
     cells.sort();
     cells.dedup();
     assert_eq!(cells.len(), 27);
+}
+
+/// The 27 colleagues (built per axis) against their definition: on a periodic grid the cells
+/// `(i + d) mod n` with the shift `L` where the step wraps; on every grid (free axes and
+/// windows too) the offsets `origin(c) - origin(cell) - s` of `colleague_offsets`, bitwise,
+/// in f64 and f32.
+#[test]
+fn colleagues_match_their_definition() {
+    let periodic = CellGrid::new(&Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap(), 0.1).unwrap();
+    let n = periodic.dims();
+    let l = periodic.lengths();
+    for c in 0..periodic.cells() {
+        let i = [c % n[0], (c / n[0]) % n[1], c / (n[0] * n[1])];
+        let col = periodic.colleagues(c);
+        let mut k = 0;
+        for dz in -1i64..=1 {
+            for dy in -1i64..=1 {
+                for dx in -1i64..=1 {
+                    let d = [dx, dy, dz];
+                    let j: [usize; 3] = std::array::from_fn(|a| (i[a] as i64 + d[a]).rem_euclid(n[a] as i64) as usize);
+                    let s: [f64; 3] = std::array::from_fn(|a| {
+                        let v = i[a] as i64 + d[a];
+                        if v < 0 {
+                            -l[a]
+                        } else if v >= n[a] as i64 {
+                            l[a]
+                        } else {
+                            0.0
+                        }
+                    });
+                    assert_eq!(col[k], ((j[2] * n[1] + j[1]) * n[0] + j[0], s), "cell {c}, step {d:?}");
+                    k += 1;
+                }
+            }
+        }
+    }
+    let free = CellGrid::new(&Domain::new([1.0, 1.2, 0.9], [true, false, true]).unwrap(), 0.1).unwrap();
+    let window = periodic.window([3, 2, 0], [4, 5, 9], [false, false, true]);
+    for g in [&periodic, &free, &window] {
+        for c in 0..g.cells() {
+            let (col, o) = (g.colleagues(c), g.origin::<f64>(c));
+            let (off64, off32) = (g.colleague_offsets::<f64>(c), g.colleague_offsets::<f32>(c));
+            let o32 = g.origin::<f32>(c);
+            for k in 0..27 {
+                let (cell, s) = col[k];
+                let (oc, oc32) = (g.origin::<f64>(cell), g.origin::<f32>(cell));
+                assert_eq!(off64[k], (cell, [0, 1, 2].map(|d| (o[d] - oc[d]) - s[d])), "f64 cell {c} colleague {k}");
+                assert_eq!(
+                    off32[k],
+                    (cell, [0, 1, 2].map(|d| (o32[d] - oc32[d]) - s[d])),
+                    "f32 cell {c} colleague {k}"
+                );
+            }
+        }
+    }
+}
+
+/// Sorted targets built from given keys in parallel equal those built from positions in
+/// sequence; their sorted positions are the input positions in that order, bitwise; the
+/// parallel scatter back equals the sequential one.
+#[test]
+fn sorted_targets_keyed_parallel_and_sorted_positions() {
+    // more targets than one scatter task holds
+    const N: usize = 10_000;
+    let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
+    let mut g = Lcg(5);
+    let pos: Vec<[f64; 3]> = (0..N).map(|_| [g.next(), 1.2 * g.next(), 0.9 * g.next()]).collect();
+    let grid = CellGrid::new(&domain, 0.15).unwrap();
+    let keys = grid.keys(&pos, Par::Seq);
+    for packed in [false, true] {
+        let seq = SortedTargets::build_in_frame(&grid, &pos, packed, Par::Seq);
+        let par = SortedTargets::build_keyed_in_frame(&grid, &pos, &keys, packed, Par::Rayon(3));
+        assert_eq!(seq.binned, par.binned);
+        assert!(seq.x == par.x && seq.y == par.y && seq.z == par.z, "packed {packed}: coordinates");
+        let mut sorted = vec![[0.0; 3]; N];
+        par.sorted_positions(&pos, &mut sorted, Par::Rayon(2));
+        for (k, &i) in par.binned.order.iter().enumerate() {
+            assert!(sorted[k] == pos[i as usize], "sorted position {k}");
+        }
+        let vals: Vec<f64> = (0..3 * N).map(|v| v as f64).collect();
+        let (mut a, mut b) = (vec![0.0; 3 * N], vec![0.0; 3 * N]);
+        seq.unsort(&vals, 3, &mut a, Par::Seq);
+        par.unsort(&vals, 3, &mut b, Par::Rayon(3));
+        assert_eq!(a, b);
+        for (k, &i) in par.binned.order.iter().enumerate() {
+            assert_eq!(a[3 * i as usize + 2], (3 * k + 2) as f64);
+        }
+    }
 }
 
 /// `count` f32 positions uniform in the ball of radius `radius` around `centre` (wrapped, f32
@@ -231,7 +319,7 @@ fn f32_p2p_of_a_ball_across_the_boundary_is_accurate_per_pair() {
                     "thread count changed bits"
                 );
                 let mut u = vec![0.0f32; count * dim];
-                sorted.unsort(&near, dim, &mut u);
+                sorted.unsort(&near, dim, &mut u, Par::Seq);
                 let worst = (0..count)
                     .map(|i| {
                         let e: f64 = (0..dim).map(|k| (u[i * dim + k] as f64 - expect[i * dim + k]).powi(2)).sum();
@@ -287,7 +375,7 @@ fn packed_rows_and_loose_pairs_match_the_reference() {
                         let mut near = vec![0.0; N * dim];
                         p2p_at(output, accuracy, xi, &grid, sources, targets, &mut near, isa, par);
                         let mut u = vec![0.0; N * dim];
-                        targets.unsort(&near, dim, &mut u);
+                        targets.unsort(&near, dim, &mut u, Par::Seq);
                         let e = rel(&u, &expect);
                         assert!(e < bound, "{name} {} {layout} {accuracy:?} {par:?}: {e:e}", isa.name());
                     }

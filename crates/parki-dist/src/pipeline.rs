@@ -111,6 +111,14 @@ impl<T: SolverReal> SourceSet<T> for View<'_, T> {
             View::Packed(p) => p.density(kernel, j, out),
         }
     }
+
+    #[inline]
+    fn prefetch(&self, kernel: parki_core::Kernel, j: usize) {
+        match self {
+            View::Caller(s) => s.prefetch(kernel, j),
+            View::Packed(p) => p.prefetch(kernel, j),
+        }
+    }
 }
 
 impl<'a, T: SolverReal> Local<'a, T> {

@@ -5,8 +5,8 @@ use parki_core::memory::{try_touched_vec, HugeBuffer};
 use parki_core::{Kernel, Output, Par, Result, SourceSet};
 use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
-    g2p, g2p_field, g2p_field_ordered, g2p_ordered, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid,
-    GridWindow, KaiserBessel, P2gScratch, P2gVariant,
+    g2p, g2p_field, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel,
+    P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
 use parki_nearfield::{evaluated_pairs, p2p_at, CellGrid, Isa, PaddedSources, PairAccuracy, SortedTargets};
@@ -50,6 +50,8 @@ pub struct CpuBackend<T: SolverReal> {
     near: Vec<T>,
     /// Far field in target order, or in the cell order of `sorted` when `far_sorted`.
     far: Vec<T>,
+    /// The targets' positions in the cell order of `sorted` (what G2P reads).
+    sorted_positions: Vec<[T; 3]>,
     /// The last `interpolate` wrote `far` in the cell order of `sorted` (target-sorted G2P
     /// reuses the near field's sort).
     far_sorted: bool,
@@ -128,6 +130,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         // evaluation scratch allocated and touched now: evaluations then fault in no pages
         let near = try_touched_vec(s.targets * dim, T::ZERO, "the near field")?;
         let far = try_touched_vec(s.targets * dim, T::ZERO, "the far field")?;
+        let sorted_positions = try_touched_vec(s.targets, [T::ZERO; 3], "the sorted targets")?;
         Ok(Self {
             kernel: s.kernel,
             output: s.output,
@@ -152,6 +155,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             sorted: None,
             near,
             far,
+            sorted_positions,
             far_sorted: false,
         })
     }
@@ -186,7 +190,13 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         } else {
             PaddedSources::build_keyed(cells, self.kernel, sources, keys, lanes, par)
         });
-        self.sorted = Some(SortedTargets::build_in_frame(cells, targets, packed, par));
+        // targets that are the (owned, first) sources share their cell keys
+        let same = targets.len() <= keys.len() && std::ptr::eq(targets.as_ptr(), sources.positions().as_ptr());
+        self.sorted = Some(if same {
+            SortedTargets::build_keyed_in_frame(cells, targets, &keys[..targets.len()], packed, par)
+        } else {
+            SortedTargets::build_in_frame(cells, targets, packed, par)
+        });
     }
 
     fn near_field(&mut self) -> NearStats {
@@ -263,19 +273,25 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         let layout = &self.window.layout;
         let dim = self.grid_out;
         // target-sorted G2P in the near field's cell order (cells about r_c wide, the far-field
-        // cells P/2 grid points): the targets are sorted once per evaluation, not twice
-        let order = match (&self.sorted, self.g2p) {
-            (Some(s), G2pVariant::TargetSorted) if s.binned.order.len() == targets.len() => Some(&s.binned.order[..]),
+        // cells P/2 grid points): the targets are sorted once per evaluation, not twice, and
+        // G2P reads their sorted copies in order (no index, no scattered loads)
+        let sorted = match (&self.sorted, self.g2p) {
+            (Some(s), G2pVariant::TargetSorted) if s.len() == targets.len() => Some(s),
             _ => None,
         };
-        self.far_sorted = order.is_some();
+        self.far_sorted = sorted.is_some();
+        let (variant, targets) = match sorted {
+            Some(s) => {
+                self.sorted_positions.resize(targets.len(), [T::ZERO; 3]);
+                s.sorted_positions(targets, &mut self.sorted_positions, par);
+                (G2pVariant::Base, &self.sorted_positions[..])
+            }
+            None => (self.g2p, targets),
+        };
         let (window, isa, far) = (&self.window, self.isa, &mut self.far);
         if self.window_field {
             let view = GatherGrid::from_fft(layout, grid);
-            match order {
-                Some(order) => g2p_field_ordered(window, &view, targets, order, far, isa, par),
-                None => g2p_field(self.g2p, window, &view, targets, far, isa, par),
-            }
+            g2p_field(variant, window, &view, targets, far, isa, par);
             return;
         }
         let view = if dim == 1 {
@@ -284,10 +300,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             interleave(layout, dim, grid, self.gather.as_mut_slice(), par);
             GatherGrid::interleaved(layout, dim, self.gather.as_slice())
         };
-        match order {
-            Some(order) => g2p_ordered(window, &view, targets, order, far, isa, par),
-            None => g2p(self.g2p, window, &view, targets, far, isa, par),
-        }
+        g2p(variant, window, &view, targets, far, isa, par);
     }
 
     fn sum_into(&mut self, background: f64, out: &mut [T]) {
@@ -304,12 +317,12 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
                 }
                 n[0] += bg;
             }
-            sorted.unsort(&self.near, dim, out);
+            sorted.unsort(&self.near, dim, out, self.par());
             return;
         }
         // near field back to target order, then far field, and the background to the
         // potential (Laplace: the first value per target; zero for the vector kernels)
-        sorted.unsort(&self.near, dim, out);
+        sorted.unsort(&self.near, dim, out, self.par());
         for (o, f) in out.chunks_exact_mut(dim).zip(self.far.chunks_exact(dim)) {
             for (oc, &fc) in o.iter_mut().zip(f) {
                 *oc += fc;
