@@ -1,0 +1,18 @@
+//! The barycentric Lagrange dual tree traversal treecode (BLDTT, seed 003: Wilson, Vaughn and
+//! Krasny; digest `seed-003-bldtt.md`), a kernel-independent free-space summation
+//! `phi(x_i) = sum_j G(x_i, y_j) q_j` with proxy particles on Chebyshev grids.
+//!
+//! - [`cheb`]: Chebyshev points of the second kind and barycentric Lagrange interpolation on a
+//!   cluster's box (paper eqs. (2)-(5)), with the exact-hit and degenerate-box rules.
+//! - [`tree`]: cluster trees by bisection with the aspect-ratio rule (paper §2.3), minimal
+//!   bounding boxes, particles in a contiguous range per cluster.
+//! - [`upward`]: proxy charges, at the leaves by anterpolation (eq. (9)) and from children to
+//!   parents (eq. (16)) with the tensor-factored operator, `O(n^4)` per child.
+
+pub mod cheb;
+pub mod tree;
+pub mod upward;
+
+pub use cheb::{lagrange, nodes, AxisNodes};
+pub use tree::{Cluster, Tree, TreeParams};
+pub use upward::{anterpolate, upward_pass, ProxyCharges};
