@@ -6,13 +6,17 @@
 //!   cluster's box (paper eqs. (2)-(5)), with the exact-hit and degenerate-box rules.
 //! - [`tree`]: cluster trees by bisection with the aspect-ratio rule (paper §2.3), minimal
 //!   bounding boxes, particles in a contiguous range per cluster.
+//! - [`traversal`]: the dual tree traversal with the MAC into PP, PC, CP and CC lists (paper
+//!   §2.6, Algorithm 2).
 //! - [`upward`]: proxy charges, at the leaves by anterpolation (eq. (9)) and from children to
 //!   parents (eq. (16)) with the tensor-factored operator, `O(n^4)` per child.
 
 pub mod cheb;
+pub mod traversal;
 pub mod tree;
 pub mod upward;
 
 pub use cheb::{lagrange, nodes, AxisNodes};
+pub use traversal::{Interaction, Interactions};
 pub use tree::{Cluster, Tree, TreeParams};
 pub use upward::{anterpolate, upward_pass, ProxyCharges};
