@@ -153,6 +153,22 @@ pub fn prefetch<T>(value: &T) {
 /// flight to cover a DRAM latency at a few nanoseconds per element.
 pub const PREFETCH_AHEAD: usize = 16;
 
+/// The element an indexed loop at position `k` of `order` prefetches: `order[k +
+/// PREFETCH_AHEAD]`, none near the end.
+#[inline(always)]
+pub fn ahead(order: &[u32], k: usize) -> Option<usize> {
+    order.get(k + PREFETCH_AHEAD).map(|&j| j as usize)
+}
+
+/// Prefetches `values[order[k + PREFETCH_AHEAD]]` for a loop that reads `values[order[k]]`
+/// (see [`prefetch`]); nothing near the end or out of range.
+#[inline(always)]
+pub fn prefetch_ordered<T>(values: &[T], order: &[u32], k: usize) {
+    if let Some(v) = ahead(order, k).and_then(|j| values.get(j)) {
+        prefetch(v);
+    }
+}
+
 /// A `Vec` of `len` copies of `value`, written now: its pages are faulted in at allocation, not
 /// on first use in a hot stage.
 pub fn touched_vec<T: Clone>(len: usize, value: T) -> Vec<T> {

@@ -14,7 +14,7 @@
 //! weights at the end, so the inner loop vectorises without reordering a reduction.
 
 use parki_core::isa::Isa;
-use parki_core::memory::{prefetch, PREFETCH_AHEAD};
+use parki_core::memory::prefetch_ordered;
 use parki_core::par::DisjointSlice;
 use parki_core::{isa_dispatch, Par, Real};
 use parki_decomp::sort::counting_sort;
@@ -367,11 +367,7 @@ fn target_at<T>(targets: &[[T; 3]], order: &[u32], k: usize) -> usize {
     if order.is_empty() {
         return k;
     }
-    if let Some(&ahead) = order.get(k + PREFETCH_AHEAD) {
-        if let Some(t) = targets.get(ahead as usize) {
-            prefetch(t);
-        }
-    }
+    prefetch_ordered(targets, order, k);
     order[k] as usize
 }
 

@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parki_core::isa::Isa;
-use parki_core::memory::{touched_vec, PREFETCH_AHEAD};
+use parki_core::memory::{ahead, touched_vec};
 use parki_core::par::DisjointSlice;
 use parki_core::{isa_dispatch, Kernel, Par, Real, SourceSet};
 use parki_decomp::sort::counting_sort;
@@ -235,9 +235,9 @@ isa_dispatch! {
         let mut s = [T::ZERO; 9];
         let mut packed = [T::ZERO; 9];
         // the sorted order reads the sources scattered: keep PREFETCH_AHEAD of them in flight
-        let ahead = |i: usize| {
-            if let Some(&j) = order.get(i + PREFETCH_AHEAD) {
-                sources.prefetch(kernel, j as usize);
+        let fetch_ahead = |i: usize| {
+            if let Some(j) = ahead(order, i) {
+                sources.prefetch(kernel, j);
             }
         };
         macro_rules! fixed {
@@ -245,7 +245,7 @@ isa_dispatch! {
                 match p {
                     $($p => {
                         for (k, a) in anchors.iter_mut().enumerate() {
-                            ahead(start + k);
+                            fetch_ahead(start + k);
                             let j = order[start + k] as usize;
                             let (anchor, w) = win.footprint_fixed::<$p>(&sources.positions()[j]);
                             *a = anchor.map(|v| v as u32);
@@ -262,7 +262,7 @@ isa_dispatch! {
         }
         fixed!(4, 6, 8, 10, 12, 14, 16);
         for (k, a) in anchors.iter_mut().enumerate() {
-            ahead(start + k);
+            fetch_ahead(start + k);
             let j = order[start + k] as usize;
             let f = win.footprint(&sources.positions()[j]);
             *a = f.anchor.map(|v| v as u32);

@@ -22,7 +22,7 @@
 //! boundary (issue 8, defect 2: in f32, `x - s` rounded at the box length made a cluster that
 //! straddles a face up to 10x less accurate than the same cluster inside the box).
 
-use parki_core::memory::{prefetch, PREFETCH_AHEAD};
+use parki_core::memory::{ahead, prefetch_ordered};
 use parki_core::par::DisjointSlice;
 use parki_core::{Domain, Error, Kernel, Par, Real, Result, SourceSet};
 use parki_decomp::sort::{counting_sort, Binned};
@@ -443,8 +443,8 @@ impl<T: Real> PaddedSources<T> {
                 let (cx, cy, cz) = unsafe { (xs.range_mut(o, o + n), ys.range_mut(o, o + n), zs.range_mut(o, o + n)) };
                 for (k, &j) in b.order[b.offsets[c]..b.offsets[c + 1]].iter().enumerate() {
                     // the order reads the sources scattered: keep PREFETCH_AHEAD in flight
-                    if let Some(&ahead) = b.order.get(b.offsets[c] + k + PREFETCH_AHEAD) {
-                        sources.prefetch(kernel, ahead as usize);
+                    if let Some(a) = ahead(&b.order, b.offsets[c] + k) {
+                        sources.prefetch(kernel, a);
                     }
                     let j = j as usize;
                     let p = CellGrid::relative(&sources.positions()[j], &origin);
@@ -483,8 +483,9 @@ impl<T: Real> PaddedSources<T> {
     }
 }
 
-/// Targets per task of [`SortedTargets::unsort`].
-const UNSORT_CHUNK: usize = 4096;
+/// Targets per task of the copies through the sort order ([`SortedTargets::unsort`],
+/// [`SortedTargets::sorted_positions`]).
+const ORDER_CHUNK: usize = 4096;
 
 /// Targets sorted by cell (not padded), with the map back to input order.
 ///
@@ -545,9 +546,7 @@ impl<T: Real> SortedTargets<T> {
                 let (cx, cy, cz) = unsafe { (xs.range_mut(t0, t1), ys.range_mut(t0, t1), zs.range_mut(t0, t1)) };
                 for (k, &i) in order[t0..t1].iter().enumerate() {
                     // the order reads the positions scattered: keep PREFETCH_AHEAD in flight
-                    if let Some(&ahead) = order.get(t0 + k + PREFETCH_AHEAD) {
-                        prefetch(&positions[ahead as usize]);
-                    }
+                    prefetch_ordered(positions, order, t0 + k);
                     let p = CellGrid::relative(&positions[i as usize], &origin);
                     (cx[k], cy[k], cz[k]) = (p[0], p[1], p[2]);
                 }
@@ -578,18 +577,16 @@ impl<T: Real> SortedTargets<T> {
         let order = &self.binned.order;
         assert!(positions.len() == order.len() && out.len() == order.len(), "sorted_positions lengths");
         let copy = |(c, o): (usize, &mut [[T; 3]])| {
-            let start = c * UNSORT_CHUNK;
+            let start = c * ORDER_CHUNK;
             for (k, v) in o.iter_mut().enumerate() {
                 // the order reads the positions scattered: keep PREFETCH_AHEAD in flight
-                if let Some(&ahead) = order.get(start + k + PREFETCH_AHEAD) {
-                    prefetch(&positions[ahead as usize]);
-                }
+                prefetch_ordered(positions, order, start + k);
                 *v = positions[order[start + k] as usize];
             }
         };
         match par {
-            Par::Seq => out.chunks_mut(UNSORT_CHUNK).enumerate().for_each(copy),
-            Par::Rayon(_) => out.par_chunks_mut(UNSORT_CHUNK).enumerate().for_each(copy),
+            Par::Seq => out.chunks_mut(ORDER_CHUNK).enumerate().for_each(copy),
+            Par::Rayon(_) => out.par_chunks_mut(ORDER_CHUNK).enumerate().for_each(copy),
         }
     }
 
@@ -600,15 +597,15 @@ impl<T: Real> SortedTargets<T> {
         let writer = DisjointSlice::new(out);
         let scatter = |(c, vals): (usize, &[T])| {
             for (k, v) in vals.chunks_exact(dim).enumerate() {
-                let i = order[c * UNSORT_CHUNK + k] as usize;
+                let i = order[c * ORDER_CHUNK + k] as usize;
                 // SAFETY: `order` is a permutation, so every input slot i is written once.
                 unsafe { writer.range_mut(i * dim, (i + 1) * dim) }.copy_from_slice(v);
             }
         };
         let sorted = &sorted[..order.len() * dim];
         match par {
-            Par::Seq => sorted.chunks(UNSORT_CHUNK * dim).enumerate().for_each(scatter),
-            Par::Rayon(_) => sorted.par_chunks(UNSORT_CHUNK * dim).enumerate().for_each(scatter),
+            Par::Seq => sorted.chunks(ORDER_CHUNK * dim).enumerate().for_each(scatter),
+            Par::Rayon(_) => sorted.par_chunks(ORDER_CHUNK * dim).enumerate().for_each(scatter),
         }
     }
 }

@@ -57,8 +57,22 @@ pub fn cluster_nodes(n: usize, c: &Cluster) -> [AxisNodes; 3] {
 /// particle, input order).
 pub fn anterpolate(nodes: &[AxisNodes; 3], pos: &[[f64; 3]], q: &[f64], ncomp: usize, idx: &[u32], out: &mut [f64]) {
     let m = nodes[0].degree() + 1;
-    assert_eq!(out.len(), m * m * m * ncomp, "proxy block length");
     let mut l = [vec![0.0; m], vec![0.0; m], vec![0.0; m]];
+    anterpolate_with(nodes, pos, q, ncomp, idx, &mut l, out);
+}
+
+/// [`anterpolate`] with the three per-axis basis buffers (`n + 1` values each) given.
+fn anterpolate_with(
+    nodes: &[AxisNodes; 3],
+    pos: &[[f64; 3]],
+    q: &[f64],
+    ncomp: usize,
+    idx: &[u32],
+    l: &mut [Vec<f64>; 3],
+    out: &mut [f64],
+) {
+    let m = nodes[0].degree() + 1;
+    assert_eq!(out.len(), m * m * m * ncomp, "proxy block length");
     for &j in idx {
         let j = j as usize;
         for d in 0..3 {
@@ -86,12 +100,14 @@ pub fn anterpolate(nodes: &[AxisNodes; 3], pos: &[[f64; 3]], q: &[f64], ncomp: u
     }
 }
 
-/// Scratch of one child-to-parent application.
+/// Scratch of one worker of the upward pass: the child-to-parent matrices and partial sums, and
+/// the per-axis basis values of the leaves' anterpolation.
 struct C2pScratch {
     a: [Vec<f64>; 3],
     t1: Vec<f64>,
     t2: Vec<f64>,
     basis: Vec<f64>,
+    l: [Vec<f64>; 3],
 }
 
 impl C2pScratch {
@@ -102,6 +118,7 @@ impl C2pScratch {
             t1: vec![0.0; v],
             t2: vec![0.0; v],
             basis: vec![0.0; m],
+            l: [vec![0.0; m], vec![0.0; m], vec![0.0; m]],
         }
     }
 }
@@ -189,7 +206,7 @@ pub fn upward_pass(tree: &Tree, pos: &[[f64; 3]], q: &[f64], ncomp: usize, n: us
             let out = unsafe { writer.range_mut(c * block, (c + 1) * block) };
             out.fill(0.0);
             if cl.is_leaf() {
-                anterpolate(&nodes[c], pos, q, ncomp, &tree.order[cl.begin..cl.end], out);
+                anterpolate_with(&nodes[c], pos, q, ncomp, &tree.order[cl.begin..cl.end], &mut s.l, out);
             } else {
                 for &ch in &cl.children {
                     // SAFETY: read-only view of a child's block, written in the previous level

@@ -68,11 +68,11 @@ fn every_pair_is_covered_once() {
                     }
                 }
                 assert!(count.iter().all(|&c| c == 1), "clustered {clustered} leaf {leaf} theta {theta}: coverage");
+                let e = lists.evaluations(&tt, &st, np);
                 if theta == 0.0 {
                     assert!(lists.pc.is_empty() && lists.cp.is_empty() && lists.cc.is_empty(), "theta 0 is direct");
+                    assert_eq!(e, [(m * n) as u64, 0, 0, 0], "theta 0 evaluates every pair once");
                 }
-                let e = lists.evaluations(&tt, &st, np);
-                assert!(e[0] <= (m * n) as u64);
             }
         }
     }
