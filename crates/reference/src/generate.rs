@@ -263,3 +263,79 @@ impl<T: parki_core::Real> Particles<T> {
         }
     }
 }
+
+/// Free-space point clouds of the treecode's tests and benchmarks (BLDTT paper §4.3-4.4, the
+/// distributions of BaryTree's `random_cube` example), not confined to a periodic box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cloud {
+    /// Uniform in the cube `[-1, 1]^3`.
+    Uniform,
+    /// Standard normal per axis.
+    Gaussian,
+    /// The Plummer sphere (scale 1): radius `1/sqrt(u^{-2/3} - 1)` for uniform `u`, isotropic
+    /// direction, cut off at `|x_d| <= 100` as in the paper.
+    Plummer,
+    /// A slab: uniform in `[-0.5, 0.5] x [-5, 5] x [-5, 5]` (1 x 10 x 10).
+    Slab,
+    /// A rod: uniform in `[-0.5, 0.5]^2 x [-5, 5]` (1 x 1 x 10).
+    Rod,
+    /// Uniform on the unit sphere.
+    Shell,
+}
+
+impl Cloud {
+    /// Every cloud, in the order of tables.
+    pub const ALL: [Cloud; 6] =
+        [Cloud::Uniform, Cloud::Gaussian, Cloud::Plummer, Cloud::Slab, Cloud::Rod, Cloud::Shell];
+
+    /// Name in run.toml and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cloud::Uniform => "uniform",
+            Cloud::Gaussian => "gaussian",
+            Cloud::Plummer => "plummer",
+            Cloud::Slab => "slab",
+            Cloud::Rod => "rod",
+            Cloud::Shell => "shell",
+        }
+    }
+
+    /// Parses a name.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] naming `field` for an unknown name.
+    pub fn from_name(name: &str, field: &str) -> Result<Self> {
+        Cloud::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| Error::OutOfRange {
+            field: field.into(),
+            value: format!("\"{name}\""),
+            allowed: Cloud::ALL.map(|c| format!("\"{}\"", c.name())).join(", "),
+        })
+    }
+
+    /// Point `i` of the cloud of stream `seed` (counter-based, as [`positions_slice`]).
+    pub fn point(self, seed: u64, i: u64) -> [f64; 3] {
+        let mut rng = particle_rng(seed, i);
+        let box_point = |rng: &mut Rng, h: [f64; 3]| [0, 1, 2].map(|d| h[d] * (2.0 * rng.uniform() - 1.0));
+        match self {
+            Cloud::Uniform => box_point(&mut rng, [1.0; 3]),
+            Cloud::Gaussian => [rng.normal(), rng.normal(), rng.normal()],
+            Cloud::Plummer => loop {
+                let u = 1.0 - rng.uniform();
+                let r = 1.0 / (u.powf(-2.0 / 3.0) - 1.0).max(f64::MIN_POSITIVE).sqrt();
+                let v = unit_vector(&mut rng);
+                let p = v.map(|c| r * c);
+                if p.iter().all(|c| c.abs() <= 100.0) {
+                    break p;
+                }
+            },
+            Cloud::Slab => box_point(&mut rng, [0.5, 5.0, 5.0]),
+            Cloud::Rod => box_point(&mut rng, [0.5, 0.5, 5.0]),
+            Cloud::Shell => unit_vector(&mut rng),
+        }
+    }
+
+    /// Points `rows` of the cloud of stream `seed`.
+    pub fn points(self, seed: u64, rows: Range<usize>) -> Vec<[f64; 3]> {
+        rows.into_par_iter().map(|i| self.point(seed, i as u64)).collect()
+    }
+}

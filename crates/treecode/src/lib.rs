@@ -10,13 +10,27 @@
 //!   §2.6, Algorithm 2).
 //! - [`upward`]: proxy charges, at the leaves by anterpolation (eq. (9)) and from children to
 //!   parents (eq. (16)) with the tensor-factored operator, `O(n^4)` per child.
+//! - [`kernel`]: the kernels (Coulomb, Yukawa, regularised Coulomb and Yukawa, `sin(kr)/r`,
+//!   Stokeslet, stresslet, Stokes) evaluated a vector of sources at a time, and their self-term
+//!   rules.
+//! - `compute`: the PP, PC, CP and CC lists evaluated, leaves and target clusters in parallel.
+//! - `downward`: proxy potentials from parents to children (eq. (20)) and to the targets
+//!   (eq. (21)), the transposed tensor-factored operator.
+//! - [`evaluate`]: one evaluation end to end, results in the caller's order, with the
+//!   interaction counts and per-stage times.
 
 pub mod cheb;
+mod compute;
+mod downward;
+pub mod evaluate;
+pub mod kernel;
 pub mod traversal;
 pub mod tree;
 pub mod upward;
 
 pub use cheb::{lagrange, nodes, AxisNodes};
+pub use evaluate::{evaluate, evaluate_kernel, TreeStage, TreecodeParams, TreecodeStats};
+pub use kernel::{PairKernel, TreeKernel};
 pub use traversal::{Interaction, Interactions};
 pub use tree::{Cluster, Tree, TreeParams};
 pub use upward::{anterpolate, upward_pass, ProxyCharges};

@@ -123,6 +123,26 @@ impl C2pScratch {
     }
 }
 
+/// The per-axis factors of the child-to-parent operator, `A_d[k][k'] = L^parent_k(s^child_{d,k'})`
+/// (row `k`, `(n + 1)^2` values per axis), with `basis` as scratch (`n + 1` values). The
+/// downward pass applies their transposes (eq. (20)).
+pub(crate) fn transfer_matrices(
+    parent: &[AxisNodes; 3],
+    child: &[AxisNodes; 3],
+    basis: &mut [f64],
+    a: &mut [Vec<f64>; 3],
+) {
+    let m = parent[0].degree() + 1;
+    for d in 0..3 {
+        for (kp, &x) in child[d].s.iter().enumerate() {
+            parent[d].basis(x, basis);
+            for k in 0..m {
+                a[d][k * m + kp] = basis[k];
+            }
+        }
+    }
+}
+
 /// Adds a child's proxy charges `child_q` (on `child`'s nodes), transferred to `parent`'s
 /// proxies, eq. (16), into `out`: the tensor-factored operator, one axis at a time.
 fn child_to_parent(
@@ -134,15 +154,7 @@ fn child_to_parent(
     out: &mut [f64],
 ) {
     let m = parent[0].degree() + 1;
-    // A_d[k][k'] = L^parent_k(s^child_{d,k'})
-    for d in 0..3 {
-        for (kp, &x) in child[d].s.iter().enumerate() {
-            parent[d].basis(x, &mut s.basis);
-            for k in 0..m {
-                s.a[d][k * m + kp] = s.basis[k];
-            }
-        }
-    }
+    transfer_matrices(parent, child, &mut s.basis, &mut s.a);
     let nc = ncomp;
     // x: t1[k3'][k2'][k1][c] = sum_k1' Ax[k1][k1'] q[k3'][k2'][k1'][c]
     for r in 0..m * m {

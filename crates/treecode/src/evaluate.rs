@@ -1,0 +1,393 @@
+//! One treecode evaluation on one process: `phi(x_i) = sum_j G(x_i, y_j) q_j` for targets `x_i`
+//! and sources `y_j`, with the BLDTT (paper Algorithm 1): trees, upward pass, dual traversal,
+//! the four interaction lists, downward pass, and the results in the caller's order.
+
+use std::time::Instant;
+
+use parki_core::isa::Isa;
+use parki_core::par::DisjointSlice;
+use parki_core::timing::{StageKind, StageTimes};
+use parki_core::{Error, Par, Result};
+use rayon::prelude::{IntoParallelIterator, ParallelIterator};
+
+use crate::cheb::AxisNodes;
+use crate::compute::{accumulate, Csr, Soa};
+use crate::downward::downward_pass;
+use crate::kernel::{
+    Coulomb, PairKernel, RegularizedCoulomb, RegularizedYukawa, SinOverR, Stokes, Stokeslet, Stresslet, TreeKernel,
+    Yukawa, MAX_DENSITY, MAX_VALUE,
+};
+use crate::traversal::Interactions;
+use crate::tree::{Tree, TreeParams};
+use crate::upward::{upward_pass, ProxyCharges};
+
+/// Largest interpolation degree accepted.
+pub const MAX_DEGREE: usize = 16;
+
+/// The treecode's parameters (BaryTree's `interpOrder`, `theta`, `maxPerSourceLeaf`,
+/// `maxPerTargetLeaf`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TreecodeParams {
+    /// Interpolation degree `n` (`(n + 1)^3` proxies per cluster), `1..=16`.
+    pub degree: usize,
+    /// MAC parameter, `0 <= theta < 1`; 0 gives the direct sum.
+    pub theta: f64,
+    /// Most sources per source leaf.
+    pub max_leaf: usize,
+    /// Most targets per target leaf (batch).
+    pub max_batch: usize,
+}
+
+impl TreecodeParams {
+    /// Checks the ranges.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] naming `treecode.degree`, `treecode.theta`, `treecode.max_leaf` or
+    /// `treecode.max_batch`.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field: &str, value: String, allowed: &str| {
+            Err(Error::OutOfRange { field: format!("treecode.{field}"), value, allowed: allowed.into() })
+        };
+        if !(1..=MAX_DEGREE).contains(&self.degree) {
+            return bad("degree", self.degree.to_string(), "1 to 16");
+        }
+        if !(self.theta.is_finite() && (0.0..1.0).contains(&self.theta)) {
+            return bad("theta", self.theta.to_string(), "0 <= theta < 1");
+        }
+        if self.max_leaf == 0 {
+            return bad("max_leaf", "0".into(), ">= 1");
+        }
+        if self.max_batch == 0 {
+            return bad("max_batch", "0".into(), ">= 1");
+        }
+        Ok(())
+    }
+
+    /// Proxies per cluster, `(n + 1)^3`.
+    pub fn proxies(&self) -> usize {
+        (self.degree + 1).pow(3)
+    }
+}
+
+/// The stages of a treecode evaluation, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TreeStage {
+    /// Source and target trees.
+    TreeBuild,
+    /// Proxy charges.
+    Upward,
+    /// The dual traversal into the four lists.
+    Traversal,
+    /// Fetching the locally essential tree (distributed runs).
+    Let,
+    /// PP, PC, CP and CC against local sources.
+    ComputeLocal,
+    /// PP, PC, CP and CC against remote sources (distributed runs).
+    ComputeRemote,
+    /// Proxy potentials to the targets.
+    Downward,
+}
+
+impl StageKind for TreeStage {
+    const ALL: &'static [Self] = &[
+        TreeStage::TreeBuild,
+        TreeStage::Upward,
+        TreeStage::Traversal,
+        TreeStage::Let,
+        TreeStage::ComputeLocal,
+        TreeStage::ComputeRemote,
+        TreeStage::Downward,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            TreeStage::TreeBuild => "tree build",
+            TreeStage::Upward => "upward pass",
+            TreeStage::Traversal => "traversal",
+            TreeStage::Let => "LET",
+            TreeStage::ComputeLocal => "compute local",
+            TreeStage::ComputeRemote => "compute remote",
+            TreeStage::Downward => "downward pass",
+        }
+    }
+}
+
+/// What an evaluation did.
+#[derive(Clone, Debug, Default)]
+pub struct TreecodeStats {
+    /// Entries of the PP, PC, CP and CC lists.
+    pub interactions: [usize; 4],
+    /// Kernel evaluations of the four lists.
+    pub evaluations: [u64; 4],
+    /// Clusters of the source and target trees.
+    pub clusters: [usize; 2],
+    /// Seconds per stage.
+    pub times: StageTimes<TreeStage>,
+}
+
+/// Validates positions (finite) and the densities' length.
+fn validate(sources: &[[f64; 3]], densities: &[f64], width: usize, targets: &[[f64; 3]]) -> Result<()> {
+    if densities.len() != sources.len() * width {
+        return Err(Error::LengthMismatch {
+            field: "sources.densities".into(),
+            found: densities.len(),
+            reference: format!("sources.positions x {width}"),
+            expected: sources.len() * width,
+        });
+    }
+    for (field, pts) in [("sources.positions", sources), ("targets.positions", targets)] {
+        for (index, p) in pts.iter().enumerate() {
+            if let Some(component) = (0..3).find(|&d| !p[d].is_finite()) {
+                return Err(Error::NonFinite { field: field.into(), index, component, value: p[component] });
+            }
+        }
+    }
+    if let Some(k) = densities.iter().position(|v| !v.is_finite()) {
+        return Err(Error::NonFinite {
+            field: "sources.densities".into(),
+            index: k / width,
+            component: k % width,
+            value: densities[k],
+        });
+    }
+    Ok(())
+}
+
+/// Proxy points of the clusters `used`, block `i` for cluster `used[i]`, with their charges
+/// when `charges` is given (component-major; the upward pass stores them components innermost).
+fn proxy_soa(nodes: &[[AxisNodes; 3]], used: &[usize], np: usize, charges: Option<&ProxyCharges>) -> Soa {
+    let ncomp = charges.map_or(0, |c| c.ncomp);
+    let len = used.len() * np;
+    let mut soa = Soa::zeroed(len, ncomp);
+    for (slot, &c) in used.iter().enumerate() {
+        let nd = &nodes[c];
+        let m = nd[0].s.len();
+        for k3 in 0..m {
+            for k2 in 0..m {
+                for k1 in 0..m {
+                    let k = k1 + m * (k2 + m * k3);
+                    let i = slot * np + k;
+                    soa.x[i] = nd[0].s[k1];
+                    soa.y[i] = nd[1].s[k2];
+                    soa.z[i] = nd[2].s[k3];
+                }
+            }
+        }
+        if let Some(ch) = charges {
+            let q = ch.of(c);
+            for k in 0..np {
+                for comp in 0..ncomp {
+                    soa.q[comp * len + slot * np + k] = q[k * ncomp + comp];
+                }
+            }
+        }
+    }
+    soa
+}
+
+/// Clusters listed (as the first element when `target`, else the second) in `lists`, sorted,
+/// and the map from cluster to its place among them.
+fn used_clusters(n: usize, lists: &[&[(u32, u32)]], target: bool) -> (Vec<usize>, Vec<usize>) {
+    let mut slot = vec![usize::MAX; n];
+    let mut mark = vec![false; n];
+    for l in lists {
+        for &(t, s) in l.iter() {
+            mark[if target { t } else { s } as usize] = true;
+        }
+    }
+    let used: Vec<usize> = (0..n).filter(|&c| mark[c]).collect();
+    for (i, &c) in used.iter().enumerate() {
+        slot[c] = i;
+    }
+    (used, slot)
+}
+
+/// Evaluates the treecode sum of `kernel` at `targets` from `sources` with `densities`
+/// (`K::DENSITY` per source, row-major, input order): `K::VALUE` values per target, row-major,
+/// in the targets' order, and what it did.
+///
+/// `par` splits every stage over rayon's threads (the leaves of the PP and PC lists, the target
+/// clusters of CP and CC, the clusters of a level in both passes); `isa` picks the vector code.
+///
+/// # Errors
+/// Parameters out of range ([`TreecodeParams::validate`]), densities of the wrong length, and
+/// coordinates or densities that are not finite, each naming the field and the value.
+pub fn evaluate<K: PairKernel>(
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
+    params.validate()?;
+    validate(sources, densities, K::DENSITY, targets)?;
+    let (nd, nv) = (K::DENSITY, K::VALUE);
+    let mut stats = TreecodeStats::default();
+    if targets.is_empty() || sources.is_empty() {
+        return Ok((vec![0.0; targets.len() * nv], stats));
+    }
+    let n = params.degree;
+    let np = params.proxies();
+    let clock = Instant::now();
+    let build_sources = || Tree::build(sources, TreeParams { max_leaf: params.max_leaf });
+    let build_targets = || Tree::build(targets, TreeParams { max_leaf: params.max_batch });
+    let (stree, ttree) = match par {
+        Par::Seq => (build_sources(), build_targets()),
+        Par::Rayon(_) => rayon::join(build_sources, build_targets),
+    };
+    stats.clusters = [stree.clusters.len(), ttree.clusters.len()];
+    stats.times.add(TreeStage::TreeBuild, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let proxies = upward_pass(&stree, sources, densities, nd, n, par);
+    stats.times.add(TreeStage::Upward, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let lists = Interactions::build(&ttree, &stree, params.theta, np);
+    stats.interactions = [lists.pp.len(), lists.pc.len(), lists.cp.len(), lists.cc.len()];
+    stats.evaluations = lists.evaluations(&ttree, &stree, np);
+    stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    // sources and targets in tree order; proxies of the clusters the lists use
+    let ns = sources.len();
+    let mut src = Soa::zeroed(ns, nd);
+    for (k, &j) in stree.order.iter().enumerate() {
+        let j = j as usize;
+        [src.x[k], src.y[k], src.z[k]] = sources[j];
+        for c in 0..nd {
+            src.q[c * ns + k] = densities[j * nd + c];
+        }
+    }
+    let mut tgt = Soa::zeroed(targets.len(), 0);
+    for (k, &i) in ttree.order.iter().enumerate() {
+        [tgt.x[k], tgt.y[k], tgt.z[k]] = targets[i as usize];
+    }
+    let (sused, sslot) = used_clusters(stree.clusters.len(), &[&lists.pc, &lists.cc], false);
+    let (tused, tslot) = used_clusters(ttree.clusters.len(), &[&lists.cp, &lists.cc], true);
+    let sprox = proxy_soa(&proxies.nodes, &sused, np, Some(&proxies));
+    let tnodes: Vec<[AxisNodes; 3]> = ttree.clusters.iter().map(|c| crate::upward::cluster_nodes(n, c)).collect();
+    let tprox = proxy_soa(&tnodes, &tused, np, None);
+
+    // PP and PC by leaf: an entry on a cluster above the leaves goes to each leaf below it
+    let leaf_begins: Vec<usize> = ttree.leaves.iter().map(|&l| ttree.clusters[l].begin).collect();
+    let by_leaf = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
+        let mut pairs = Vec::with_capacity(list.len());
+        for &(t, s) in list {
+            let cl = &ttree.clusters[t as usize];
+            let first = leaf_begins.partition_point(|&b| b < cl.begin);
+            let last = leaf_begins.partition_point(|&b| b < cl.end);
+            for leaf in first..last {
+                pairs.push((leaf, range(s as usize)));
+            }
+        }
+        Csr::from_pairs(ttree.leaves.len(), pairs)
+    };
+    let particles = |s: usize| (stree.clusters[s].begin, stree.clusters[s].end);
+    let proxy_block = |s: usize| (sslot[s] * np, (sslot[s] + 1) * np);
+    let pp = by_leaf(&lists.pp, &particles);
+    let pc = by_leaf(&lists.pc, &proxy_block);
+    let by_cluster = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
+        Csr::from_pairs(tused.len(), list.iter().map(|&(t, s)| (tslot[t as usize], range(s as usize))).collect())
+    };
+    let cp = by_cluster(&lists.cp, &particles);
+    let cc = by_cluster(&lists.cc, &proxy_block);
+
+    let mut out = vec![0.0; targets.len() * nv];
+    {
+        let writer = DisjointSlice::new(&mut out);
+        let leaf = |i: usize| {
+            let cl = &ttree.clusters[ttree.leaves[i]];
+            // SAFETY: leaves own disjoint target ranges.
+            let o = unsafe { writer.range_mut(cl.begin * nv, cl.end * nv) };
+            let xyz = tgt.xyz(cl.begin, cl.end);
+            accumulate(isa, kernel, xyz, &src, pp.of(i), o);
+            accumulate(isa, kernel, xyz, &sprox, pc.of(i), o);
+        };
+        run(par, ttree.leaves.len(), leaf);
+    }
+    let block = np * nv;
+    let mut potentials = vec![0.0; ttree.clusters.len() * block];
+    let mut active = vec![false; ttree.clusters.len()];
+    {
+        let writer = DisjointSlice::new(&mut potentials);
+        let cluster = |i: usize| {
+            let c = tused[i];
+            // SAFETY: each target cluster's proxy block is written by its own task.
+            let o = unsafe { writer.range_mut(c * block, (c + 1) * block) };
+            let xyz = tprox.xyz(i * np, (i + 1) * np);
+            accumulate(isa, kernel, xyz, &src, cp.of(i), o);
+            accumulate(isa, kernel, xyz, &sprox, cc.of(i), o);
+        };
+        run(par, tused.len(), cluster);
+    }
+    for &c in &tused {
+        active[c] = true;
+    }
+    stats.times.add(TreeStage::ComputeLocal, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let mut sorted = out;
+    downward_pass(&ttree, &tnodes, nv, &mut potentials, &mut active, tgt.xyz(0, targets.len()), &mut sorted, par);
+    let mut out = vec![0.0; targets.len() * nv];
+    for (k, &i) in ttree.order.iter().enumerate() {
+        let i = i as usize;
+        out[i * nv..(i + 1) * nv].copy_from_slice(&sorted[k * nv..(k + 1) * nv]);
+    }
+    stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
+    Ok((out, stats))
+}
+
+/// Runs `f(i)` for `i < n`, on rayon's threads unless `par` is sequential.
+fn run(par: Par, n: usize, f: impl Fn(usize) + Sync + Send) {
+    match par {
+        Par::Seq => (0..n).for_each(f),
+        Par::Rayon(_) => (0..n).into_par_iter().for_each(f),
+    }
+}
+
+/// [`evaluate`] for a built-in kernel, with the caller's per-source inputs
+/// ([`TreeKernel::input_width`] each: charges, forces, or dipoles and normals) converted to the
+/// summed densities.
+///
+/// # Errors
+/// As [`evaluate`]; the inputs' length is checked against `sources.inputs`.
+pub fn evaluate_kernel(
+    kernel: TreeKernel,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    inputs: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    let w = kernel.input_width();
+    if inputs.len() != sources.len() * w {
+        return Err(Error::LengthMismatch {
+            field: "sources.inputs".into(),
+            found: inputs.len(),
+            reference: format!("sources.positions x {w}"),
+            expected: sources.len() * w,
+        });
+    }
+    let q = kernel.densities(inputs);
+    match kernel {
+        TreeKernel::Coulomb => evaluate(&Coulomb, params, sources, &q, targets, par, isa),
+        TreeKernel::Yukawa { kappa } => evaluate(&Yukawa { kappa }, params, sources, &q, targets, par, isa),
+        TreeKernel::RegularizedCoulomb { epsilon } => {
+            evaluate(&RegularizedCoulomb { epsilon }, params, sources, &q, targets, par, isa)
+        }
+        TreeKernel::RegularizedYukawa { kappa, epsilon } => {
+            evaluate(&RegularizedYukawa { kappa, epsilon }, params, sources, &q, targets, par, isa)
+        }
+        TreeKernel::SinOverR { wavenumber } => {
+            evaluate(&SinOverR { wavenumber }, params, sources, &q, targets, par, isa)
+        }
+        TreeKernel::Stokeslet => evaluate(&Stokeslet, params, sources, &q, targets, par, isa),
+        TreeKernel::Stresslet => evaluate(&Stresslet, params, sources, &q, targets, par, isa),
+        TreeKernel::Stokes => evaluate(&Stokes, params, sources, &q, targets, par, isa),
+    }
+}
