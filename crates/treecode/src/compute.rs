@@ -11,9 +11,9 @@
 //! block of sources (at most a leaf or `(n + 1)^3` proxies) stays in cache while every target
 //! passes over it.
 
-use parki_core::isa_dispatch;
+use parki_core::isa::Isa;
 
-use crate::kernel::{PairKernel, LANES, MAX_DENSITY, MAX_VALUE};
+use crate::kernel::{Avx512, LaneDensities, LaneMath, PairKernel, Portable, LANES, MAX_DENSITY, MAX_VALUE};
 
 /// Points in structure-of-arrays form, with `DENSITY` density components stored component-major
 /// (`q[c * len + j]`) when they are sources.
@@ -45,7 +45,15 @@ impl Soa {
 /// Sums over the tail `j0..end` (fewer than [`LANES`] sources) padded with zero densities at
 /// distance 1, which every kernel maps to zero.
 #[inline(always)]
-fn tail<K: PairKernel>(kernel: &K, t: [f64; 3], src: &Soa, j0: usize, end: usize, acc: &mut [[f64; LANES]; MAX_VALUE]) {
+fn tail<K: PairKernel, M: LaneMath>(
+    kernel: &K,
+    m: M,
+    t: [f64; 3],
+    src: &Soa,
+    j0: usize,
+    end: usize,
+    acc: &mut [[f64; LANES]; MAX_VALUE],
+) {
     let len = src.len();
     let mut d = [[0.0; LANES]; 3];
     let mut r2 = [1.0; LANES];
@@ -61,44 +69,114 @@ fn tail<K: PairKernel>(kernel: &K, t: [f64; 3], src: &Soa, j0: usize, end: usize
             q[c * LANES + l] = src.q[c * len + j];
         }
     }
-    kernel.lanes(&d, &r2, &q, LANES, 0, acc);
+    kernel.lanes(m, &d, &r2, LaneDensities::new(&q, LANES, 0), acc);
 }
 
-isa_dispatch! {
-    /// Adds, for every source block `begin..end` of `ranges` (in `src`) and every target `i` of
-    /// `xyz`, `sum_j G(x_i - y_j) q_j` into `out[i * VALUE..]`.
-    pub(crate) fn accumulate<K: PairKernel>(kernel: &K, xyz: [&[f64]; 3], src: &Soa, ranges: &[(usize, usize)], out: &mut [f64]) {
-        let [tx, ty, tz] = xyz;
-        let nv = K::VALUE;
-        let stride = src.len();
-        assert!(out.len() >= tx.len() * nv && ty.len() == tx.len() && tz.len() == tx.len(), "target arrays");
-        for &(begin, end) in ranges {
-            let full = begin + (end - begin) / LANES * LANES;
-            let (sx, sy, sz) = (&src.x[begin..full], &src.y[begin..full], &src.z[begin..full]);
-            for i in 0..tx.len() {
-                let t = [tx[i], ty[i], tz[i]];
-                let mut acc = [[0.0; LANES]; MAX_VALUE];
-                for (b, ((xs, ys), zs)) in sx.chunks_exact(LANES).zip(sy.chunks_exact(LANES)).zip(sz.chunks_exact(LANES)).enumerate() {
-                    let mut d = [[0.0; LANES]; 3];
-                    let mut r2 = [0.0; LANES];
-                    for l in 0..LANES {
-                        let (dx, dy, dz) = (t[0] - xs[l], t[1] - ys[l], t[2] - zs[l]);
-                        d[0][l] = dx;
-                        d[1][l] = dy;
-                        d[2][l] = dz;
-                        r2[l] = dz.mul_add(dz, dy.mul_add(dy, dx * dx));
-                    }
-                    kernel.lanes(&d, &r2, &src.q, stride, begin + b * LANES, &mut acc);
+/// The body of [`accumulate`], compiled once per instruction set.
+#[inline(always)]
+fn accumulate_with<K: PairKernel, M: LaneMath>(
+    kernel: &K,
+    m: M,
+    xyz: [&[f64]; 3],
+    src: &Soa,
+    ranges: &[(usize, usize)],
+    out: &mut [f64],
+) {
+    let [tx, ty, tz] = xyz;
+    let nv = K::VALUE;
+    let stride = src.len();
+    assert!(out.len() >= tx.len() * nv && ty.len() == tx.len() && tz.len() == tx.len(), "target arrays");
+    for &(begin, end) in ranges {
+        let full = begin + (end - begin) / LANES * LANES;
+        let (sx, sy, sz) = (&src.x[begin..full], &src.y[begin..full], &src.z[begin..full]);
+        for i in 0..tx.len() {
+            let t = [tx[i], ty[i], tz[i]];
+            let mut acc = [[0.0; LANES]; MAX_VALUE];
+            for (b, ((xs, ys), zs)) in
+                sx.chunks_exact(LANES).zip(sy.chunks_exact(LANES)).zip(sz.chunks_exact(LANES)).enumerate()
+            {
+                let mut d = [[0.0; LANES]; 3];
+                let mut r2 = [0.0; LANES];
+                for l in 0..LANES {
+                    let (dx, dy, dz) = (t[0] - xs[l], t[1] - ys[l], t[2] - zs[l]);
+                    d[0][l] = dx;
+                    d[1][l] = dy;
+                    d[2][l] = dz;
+                    r2[l] = dz.mul_add(dz, dy.mul_add(dy, dx * dx));
                 }
-                if full < end {
-                    tail(kernel, t, src, full, end, &mut acc);
-                }
-                for v in 0..nv {
-                    out[i * nv + v] += acc[v].iter().sum::<f64>();
-                }
+                kernel.lanes(m, &d, &r2, LaneDensities::new(&src.q, stride, begin + b * LANES), &mut acc);
+            }
+            if full < end {
+                tail(kernel, m, t, src, full, end, &mut acc);
+            }
+            for v in 0..nv {
+                out[i * nv + v] += acc[v].iter().sum::<f64>();
             }
         }
     }
+}
+
+/// [`accumulate_with`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn accumulate_avx512<K: PairKernel>(
+    kernel: &K,
+    m: Avx512,
+    xyz: [&[f64]; 3],
+    src: &Soa,
+    ranges: &[(usize, usize)],
+    out: &mut [f64],
+) {
+    accumulate_with(kernel, m, xyz, src, ranges, out)
+}
+
+/// [`accumulate_with`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn accumulate_avx2<K: PairKernel>(
+    kernel: &K,
+    xyz: [&[f64]; 3],
+    src: &Soa,
+    ranges: &[(usize, usize)],
+    out: &mut [f64],
+) {
+    accumulate_with(kernel, Portable, xyz, src, ranges, out)
+}
+
+/// Adds, for every source block `begin..end` of `ranges` (in `src`) and every target `i` of
+/// `xyz`, `sum_j G(x_i - y_j) q_j` into `out[i * VALUE..]`, with the vector code of `isa` (the
+/// portable code where the CPU lacks it).
+pub(crate) fn accumulate<K: PairKernel>(
+    isa: Isa,
+    kernel: &K,
+    xyz: [&[f64]; 3],
+    src: &Soa,
+    ranges: &[(usize, usize)],
+    out: &mut [f64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        Isa::Avx512 if isa.available() => {
+            if let Some(m) = Avx512::new() {
+                // SAFETY: `available()` checked AVX-512F, AVX-512VL, AVX2 and FMA.
+                return unsafe { accumulate_avx512(kernel, m, xyz, src, ranges, out) };
+            }
+        }
+        Isa::Avx2 if isa.available() => {
+            // SAFETY: `available()` checked AVX2 and FMA.
+            return unsafe { accumulate_avx2(kernel, xyz, src, ranges, out) };
+        }
+        _ => {}
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    accumulate_with(kernel, Portable, xyz, src, ranges, out)
 }
 
 /// Compressed lists: the entries of item `i` (a leaf or a target cluster) are

@@ -44,32 +44,138 @@ pub const MAX_VALUE: usize = 3;
 /// A pair kernel as the treecode evaluates it: [`LANES`] sources against one target.
 ///
 /// Implement it for a kernel of your own (BaryTree's `USER`); everything else in the crate is
-/// generic over it. The densities are stored component-major: component `c` of source `j` is
-/// `q[c * stride + j]`.
+/// generic over it.
 pub trait PairKernel: Copy + Send + Sync {
     /// Density components per source (at most [`MAX_DENSITY`]).
     const DENSITY: usize;
     /// Values per target (at most [`MAX_VALUE`]).
     const VALUE: usize;
 
-    /// Adds `G(r_l) q_l` for the lanes `l` (`r_l = d[..][l]`, `r2[l] = |r_l|^2`, densities of the
-    /// lane's source at `q[c * stride + j0 + l]`) into `acc[v][l]`, `v < VALUE`.
-    fn lanes(
+    /// Adds `G(r_l) q_l` for the lanes `l` (`r_l = d[..][l]`, `r2[l] = |r_l|^2`, density
+    /// component `c` of the lane's source `q.get(c)[l]`) into `acc[v][l]`, `v < VALUE`.
+    /// `m` is the vector math of the instruction set the call is compiled for.
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     );
 }
 
-/// Density component `c` of the lanes `j0..j0 + LANES`.
-#[inline(always)]
-pub fn lane(q: &[f64], stride: usize, c: usize, j0: usize) -> &[f64; LANES] {
-    let s = c * stride + j0;
-    q[s..s + LANES].try_into().expect("LANES values")
+/// Vector math of one instruction set, handed to [`PairKernel::lanes`]: what the compiler does
+/// not vectorise well by itself.
+pub trait LaneMath: Copy {
+    /// `1/sqrt(x)` per lane, for `x > 0`.
+    fn rsqrt(self, x: &[f64; LANES]) -> [f64; LANES];
+    /// `1/r` from `r^2` per lane, 0 where `r^2 = 0` (the self-term rule of singular kernels).
+    fn inv_r(self, r2: &[f64; LANES]) -> [f64; LANES];
+}
+
+/// Portable math: `1/sqrt` by a square root and a division (vectorised as such by the compiler).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Portable;
+
+impl LaneMath for Portable {
+    #[inline(always)]
+    fn rsqrt(self, x: &[f64; LANES]) -> [f64; LANES] {
+        x.map(|v| 1.0 / v.sqrt())
+    }
+    #[inline(always)]
+    fn inv_r(self, r2: &[f64; LANES]) -> [f64; LANES] {
+        r2.map(inv_r)
+    }
+}
+
+/// AVX-512F math: `1/sqrt` from the 14-bit estimate `vrsqrt14pd` and two Newton steps
+/// (14 -> 28 -> 56 bits), multiplications and FMAs only, instead of a square root and a
+/// division (which otherwise cost more than the rest of the pair together).
+///
+/// A value exists only where the CPU has AVX-512F ([`Avx512::new`] checks), so its methods
+/// never execute an instruction the CPU lacks; they become vector code inside the
+/// `#[target_feature]` functions that receive it.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512 {
+    _checked: (),
+}
+
+impl Avx512 {
+    /// The math, if this CPU has AVX-512F and FMA.
+    pub fn new() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+                return Some(Self { _checked: () });
+            }
+        }
+        None
+    }
+}
+
+impl LaneMath for Avx512 {
+    #[inline(always)]
+    fn rsqrt(self, x: &[f64; LANES]) -> [f64; LANES] {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{
+                _mm512_fnmadd_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_rsqrt14_pd, _mm512_set1_pd, _mm512_storeu_pd,
+            };
+            let mut out = [0.0; LANES];
+            // SAFETY: `self` exists only on a CPU with AVX-512F (checked in `new`), so every
+            // instruction here is defined; the load and the store touch exactly the 8 f64 of
+            // `x` and `out`.
+            unsafe {
+                let v = _mm512_loadu_pd(x.as_ptr());
+                let h = _mm512_mul_pd(v, _mm512_set1_pd(0.5));
+                let c = _mm512_set1_pd(1.5);
+                let mut y = _mm512_rsqrt14_pd(v);
+                for _ in 0..2 {
+                    y = _mm512_mul_pd(y, _mm512_fnmadd_pd(h, _mm512_mul_pd(y, y), c));
+                }
+                _mm512_storeu_pd(out.as_mut_ptr(), y);
+            }
+            out
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Portable.rsqrt(x)
+        }
+    }
+    #[inline(always)]
+    fn inv_r(self, r2: &[f64; LANES]) -> [f64; LANES] {
+        let y = self.rsqrt(r2);
+        let mut out = [0.0; LANES];
+        for l in 0..LANES {
+            out[l] = if r2[l] > 0.0 { y[l] } else { 0.0 };
+        }
+        out
+    }
+}
+
+/// The densities of the [`LANES`] sources of one [`PairKernel::lanes`] call, stored
+/// component-major: component `c` of source `j` at `q[c * stride + j]`, the call's sources
+/// `j0..j0 + LANES`.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneDensities<'a> {
+    q: &'a [f64],
+    stride: usize,
+    j0: usize,
+}
+
+impl<'a> LaneDensities<'a> {
+    /// The sources `j0..j0 + LANES` of `q` with `stride` sources per component.
+    #[inline(always)]
+    pub fn new(q: &'a [f64], stride: usize, j0: usize) -> Self {
+        Self { q, stride, j0 }
+    }
+
+    /// Component `c` of the lanes.
+    #[inline(always)]
+    pub fn get(&self, c: usize) -> &'a [f64; LANES] {
+        let s = c * self.stride + self.j0;
+        self.q[s..s + LANES].try_into().expect("LANES values")
+    }
 }
 
 /// `1/r`, or 0 at `r = 0` (the self-term rule of singular kernels).
@@ -90,18 +196,18 @@ impl PairKernel for Coulomb {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         _d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        let q0 = lane(q, stride, 0, j0);
+        let q0 = q.get(0);
+        let ri = m.inv_r(r2);
         for l in 0..LANES {
-            acc[0][l] = q0[l].mul_add(inv_r(r2[l]), acc[0][l]);
+            acc[0][l] = q0[l].mul_add(ri[l], acc[0][l]);
         }
     }
 }
@@ -117,16 +223,15 @@ impl PairKernel for Yukawa {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        _m: M,
         _d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        let q0 = lane(q, stride, 0, j0);
+        let q0 = q.get(0);
         for l in 0..LANES {
             let r = r2[l].sqrt();
             let g = if r2[l] > 0.0 { (-self.kappa * r).exp() / r } else { 0.0 };
@@ -146,19 +251,19 @@ impl PairKernel for RegularizedCoulomb {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         _d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        let q0 = lane(q, stride, 0, j0);
+        let q0 = q.get(0);
         let e2 = self.epsilon * self.epsilon;
+        let ri = m.rsqrt(&r2.map(|v| v + e2));
         for l in 0..LANES {
-            acc[0][l] = q0[l].mul_add(1.0 / (r2[l] + e2).sqrt(), acc[0][l]);
+            acc[0][l] = q0[l].mul_add(ri[l], acc[0][l]);
         }
     }
 }
@@ -176,16 +281,15 @@ impl PairKernel for RegularizedYukawa {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        _m: M,
         _d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        let q0 = lane(q, stride, 0, j0);
+        let q0 = q.get(0);
         let e2 = self.epsilon * self.epsilon;
         for l in 0..LANES {
             let g = (-self.kappa * r2[l].sqrt()).exp() / (r2[l] + e2).sqrt();
@@ -205,16 +309,15 @@ impl PairKernel for SinOverR {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        _m: M,
         _d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        let q0 = lane(q, stride, 0, j0);
+        let q0 = q.get(0);
         for l in 0..LANES {
             let r = r2[l].sqrt();
             let g = if r2[l] > 0.0 { (self.wavenumber * r).sin() / r } else { 0.0 };
@@ -229,18 +332,18 @@ pub struct Stokeslet;
 
 /// Adds the Stokeslet of the forces at components `c0..c0 + 3` into `acc`.
 #[inline(always)]
-fn stokeslet_lanes(
+fn stokeslet_lanes<M: LaneMath>(
+    m: M,
     d: &[[f64; LANES]; 3],
     r2: &[f64; LANES],
-    q: &[f64],
-    stride: usize,
-    j0: usize,
+    q: LaneDensities<'_>,
     c0: usize,
     acc: &mut [[f64; LANES]; MAX_VALUE],
 ) {
-    let (fx, fy, fz) = (lane(q, stride, c0, j0), lane(q, stride, c0 + 1, j0), lane(q, stride, c0 + 2, j0));
+    let (fx, fy, fz) = (q.get(c0), q.get(c0 + 1), q.get(c0 + 2));
+    let ri = m.inv_r(r2);
     for l in 0..LANES {
-        let ri = inv_r(r2[l]);
+        let ri = ri[l];
         let (x, y, z) = (d[0][l], d[1][l], d[2][l]);
         let rf = x * fx[l] + y * fy[l] + z * fz[l];
         let c = rf * ri * ri * ri;
@@ -252,18 +355,18 @@ fn stokeslet_lanes(
 
 /// Adds the stresslet of the symmetric tensors at components `c0..c0 + 6` into `acc`.
 #[inline(always)]
-fn stresslet_lanes(
+fn stresslet_lanes<M: LaneMath>(
+    m: M,
     d: &[[f64; LANES]; 3],
     r2: &[f64; LANES],
-    q: &[f64],
-    stride: usize,
-    j0: usize,
+    q: LaneDensities<'_>,
     c0: usize,
     acc: &mut [[f64; LANES]; MAX_VALUE],
 ) {
-    let s = [0, 1, 2, 3, 4, 5].map(|c| lane(q, stride, c0 + c, j0));
+    let s = [0, 1, 2, 3, 4, 5].map(|c| q.get(c0 + c));
+    let ri = m.inv_r(r2);
     for l in 0..LANES {
-        let ri = inv_r(r2[l]);
+        let ri = ri[l];
         let ri2 = ri * ri;
         let (x, y, z) = (d[0][l], d[1][l], d[2][l]);
         let diag = s[0][l] * x * x + s[1][l] * y * y + s[2][l] * z * z;
@@ -279,16 +382,15 @@ impl PairKernel for Stokeslet {
     const DENSITY: usize = 3;
     const VALUE: usize = 3;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        stokeslet_lanes(d, r2, q, stride, j0, 0, acc);
+        stokeslet_lanes(m, d, r2, q, 0, acc);
     }
 }
 
@@ -300,16 +402,15 @@ impl PairKernel for Stresslet {
     const DENSITY: usize = 6;
     const VALUE: usize = 3;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        stresslet_lanes(d, r2, q, stride, j0, 0, acc);
+        stresslet_lanes(m, d, r2, q, 0, acc);
     }
 }
 
@@ -321,17 +422,16 @@ impl PairKernel for Stokes {
     const DENSITY: usize = 9;
     const VALUE: usize = 3;
     #[inline(always)]
-    fn lanes(
+    fn lanes<M: LaneMath>(
         &self,
+        m: M,
         d: &[[f64; LANES]; 3],
         r2: &[f64; LANES],
-        q: &[f64],
-        stride: usize,
-        j0: usize,
+        q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
-        stokeslet_lanes(d, r2, q, stride, j0, 0, acc);
-        stresslet_lanes(d, r2, q, stride, j0, 3, acc);
+        stokeslet_lanes(m, d, r2, q, 0, acc);
+        stresslet_lanes(m, d, r2, q, 3, acc);
     }
 }
 
