@@ -95,9 +95,15 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let log = Log { on: !args.quiet && comm.rank() == 0 };
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| Error::Io { path: args.config.clone(), message: e.to_string() });
-    let equation = comm.agree(text.and_then(|t| crate::config::equation(&t, &args.config)))?;
+    let kind = text.and_then(|t| {
+        Ok((crate::config::equation(&t, &args.config)?, crate::treecode::is_treecode(&t, &args.config)?))
+    });
+    let (equation, treecode) = comm.agree(kind)?;
     if equation.as_deref() == Some("poisson") {
         return crate::poisson::run(args, comm);
+    }
+    if treecode {
+        return comm.agree(crate::treecode::run(args, comm));
     }
     let cfg = comm.agree(RunConfig::load(&args.config))?;
     let popts = comm.agree(parallel_options(&cfg.parallel).and_then(|p| check_grid(p, comm.size())))?;

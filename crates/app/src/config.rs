@@ -37,6 +37,9 @@ pub struct ProblemSection {
     /// `"particles"` (default: a kernel sum over particles); `"poisson"` runs are read by
     /// [`crate::poisson`] instead.
     pub equation: Option<String>,
+    /// `"ewald"` (the default, the spectral Ewald sum); `"treecode"` runs are read by
+    /// [`crate::treecode`] instead.
+    pub method: Option<String>,
     /// `"laplace"`, `"stokeslet"`, `"stresslet"` or `"stokes"`.
     pub kernel: String,
     /// Box side lengths (exactly 3, checked by [`RunConfig::parse`]; see [`ProblemSection::lengths`]).
@@ -207,6 +210,13 @@ impl RunConfig {
                 allowed: "\"particles\" (a kernel sum over particles, the default) or \"poisson\" (a grid Poisson \
                           problem)"
                     .into(),
+            });
+        }
+        if let Some(m) = p.method.as_deref().filter(|&m| m != "ewald") {
+            return Err(Error::OutOfRange {
+                field: "problem.method".into(),
+                value: format!("\"{m}\""),
+                allowed: "\"ewald\" (spectral Ewald, the default) or \"treecode\" (free-space BLDTT)".into(),
             });
         }
         three_entries("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;

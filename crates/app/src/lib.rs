@@ -3,7 +3,7 @@
 //! `parki-dist` library on one process or over MPI ranks, on the CPU or a CUDA device
 //! ([`backend`]), checks the result against a reference sum ([`verify`]) and writes the
 //! potential and the JSON report ([`report`]) through temporary files checked before the run
-//! ([`outputs`]).
+//! ([`outputs`]). `[problem] method = "treecode"` runs the free-space treecode ([`treecode`]).
 //!
 //! The library's public surface is the `parki-dist` crate (the solvers and their options); this
 //! package holds the application's plumbing and the `parki-dist` and `parki-check` binaries.
@@ -16,4 +16,5 @@ pub mod npy;
 pub mod outputs;
 pub mod poisson;
 pub mod report;
+pub mod treecode;
 pub mod verify;

@@ -118,6 +118,37 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
 
   [parallel]                  # as above; grid = [P_1, P_2] splits the transform's 2nd and 3rd
                               # axes in memory order (printed at plan time)
+
+The free-space treecode (BLDTT; examples/treecode), one rank:
+
+  [problem]
+  method = \"treecode\"
+  kernel = \"yukawa\"          # laplace, yukawa, regularized-coulomb, regularized-yukawa,
+                              # sin-over-r, stokeslet, stresslet, stokes
+  kappa = 0.5                 # yukawa kernels; epsilon: regularised; wavenumber: sin-over-r
+  tolerance = 1e-8            # relative l2: sets degree, theta and leaf sizes (a measured table)
+  periodic = [false, false, false]   # optional; free space only
+
+  [sources]                   # positions and charges, forces, dipoles + normals as above, or
+  generate = { distribution = \"plummer\", count = 1000000, seed = 1 }
+                              # uniform, gaussian, plummer, slab, rod, shell
+  [targets]                   # optional: positions, or generate
+
+  [treecode]                  # optional: each key overrides the tolerance's choice
+  degree = 8                  # interpolation degree (1..16), (n + 1)^3 proxies per cluster
+  theta = 0.7                 # MAC (0 <= theta < 1; 0: the direct sum)
+  max_leaf = 2000             # sources per leaf (default 1.5 (n + 1)^3)
+  max_batch = 2000            # targets per leaf
+  isa = \"avx512\"            # or avx2, scalar (default: the best available)
+
+  [output]
+  potential = \"u.npy\"
+  report = \"report.json\"      # parameters and their origin, list counts, stage times, check
+
+  [run]
+  threads = 2
+  check = 1000                # error against the direct sum on 1000 targets
+  repeat = 1
 ";
 
 #[derive(Parser, Debug)]

@@ -69,6 +69,58 @@ impl TreecodeParams {
     }
 }
 
+/// The parameters for a relative l2 tolerance, and which row of [`TOLERANCE_TABLE`] gave
+/// them.
+///
+/// The table is measured (docs/treecode.md): Coulomb at 1e5 points, random normal charges,
+/// leaves of `1.5 (n + 1)^3`, the error of eq. (22) at 1000 targets, for every degree 2..10
+/// and theta 0.5..0.8, on the uniform cube and on the Plummer sphere; each row is the worse of
+/// the two errors, and the rows are the settings no other beats on both that error and the
+/// summed time. The first row whose error is at most half of `tol` is chosen; the leaf and batch
+/// sizes are `1.5 (n + 1)^3` (at least 32), the fastest at degrees 4 and 8. (Theta 0.8 costs
+/// the Plummer sphere 28x the cube's error at degree 8, theta 0.5 nothing: one table for the
+/// uniform cube alone would miss clustered sets by an order of magnitude.) Other kernels and
+/// sets have their own constants: `[run] check` measures a run's error.
+///
+/// # Errors
+/// [`Error::OutOfRange`] naming `problem.tolerance` outside `[1e-12, 1)`.
+pub fn for_tolerance(tol: f64) -> Result<(TreecodeParams, usize)> {
+    if !(tol.is_finite() && (1e-12..1.0).contains(&tol)) {
+        return Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: tol.to_string(),
+            allowed: "1e-12 <= tolerance < 1".into(),
+        });
+    }
+    let row = TOLERANCE_TABLE.iter().position(|r| r.0 <= 0.5 * tol).unwrap_or(TOLERANCE_TABLE.len() - 1);
+    let (_, degree, theta) = TOLERANCE_TABLE[row];
+    let leaf = ((degree + 1).pow(3) * 3 / 2).max(32);
+    Ok((TreecodeParams { degree, theta, max_leaf: leaf, max_batch: leaf }, row))
+}
+
+/// Measured `(error, degree, theta)`, loosest first (see [`for_tolerance`]): the worse of the
+/// uniform cube's and the Plummer sphere's errors.
+pub const TOLERANCE_TABLE: [(f64, usize, f64); 18] = [
+    (3.3e-3, 2, 0.8),
+    (6.7e-4, 3, 0.8),
+    (1.6e-4, 4, 0.8),
+    (6.7e-5, 4, 0.7),
+    (4.6e-5, 5, 0.8),
+    (2.2e-5, 4, 0.6),
+    (1.4e-5, 6, 0.8),
+    (4.1e-6, 7, 0.8),
+    (2.9e-6, 6, 0.7),
+    (7.2e-7, 7, 0.7),
+    (5.7e-7, 6, 0.6),
+    (6.3e-8, 7, 0.6),
+    (5.7e-8, 6, 0.5),
+    (5.0e-9, 8, 0.6),
+    (2.9e-9, 7, 0.5),
+    (6.0e-11, 8, 0.5),
+    (2.1e-12, 9, 0.5),
+    (1.2e-13, 10, 0.5),
+];
+
 /// The stages of a treecode evaluation, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TreeStage {

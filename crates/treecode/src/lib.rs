@@ -29,7 +29,7 @@ pub mod tree;
 pub mod upward;
 
 pub use cheb::{lagrange, nodes, AxisNodes};
-pub use evaluate::{evaluate, evaluate_kernel, TreeStage, TreecodeParams, TreecodeStats};
+pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, TreeStage, TreecodeParams, TreecodeStats};
 pub use kernel::{PairKernel, TreeKernel};
 pub use traversal::{Interaction, Interactions};
 pub use tree::{Cluster, Tree, TreeParams};

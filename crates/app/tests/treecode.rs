@@ -1,0 +1,182 @@
+//! `parki-dist run` for `method = "treecode"`: inputs from files and from a generator, the
+//! potential written in the targets' order and equal to the library's, the parameters chosen
+//! from the tolerance and reported with the lists, the check against the direct sum, and
+//! errors that name the field and the value.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use parki_app::npy;
+use parki_core::isa::Isa;
+use parki_core::Par;
+use parki_reference::generate::Cloud;
+use parki_treecode::{evaluate_kernel, TreeKernel, TreecodeParams};
+
+mod common;
+use common::Dir;
+
+fn run(config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "2"])
+        .output()
+        .unwrap()
+}
+
+fn succeeded(out: &Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "failed:\n{text}");
+    text
+}
+
+fn assert_error(out: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+}
+
+fn report(dir: &Dir) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn files_in_potential_out_as_the_library_computes() {
+    let dir = Dir::new("treecode-files");
+    let sources = Cloud::Gaussian.points(3, 0..20000);
+    let targets = Cloud::Uniform.points(4, 0..5000);
+    let forces: Vec<f64> = (0..60000).map(|k| ((k * 7919) % 1000) as f64 / 500.0 - 1.0).collect();
+    npy::write(&dir.path("x.npy"), &[20000, 3], &sources.concat()).unwrap();
+    npy::write(&dir.path("f.npy"), &[20000, 3], &forces).unwrap();
+    npy::write(&dir.path("t.npy"), &[5000, 3], &targets.concat()).unwrap();
+    let cfg = dir.file(
+        "run.toml",
+        r#"
+[problem]
+method = "treecode"
+kernel = "stokeslet"
+periodic = [false, false, false]
+
+[sources]
+positions = "x.npy"
+forces = "f.npy"
+
+[targets]
+positions = "t.npy"
+
+[treecode]
+degree = 5
+theta = 0.7
+max_leaf = 300
+max_batch = 200
+
+[output]
+potential = "u.npy"
+report = "report.json"
+
+[run]
+check = 100
+"#,
+    );
+    let text = succeeded(&run(&cfg));
+    assert!(text.contains("compute local") && text.contains("lists: PP"), "timing table and lists: {text}");
+    let u = npy::read(&dir.path("u.npy"), "u").unwrap();
+    assert_eq!(u.shape, vec![5000, 3]);
+    let p = TreecodeParams { degree: 5, theta: 0.7, max_leaf: 300, max_batch: 200 };
+    let (expect, _) =
+        evaluate_kernel(TreeKernel::Stokeslet, &p, &sources, &forces, &targets, Par::Rayon(2), Isa::detect()).unwrap();
+    let diff = u.data.iter().zip(&expect).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(diff < 1e-12, "run and library differ by {diff:.3e}");
+    let r = report(&dir);
+    assert_eq!(r["method"], "treecode");
+    assert_eq!(r["treecode"]["degree"], 5);
+    assert_eq!(r["treecode"]["chosen_by"]["degree"], "run.toml");
+    let e = r["error"]["relative_l2"].as_f64().unwrap();
+    assert!(e < 1e-4, "check error {e:.3e}");
+    for l in ["pp", "pc", "cp", "cc"] {
+        assert!(r["interactions"][l].as_u64().is_some(), "interactions.{l} reported");
+    }
+    assert!(r["timings_seconds"]["upward pass"]["max"].as_f64().is_some());
+}
+
+#[test]
+fn tolerance_chooses_the_parameters_and_is_met() {
+    let dir = Dir::new("treecode-tolerance");
+    for (kernel, extra, tol) in
+        [("laplace", "", 1e-5), ("regularized-yukawa", "kappa = 0.5\nepsilon = 0.01", 1e-6), ("stresslet", "", 1e-4)]
+    {
+        let cfg = dir.file(
+            "run.toml",
+            &format!(
+                r#"
+[problem]
+method = "treecode"
+kernel = "{kernel}"
+{extra}
+tolerance = {tol:e}
+
+[sources]
+generate = {{ distribution = "plummer", count = 30000, seed = 5 }}
+
+[output]
+report = "report.json"
+
+[run]
+check = 300
+"#
+            ),
+        );
+        succeeded(&run(&cfg));
+        let r = report(&dir);
+        assert_eq!(r["treecode"]["chosen_by"]["degree"], "tolerance table", "{kernel}");
+        let e = r["error"]["relative_l2"].as_f64().unwrap();
+        assert!(e < tol, "{kernel}: error {e:.3e} above the tolerance {tol:e}");
+    }
+}
+
+#[test]
+fn bad_treecode_runs_are_named() {
+    let dir = Dir::new("treecode-errors");
+    let base = |problem: &str, tree: &str| {
+        format!("[problem]\nmethod = \"treecode\"\n{problem}\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 100 }}\n{tree}")
+    };
+    let cases: [(String, &[&str]); 7] = [
+        (base("kernel = \"yukawa\"\ntolerance = 1e-6", ""), &["problem.kappa"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-6\nperiodic = [true, false, false]", ""), &["problem.periodic"]),
+        (base("kernel = \"laplace\"\ntolerance = 2.0", ""), &["problem.tolerance"]),
+        (base("kernel = \"laplace\"", ""), &["treecode.degree"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-6", "[treecode]\ntheta = 1.5"), &["treecode.theta", "1.5"]),
+        (base("kernel = \"helmholtz\"\ntolerance = 1e-6", ""), &["problem.kernel", "helmholtz"]),
+        (
+            "[problem]\nmethod = \"treecode\"\nkernel = \"laplace\"\ntolerance = 1e-6\n[sources]\npositions = \"nope.npy\"\ncharges = \"q.npy\"\n"
+                .to_string(),
+            &["nope.npy"],
+        ),
+    ];
+    for (text, needles) in cases {
+        let cfg = dir.file("run.toml", &text);
+        assert_error(&run(&cfg), needles);
+    }
+    // several ranks: refused on every rank with the reason, no hang
+    let cfg = dir.file("run.toml", &base("kernel = \"laplace\"\ntolerance = 1e-6", ""));
+    let out = Command::new("mpirun")
+        .args(["-n", "2", "--oversubscribe"])
+        .arg(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(&cfg)
+        .arg("--quiet")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun must be installed (openmpi-bin); see README");
+    assert_error(&out, &["treecode on 2 ranks", "one rank"]);
+    // a particle run names the methods it knows
+    let cfg = dir.file(
+        "run.toml",
+        "[problem]\nmethod = \"fmm\"\nkernel = \"laplace\"\nbox = [1.0, 1.0, 1.0]\ntolerance = 1e-6\n[sources]\ngenerate = { distribution = \"uniform\", count = 100 }\n",
+    );
+    assert_error(&run(&cfg), &["problem.method", "fmm", "treecode"]);
+}
