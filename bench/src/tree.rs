@@ -16,8 +16,8 @@ use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
 use parki_core::Par;
 use parki_reference::generate::{particle_rng, Cloud};
+use parki_treecode::direct::{direct_sum, relative_l2};
 use parki_treecode::{evaluate_kernel, TreeKernel, TreeStage, TreecodeParams};
-use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
 #[derive(Parser)]
 #[command(name = "parki-bench-tree", about = "BLDTT treecode: time, lists, accuracy against the direct sum")]
@@ -114,7 +114,7 @@ fn main() {
             let step = (targets.len() / cli.sample.max(1)).max(1);
             let sample: Vec<usize> = (0..targets.len()).step_by(step).collect();
             let clock = Instant::now();
-            let reference = direct(kernel, &sources, &inputs, &targets, &sample);
+            let reference = direct_sum(kernel, &sources, &inputs, &targets, &sample);
             let direct_all = clock.elapsed().as_secs_f64() * targets.len() as f64 / sample.len() as f64;
             for &degree in &cli.degree {
                 for &theta in &cli.theta {
@@ -131,7 +131,7 @@ fn main() {
                             }
                         }
                         let (total, u, stats) = best.expect("one run");
-                        let e = rel_l2(&u, kernel.value_width(), &sample, &reference);
+                        let e = relative_l2(&u, kernel.value_width(), &sample, &reference);
                         let st = |s: TreeStage| stats.times.get(s);
                         println!(
                             "{:>9} {:>8} {:>3} {:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3e} {:>9.1}",
@@ -173,67 +173,4 @@ fn main() {
             }
         }
     }
-}
-
-/// The direct sum at the targets `sample`, the kernels' formulas written out (independent of
-/// the treecode's vector code), skipping coincident pairs except for the regularised kernels.
-fn direct(kernel: TreeKernel, sources: &[[f64; 3]], q: &[f64], targets: &[[f64; 3]], sample: &[usize]) -> Vec<f64> {
-    let nv = kernel.value_width();
-    let dens = kernel.densities(q);
-    let wd = kernel.density_width();
-    sample
-        .par_iter()
-        .flat_map_iter(|&i| {
-            let x = targets[i];
-            let mut acc = [0.0f64; 3];
-            for (j, y) in sources.iter().enumerate() {
-                let r = [x[0] - y[0], x[1] - y[1], x[2] - y[2]];
-                let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
-                let s = &dens[j * wd..(j + 1) * wd];
-                let d = r2.sqrt();
-                match kernel {
-                    TreeKernel::RegularizedCoulomb { epsilon } => acc[0] += s[0] / (r2 + epsilon * epsilon).sqrt(),
-                    TreeKernel::RegularizedYukawa { kappa, epsilon } => {
-                        acc[0] += s[0] * (-kappa * d).exp() / (r2 + epsilon * epsilon).sqrt()
-                    }
-                    _ if r2 == 0.0 => {}
-                    TreeKernel::Coulomb => acc[0] += s[0] / d,
-                    TreeKernel::Yukawa { kappa } => acc[0] += s[0] * (-kappa * d).exp() / d,
-                    TreeKernel::SinOverR { wavenumber } => acc[0] += s[0] * (wavenumber * d).sin() / d,
-                    TreeKernel::Stokeslet | TreeKernel::Stresslet | TreeKernel::Stokes => {
-                        let mut v = [0.0; 3];
-                        let mut c0 = 0;
-                        if kernel != TreeKernel::Stresslet {
-                            let rf = r[0] * s[0] + r[1] * s[1] + r[2] * s[2];
-                            (0..3).for_each(|a| v[a] += s[a] / d + rf * r[a] / (d * r2));
-                            c0 = 3;
-                        }
-                        if kernel != TreeKernel::Stokeslet {
-                            let t = &s[c0..c0 + 6];
-                            let rsr = t[0] * r[0] * r[0]
-                                + t[1] * r[1] * r[1]
-                                + t[2] * r[2] * r[2]
-                                + 2.0 * (t[3] * r[0] * r[1] + t[4] * r[0] * r[2] + t[5] * r[1] * r[2]);
-                            (0..3).for_each(|a| v[a] += -6.0 * rsr * r[a] / (r2 * r2 * d));
-                        }
-                        (0..3).for_each(|a| acc[a] += v[a]);
-                    }
-                }
-            }
-            acc[..nv].to_vec()
-        })
-        .collect()
-}
-
-/// Relative l2 error at the samples (eq. (22)).
-fn rel_l2(fast: &[f64], nv: usize, sample: &[usize], reference: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (s, &i) in sample.iter().enumerate() {
-        for v in 0..nv {
-            let (a, b) = (fast[i * nv + v], reference[s * nv + v]);
-            num += (a - b) * (a - b);
-            den += b * b;
-        }
-    }
-    (num / den).sqrt()
 }

@@ -100,7 +100,9 @@ pub struct ParticleSection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Generate {
-    /// `"uniform"`, `"normal"` or `"sphere"`.
+    /// `"uniform"`, `"normal"` or `"sphere"` in the box; for `method = "treecode"` (no box)
+    /// a free-space cloud: `"uniform"`, `"gaussian"`, `"plummer"`, `"slab"`, `"rod"` or
+    /// `"shell"` (`parki_reference::generate::Cloud`).
     pub distribution: String,
     /// Number of particles.
     pub count: usize,

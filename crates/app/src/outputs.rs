@@ -69,8 +69,19 @@ fn parent(path: &Path) -> &Path {
 
 /// The input files a run.toml names, with their fields (`run.toml` for the file itself).
 pub fn inputs(cfg: &RunConfig, config: &Path) -> Vec<(String, PathBuf)> {
+    particle_inputs(config, &cfg.sources, cfg.targets.as_ref())
+}
+
+/// The run.toml at `config` and the files of its `[sources]` and `[targets]` sections, with
+/// their fields.
+pub fn particle_inputs(
+    config: &Path,
+    sources: &crate::config::ParticleSection,
+    targets: Option<&crate::config::ParticleSection>,
+) -> Vec<(String, PathBuf)> {
     let mut v = vec![("run.toml".to_string(), config.to_path_buf())];
-    let mut add = |section: &str, s: &crate::config::ParticleSection| {
+    for (section, s) in [("sources", Some(sources)), ("targets", targets)] {
+        let Some(s) = s else { continue };
         let files = [
             ("positions", &s.positions),
             ("charges", &s.charges),
@@ -83,10 +94,6 @@ pub fn inputs(cfg: &RunConfig, config: &Path) -> Vec<(String, PathBuf)> {
                 v.push((format!("{section}.{name}"), resolve(config, f)));
             }
         }
-    };
-    add("sources", &cfg.sources);
-    if let Some(t) = &cfg.targets {
-        add("targets", t);
     }
     v
 }

@@ -30,12 +30,13 @@ use parki_comm::{Comm, StageStats};
 use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
 use parki_reference::generate::{particle_rng, unit_vector, Cloud};
+use parki_treecode::direct::{direct_sum, relative_l2};
 use parki_treecode::{evaluate_kernel, for_tolerance, TreeKernel, TreecodeParams};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::app::{plural, warn, Log, RunArgs, RunSummary};
-use crate::config::{repeat_error, resolve};
+use crate::config::{repeat_error, resolve, ParticleSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, min_avg_max, Provenance};
@@ -47,9 +48,9 @@ pub struct TreecodeConfig {
     /// `[problem]`.
     pub problem: TreeProblem,
     /// `[sources]`.
-    pub sources: TreeParticles,
+    pub sources: ParticleSection,
     /// `[targets]` (absent: the sources).
-    pub targets: Option<TreeParticles>,
+    pub targets: Option<ParticleSection>,
     /// `[output]`.
     #[serde(default)]
     pub output: TreeOutput,
@@ -86,36 +87,6 @@ pub struct TreeProblem {
     /// run.toml switches method by one line.
     #[serde(rename = "box")]
     pub box_lengths: Option<Vec<f64>>,
-}
-
-/// `[sources]` or `[targets]` of a treecode run: `.npy` files or a generator.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TreeParticles {
-    /// Positions, `(N, 3)`.
-    pub positions: Option<PathBuf>,
-    /// Charges, `(N,)` (the scalar kernels).
-    pub charges: Option<PathBuf>,
-    /// Forces, `(N, 3)` (Stokeslet, Stokes).
-    pub forces: Option<PathBuf>,
-    /// Dipoles, `(N, 3)` (stresslet, Stokes).
-    pub dipoles: Option<PathBuf>,
-    /// Normals, `(N, 3)` (stresslet, Stokes).
-    pub normals: Option<PathBuf>,
-    /// `generate = { distribution = "plummer", count = 100000, seed = 1 }`.
-    pub generate: Option<TreeGenerate>,
-}
-
-/// A generated free-space cloud ([`Cloud`]) with standard normal strengths and unit normals.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TreeGenerate {
-    /// `"uniform"`, `"gaussian"`, `"plummer"`, `"slab"`, `"rod"` or `"shell"`.
-    pub distribution: String,
-    /// Number of particles.
-    pub count: usize,
-    /// Seed (default 1).
-    pub seed: Option<u64>,
 }
 
 /// `[output]` of a treecode run.
@@ -182,7 +153,7 @@ fn parameters(cfg: &TreecodeConfig) -> Result<(TreecodeParams, Value)> {
     };
     let degree = t.degree.or(base.map(|b| b.degree)).ok_or_else(|| missing("degree"))?;
     let theta = t.theta.or(base.map(|b| b.theta)).ok_or_else(|| missing("theta"))?;
-    let default_leaf = ((degree + 1).pow(3) * 3 / 2).max(32);
+    let default_leaf = TreecodeParams::default_leaf(degree);
     let p = TreecodeParams {
         degree,
         theta,
@@ -211,7 +182,7 @@ fn parameters(cfg: &TreecodeConfig) -> Result<(TreecodeParams, Value)> {
 
 /// One particle set: positions and the kernel's inputs (row-major, `input_width` each).
 fn particles(
-    sec: &TreeParticles,
+    sec: &ParticleSection,
     field: &str,
     config: &Path,
     kernel: Option<TreeKernel>,
@@ -226,7 +197,7 @@ fn particles(
             });
         }
         let cloud = Cloud::from_name(&g.distribution, &format!("{field}.generate.distribution"))?;
-        let seed = g.seed.unwrap_or(1);
+        let seed = g.seed;
         let pos = cloud.points(seed, 0..g.count);
         let inputs = match kernel {
             None => Vec::new(),
@@ -295,57 +266,6 @@ fn check_rows(v: &[f64], w: usize, n: usize, field: &str, name: &str) -> Result<
     Ok(())
 }
 
-/// The direct sum of `kernel` at the targets `sample`, written from the kernels' formulas
-/// (coincident pairs skipped except by the regularised kernels).
-fn direct(
-    kernel: TreeKernel,
-    sources: &[[f64; 3]],
-    inputs: &[f64],
-    targets: &[[f64; 3]],
-    sample: &[usize],
-) -> Vec<f64> {
-    use parki_core::kernel::free_space;
-    use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
-    let (w, nv) = (kernel.input_width(), kernel.value_width());
-    sample
-        .par_iter()
-        .flat_map_iter(|&i| {
-            let x = targets[i];
-            let mut acc = [0.0f64; 3];
-            for (j, y) in sources.iter().enumerate() {
-                let r = [x[0] - y[0], x[1] - y[1], x[2] - y[2]];
-                let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
-                let q = &inputs[j * w..(j + 1) * w];
-                let d = r2.sqrt();
-                match kernel {
-                    TreeKernel::RegularizedCoulomb { epsilon } => acc[0] += q[0] / (r2 + epsilon * epsilon).sqrt(),
-                    TreeKernel::RegularizedYukawa { kappa, epsilon } => {
-                        acc[0] += q[0] * (-kappa * d).exp() / (r2 + epsilon * epsilon).sqrt()
-                    }
-                    _ if r2 == 0.0 => {}
-                    TreeKernel::Coulomb => acc[0] += q[0] / d,
-                    TreeKernel::Yukawa { kappa } => acc[0] += q[0] * (-kappa * d).exp() / d,
-                    TreeKernel::SinOverR { wavenumber } => acc[0] += q[0] * (wavenumber * d).sin() / d,
-                    TreeKernel::Stokeslet => {
-                        let v = free_space::stokeslet(r, [q[0], q[1], q[2]]);
-                        (0..3).for_each(|a| acc[a] += v[a]);
-                    }
-                    TreeKernel::Stresslet => {
-                        let v = free_space::stresslet(r, [q[0], q[1], q[2]], [q[3], q[4], q[5]]);
-                        (0..3).for_each(|a| acc[a] += v[a]);
-                    }
-                    TreeKernel::Stokes => {
-                        let v = free_space::stokeslet(r, [q[0], q[1], q[2]]);
-                        let s = free_space::stresslet(r, [q[3], q[4], q[5]], [q[6], q[7], q[8]]);
-                        (0..3).for_each(|a| acc[a] += v[a] + s[a]);
-                    }
-                }
-            }
-            acc[..nv].to_vec()
-        })
-        .collect()
-}
-
 /// Runs a treecode run.toml (collective; one rank for now).
 pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let started = SystemTime::now();
@@ -398,22 +318,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         })?,
     };
     let threads = args.threads.or(cfg.run.threads).unwrap_or_else(rayon::current_num_threads).max(1);
-    let mut inputs = vec![("run.toml".to_string(), args.config.clone())];
-    for (sec, name) in [(Some(&cfg.sources), "sources"), (cfg.targets.as_ref(), "targets")] {
-        if let Some(s) = sec {
-            for (f, n) in [
-                (&s.positions, "positions"),
-                (&s.charges, "charges"),
-                (&s.forces, "forces"),
-                (&s.dipoles, "dipoles"),
-                (&s.normals, "normals"),
-            ] {
-                if let Some(f) = f {
-                    inputs.push((format!("{name}.{n}"), resolve(&args.config, f)));
-                }
-            }
-        }
-    }
+    let inputs = outputs::particle_inputs(&args.config, &cfg.sources, cfg.targets.as_ref());
     let paths = OutputPaths {
         potential: cfg.output.potential.as_ref().map(|p| resolve(&args.config, p)),
         field: None,
@@ -464,18 +369,15 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let error = check.filter(|&k| k > 0).map(|k| {
         let step = (targets.len() / k).max(1);
         let sample: Vec<usize> = (0..targets.len()).step_by(step).take(k).collect();
-        let reference = pool.install(|| direct(kernel, &sources, &q, &targets, &sample));
-        let (mut num, mut den, mut max_err, mut max_ref) = (0.0, 0.0, 0.0f64, 0.0f64);
+        let reference = pool.install(|| direct_sum(kernel, &sources, &q, &targets, &sample));
+        let l2 = relative_l2(&u, nv, &sample, &reference);
+        let (mut max_err, mut max_ref) = (0.0f64, 0.0f64);
         for (s, &i) in sample.iter().enumerate() {
             for v in 0..nv {
-                let (a, b) = (u[i * nv + v], reference[s * nv + v]);
-                num += (a - b) * (a - b);
-                den += b * b;
-                max_err = max_err.max((a - b).abs());
-                max_ref = max_ref.max(b.abs());
+                max_err = max_err.max((u[i * nv + v] - reference[s * nv + v]).abs());
+                max_ref = max_ref.max(reference[s * nv + v].abs());
             }
         }
-        let l2 = (num / den).sqrt();
         log.line(&format!(
             "check on {} targets against the direct sum: relative l2 {l2:.3e}, relative max {:.3e}",
             sample.len(),

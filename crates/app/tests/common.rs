@@ -31,3 +31,20 @@ impl Drop for Dir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The run's output (stdout then stderr), asserting it succeeded.
+pub fn succeeded(out: &std::process::Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "failed:\n{text}");
+    text
+}
+
+/// Asserts the run failed without a panic, its stderr naming every one of `needles`.
+pub fn assert_error(out: &std::process::Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+}

@@ -10,7 +10,7 @@ use parki_poisson::fields::Manufactured;
 use parki_poisson::Bc;
 
 mod common;
-use common::Dir;
+use common::{assert_error, succeeded, Dir};
 
 fn run(config: &Path, ranks: usize) -> Output {
     if ranks == 0 {
@@ -27,21 +27,6 @@ fn run(config: &Path, ranks: usize) -> Output {
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
         .output()
         .expect("mpirun must be installed (openmpi-bin); see README")
-}
-
-fn succeeded(out: &Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "failed:\n{text}");
-    text
-}
-
-fn assert_error(out: &Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    for n in needles {
-        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
-    }
 }
 
 fn report(dir: &Dir) -> serde_json::Value {

@@ -13,7 +13,7 @@ use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel, TreeKernel, TreecodeParams};
 
 mod common;
-use common::Dir;
+use common::{assert_error, succeeded, Dir};
 
 fn run(config: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))
@@ -22,21 +22,6 @@ fn run(config: &Path) -> Output {
         .args(["--quiet", "--threads", "2"])
         .output()
         .unwrap()
-}
-
-fn succeeded(out: &Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "failed:\n{text}");
-    text
-}
-
-fn assert_error(out: &Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    for n in needles {
-        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
-    }
 }
 
 fn report(dir: &Dir) -> serde_json::Value {

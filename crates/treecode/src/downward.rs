@@ -12,38 +12,15 @@
 
 use parki_core::par::DisjointSlice;
 use parki_core::Par;
-use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
 use crate::cheb::AxisNodes;
 use crate::tree::Tree;
-use crate::upward::transfer_matrices;
-
-/// Scratch of one worker: the transfer factors, two partial sums and per-axis basis values.
-struct P2cScratch {
-    a: [Vec<f64>; 3],
-    t1: Vec<f64>,
-    t2: Vec<f64>,
-    basis: Vec<f64>,
-    l: [Vec<f64>; 3],
-}
-
-impl P2cScratch {
-    fn new(m: usize, nv: usize) -> Self {
-        let v = m * m * m * nv;
-        Self {
-            a: [vec![0.0; m * m], vec![0.0; m * m], vec![0.0; m * m]],
-            t1: vec![0.0; v],
-            t2: vec![0.0; v],
-            basis: vec![0.0; m],
-            l: [vec![0.0; m], vec![0.0; m], vec![0.0; m]],
-        }
-    }
-}
+use crate::upward::{for_each_with_scratch, transfer_matrices, TransferScratch};
 
 /// Adds the parent's proxy potentials `phi` (`nv` values per proxy, flat index
 /// `k1 + m (k2 + m k3)`, values innermost), carried to the child's proxies by eq. (20), into
 /// `out`; `s.a` holds the factors of [`transfer_matrices`] for this pair.
-fn parent_to_child(m: usize, nv: usize, phi: &[f64], s: &mut P2cScratch, out: &mut [f64]) {
+fn parent_to_child(m: usize, nv: usize, phi: &[f64], s: &mut TransferScratch, out: &mut [f64]) {
     let row = m * nv;
     // x: t1[k3][k2][k1'][v] = sum_k1 Ax[k1][k1'] phi[k3][k2][k1][v]
     for r in 0..m * m {
@@ -154,7 +131,7 @@ pub(crate) fn downward_pass(
     }
     for level in &tree.levels {
         let writer = DisjointSlice::new(potentials);
-        let work = |s: &mut P2cScratch, &c: &usize| {
+        let work = |s: &mut TransferScratch, &c: &usize| {
             let cl = &tree.clusters[c];
             if !active[c] || cl.is_leaf() {
                 return;
@@ -169,17 +146,11 @@ pub(crate) fn downward_pass(
                 parent_to_child(m, nv, phi, s, child);
             }
         };
-        match par {
-            Par::Seq => {
-                let mut s = P2cScratch::new(m, nv);
-                level.iter().for_each(|c| work(&mut s, c));
-            }
-            Par::Rayon(_) => level.par_iter().for_each_init(|| P2cScratch::new(m, nv), work),
-        }
+        for_each_with_scratch(par, level, m, nv, work);
     }
     let writer = DisjointSlice::new(out);
     let potentials = &*potentials;
-    let leaf = |s: &mut P2cScratch, &c: &usize| {
+    let leaf = |s: &mut TransferScratch, &c: &usize| {
         let cl = &tree.clusters[c];
         if !active[c] {
             return;
@@ -189,13 +160,7 @@ pub(crate) fn downward_pass(
         let pts = xyz.map(|a| &a[cl.begin..cl.end]);
         interpolate(&nodes[c], nv, &potentials[c * block..(c + 1) * block], pts, &mut s.l, o);
     };
-    match par {
-        Par::Seq => {
-            let mut s = P2cScratch::new(m, nv);
-            tree.leaves.iter().for_each(|c| leaf(&mut s, c));
-        }
-        Par::Rayon(_) => tree.leaves.par_iter().for_each_init(|| P2cScratch::new(m, nv), leaf),
-    }
+    for_each_with_scratch(par, &tree.leaves, m, nv, leaf);
 }
 
 #[cfg(test)]

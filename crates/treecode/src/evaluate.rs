@@ -63,6 +63,12 @@ impl TreecodeParams {
         Ok(())
     }
 
+    /// The leaf and batch size for degree `n`: `1.5 (n + 1)^3`, at least 32 (the fastest
+    /// measured at degrees 4 and 8, docs/treecode.md §2).
+    pub fn default_leaf(degree: usize) -> usize {
+        ((degree + 1).pow(3) * 3 / 2).max(32)
+    }
+
     /// Proxies per cluster, `(n + 1)^3`.
     pub fn proxies(&self) -> usize {
         (self.degree + 1).pow(3)
@@ -94,7 +100,7 @@ pub fn for_tolerance(tol: f64) -> Result<(TreecodeParams, usize)> {
     }
     let row = TOLERANCE_TABLE.iter().position(|r| r.0 <= 0.5 * tol).unwrap_or(TOLERANCE_TABLE.len() - 1);
     let (_, degree, theta) = TOLERANCE_TABLE[row];
-    let leaf = ((degree + 1).pow(3) * 3 / 2).max(32);
+    let leaf = TreecodeParams::default_leaf(degree);
     Ok((TreecodeParams { degree, theta, max_leaf: leaf, max_batch: leaf }, row))
 }
 

@@ -679,12 +679,8 @@ impl TreeKernel {
     /// Density components per source the treecode sums (the proxies' too): the stresslet's
     /// `[q, n]` become the six of `sym(q (x) n)`.
     pub fn density_width(self) -> usize {
-        match self {
-            TreeKernel::Stokeslet => 3,
-            TreeKernel::Stresslet => 6,
-            TreeKernel::Stokes => 9,
-            _ => 1,
-        }
+        // the same counts: only the stresslet's meaning changes, [q, n] to sym(q (x) n)
+        self.input_width()
     }
 
     /// Values per target.

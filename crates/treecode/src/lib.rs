@@ -16,11 +16,13 @@
 //! - `compute`: the PP, PC, CP and CC lists evaluated, leaves and target clusters in parallel.
 //! - `downward`: proxy potentials from parents to children (eq. (20)) and to the targets
 //!   (eq. (21)), the transposed tensor-factored operator.
+//! - [`direct`]: the scalar direct sum the results are checked against, and eq. (22)'s error.
 //! - [`evaluate`]: one evaluation end to end, results in the caller's order, with the
 //!   interaction counts and per-stage times.
 
 pub mod cheb;
 mod compute;
+pub mod direct;
 mod downward;
 pub mod evaluate;
 pub mod kernel;

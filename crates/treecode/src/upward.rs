@@ -100,18 +100,19 @@ fn anterpolate_with(
     }
 }
 
-/// Scratch of one worker of the upward pass: the child-to-parent matrices and partial sums, and
-/// the per-axis basis values of the leaves' anterpolation.
-struct C2pScratch {
-    a: [Vec<f64>; 3],
-    t1: Vec<f64>,
-    t2: Vec<f64>,
-    basis: Vec<f64>,
-    l: [Vec<f64>; 3],
+/// Scratch of one worker of either pass: the transfer matrices and two partial sums of the
+/// child-parent operator, and the per-axis basis values of anterpolation and interpolation.
+pub(crate) struct TransferScratch {
+    pub(crate) a: [Vec<f64>; 3],
+    pub(crate) t1: Vec<f64>,
+    pub(crate) t2: Vec<f64>,
+    pub(crate) basis: Vec<f64>,
+    pub(crate) l: [Vec<f64>; 3],
 }
 
-impl C2pScratch {
-    fn new(m: usize, ncomp: usize) -> Self {
+impl TransferScratch {
+    /// For degree `m - 1` and `ncomp` values per proxy.
+    pub(crate) fn new(m: usize, ncomp: usize) -> Self {
         let v = m * m * m * ncomp;
         Self {
             a: [vec![0.0; m * m], vec![0.0; m * m], vec![0.0; m * m]],
@@ -120,6 +121,24 @@ impl C2pScratch {
             basis: vec![0.0; m],
             l: [vec![0.0; m], vec![0.0; m], vec![0.0; m]],
         }
+    }
+}
+
+/// Runs `work` on every item of `items` with a [`TransferScratch`] per worker (`m`, `ncomp` as
+/// [`TransferScratch::new`]), on `par`'s threads.
+pub(crate) fn for_each_with_scratch<T: Sync>(
+    par: Par,
+    items: &[T],
+    m: usize,
+    ncomp: usize,
+    work: impl Fn(&mut TransferScratch, &T) + Sync + Send,
+) {
+    match par {
+        Par::Seq => {
+            let mut s = TransferScratch::new(m, ncomp);
+            items.iter().for_each(|c| work(&mut s, c));
+        }
+        Par::Rayon(_) => items.par_iter().for_each_init(|| TransferScratch::new(m, ncomp), work),
     }
 }
 
@@ -150,7 +169,7 @@ fn child_to_parent(
     child: &[AxisNodes; 3],
     child_q: &[f64],
     ncomp: usize,
-    s: &mut C2pScratch,
+    s: &mut TransferScratch,
     out: &mut [f64],
 ) {
     let m = parent[0].degree() + 1;
@@ -211,7 +230,7 @@ pub fn upward_pass(tree: &Tree, pos: &[[f64; 3]], q: &[f64], ncomp: usize, n: us
     let mut charges = vec![0.0; tree.clusters.len() * block];
     for level in tree.levels.iter().rev() {
         let writer = DisjointSlice::new(&mut charges);
-        let work = |s: &mut C2pScratch, &c: &usize| {
+        let work = |s: &mut TransferScratch, &c: &usize| {
             let cl = &tree.clusters[c];
             // SAFETY: cluster c owns block c; each cluster of the level is visited once, and its
             // children (one level deeper, finished) are only read.
@@ -228,13 +247,7 @@ pub fn upward_pass(tree: &Tree, pos: &[[f64; 3]], q: &[f64], ncomp: usize, n: us
                 }
             }
         };
-        match par {
-            Par::Seq => {
-                let mut s = C2pScratch::new(m, ncomp);
-                level.iter().for_each(|c| work(&mut s, c));
-            }
-            Par::Rayon(_) => level.par_iter().for_each_init(|| C2pScratch::new(m, ncomp), work),
-        }
+        for_each_with_scratch(par, level, m, ncomp, work);
     }
     ProxyCharges { degree: n, ncomp, nodes, charges }
 }

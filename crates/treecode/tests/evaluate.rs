@@ -1,13 +1,13 @@
-//! The treecode against direct sums written here from the kernels' formulas (the Stokes kernels
-//! from `parki_core::kernel::free_space`, with the caller's dipoles and normals rather than the
-//! treecode's symmetric tensors): the digest's section 6 tests 4, 5, 6 and 9 (completeness with
+//! The treecode against the scalar direct sums of `parki_treecode::direct` (the kernels'
+//! formulas, the Stokes kernels from `parki_core::kernel::free_space` with the caller's dipoles
+//! and normals rather than the treecode's symmetric tensors): the digest's section 6 tests 4, 5, 6 and 9 (completeness with
 //! `G = 1`, theta 0 is the direct sum, error decreasing in the degree, the Coulomb accuracy of
 //! the paper, the robustness set of distributions and kernels with `M != N`), and bad input.
 
 use parki_core::isa::Isa;
-use parki_core::kernel::free_space;
 use parki_core::{Error, Par};
 use parki_reference::generate::{particle_rng, Cloud};
+use parki_treecode::direct::{direct_sum, relative_l2};
 use parki_treecode::kernel::{LaneDensities, LaneMath, PairKernel, LANES, MAX_VALUE};
 use parki_treecode::{evaluate, evaluate_kernel, TreeKernel, TreecodeParams};
 
@@ -43,68 +43,6 @@ fn inputs(kernel: TreeKernel, n: usize, seed: u64) -> Vec<f64> {
     out
 }
 
-/// `G(r)` applied to one source's inputs, added to `acc`; the self-term rules of the kernels.
-fn add_direct(kernel: TreeKernel, r: [f64; 3], q: &[f64], acc: &mut [f64; 3]) {
-    let r2: f64 = r.iter().map(|c| c * c).sum();
-    let d = r2.sqrt();
-    let regularised = matches!(kernel, TreeKernel::RegularizedCoulomb { .. } | TreeKernel::RegularizedYukawa { .. });
-    if r2 == 0.0 && !regularised {
-        return;
-    }
-    match kernel {
-        TreeKernel::Coulomb => acc[0] += q[0] / d,
-        TreeKernel::Yukawa { kappa } => acc[0] += q[0] * (-kappa * d).exp() / d,
-        TreeKernel::RegularizedCoulomb { epsilon } => acc[0] += q[0] / (r2 + epsilon * epsilon).sqrt(),
-        TreeKernel::RegularizedYukawa { kappa, epsilon } => {
-            acc[0] += q[0] * (-kappa * d).exp() / (r2 + epsilon * epsilon).sqrt()
-        }
-        TreeKernel::SinOverR { wavenumber } => acc[0] += q[0] * (wavenumber * d).sin() / d,
-        TreeKernel::Stokeslet => {
-            let v = free_space::stokeslet(r, [q[0], q[1], q[2]]);
-            (0..3).for_each(|a| acc[a] += v[a]);
-        }
-        TreeKernel::Stresslet => {
-            let v = free_space::stresslet(r, [q[0], q[1], q[2]], [q[3], q[4], q[5]]);
-            (0..3).for_each(|a| acc[a] += v[a]);
-        }
-        TreeKernel::Stokes => {
-            let v = free_space::stokeslet(r, [q[0], q[1], q[2]]);
-            let w = free_space::stresslet(r, [q[3], q[4], q[5]], [q[6], q[7], q[8]]);
-            (0..3).for_each(|a| acc[a] += v[a] + w[a]);
-        }
-    }
-}
-
-/// The direct sum at the targets `sample` (indices into `targets`).
-fn direct(kernel: TreeKernel, sources: &[[f64; 3]], q: &[f64], targets: &[[f64; 3]], sample: &[usize]) -> Vec<f64> {
-    use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
-    let (w, nv) = (kernel.input_width(), kernel.value_width());
-    sample
-        .par_iter()
-        .flat_map_iter(|&i| {
-            let x = targets[i];
-            let mut acc = [0.0; 3];
-            for (j, y) in sources.iter().enumerate() {
-                add_direct(kernel, [x[0] - y[0], x[1] - y[1], x[2] - y[2]], &q[j * w..(j + 1) * w], &mut acc);
-            }
-            acc[..nv].to_vec()
-        })
-        .collect()
-}
-
-/// The paper's eq. (22): relative l2 error of `fast` against `reference` at `sample`.
-fn rel_l2(fast: &[f64], nv: usize, sample: &[usize], reference: &[f64]) -> f64 {
-    let (mut num, mut den) = (0.0, 0.0);
-    for (s, &i) in sample.iter().enumerate() {
-        for v in 0..nv {
-            let (a, b) = (fast[i * nv + v], reference[s * nv + v]);
-            num += (a - b) * (a - b);
-            den += b * b;
-        }
-    }
-    (num / den).sqrt()
-}
-
 /// Every `step`-th target.
 fn every(n: usize, step: usize) -> Vec<usize> {
     (0..n).step_by(step).collect()
@@ -125,8 +63,8 @@ fn error(
     let q = inputs(kernel, sources.len(), 7);
     let (u, stats) = evaluate_kernel(kernel, p, sources, &q, targets, par(), Isa::detect()).expect("evaluate");
     let sample = every(targets.len(), step);
-    let reference = direct(kernel, sources, &q, targets, &sample);
-    (rel_l2(&u, kernel.value_width(), &sample, &reference), stats)
+    let reference = direct_sum(kernel, sources, &q, targets, &sample);
+    (relative_l2(&u, kernel.value_width(), &sample, &reference), stats)
 }
 
 #[test]
@@ -158,7 +96,7 @@ fn every_instruction_set_gives_the_same_sums() {
         let all: Vec<usize> = (0..targets.len()).collect();
         let nv = kernel.value_width();
         for isa in [Isa::Avx2, Isa::Avx512] {
-            let e = rel_l2(&run(isa), nv, &all, &base);
+            let e = relative_l2(&run(isa), nv, &all, &base);
             assert!(e < 1e-14, "{kernel:?} {isa:?} against scalar: {e:.3e}");
         }
     }
