@@ -313,6 +313,21 @@ impl Comm {
         self.handle.comm.as_ref().map(|c| c.get().as_raw())
     }
 
+    /// Runs `f` with the raw MPI handle while holding this process's MPI lock, for a library
+    /// that calls MPI itself on this communicator (Zoltan); `None` for a single process without
+    /// MPI. `f` must not call back into this crate (the lock is not re-entrant).
+    #[cfg(feature = "mpi")]
+    pub fn with_raw_locked<R>(&self, f: impl FnOnce(ffi::MPI_Comm) -> R) -> Option<R> {
+        let raw = self.as_raw()?;
+        let t = Instant::now();
+        let r = {
+            let _serial = mpi_serial();
+            f(raw)
+        };
+        self.counters.add(0, 0, t);
+        Some(r)
+    }
+
     /// This process's rank in `0..size()`.
     pub fn rank(&self) -> usize {
         self.rank

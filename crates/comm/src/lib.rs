@@ -11,6 +11,8 @@
 //! - [`ExchangePlan`] is a block exchange planned once and executed many times by
 //!   `MPI_Alltoallv` or persistent point-to-point requests (`MPI_Send_init`/`MPI_Recv_init`,
 //!   `MPI_Startall`, `MPI_Waitany`), chosen at run time;
+//! - [`Window`] exposes a buffer to passive-target one-sided reads (`MPI_Get` under a shared
+//!   lock), for data a rank needs from a few others without their taking part;
 //! - every call is counted (bytes, messages, seconds) under the stage named by [`Comm::stage`];
 //!   [`StageStats`] and [`TrafficStats`] reduce timers and counters to min/avg/max over ranks.
 //!
@@ -22,6 +24,7 @@ mod pod;
 mod stats;
 mod traffic;
 mod universe;
+mod window;
 
 pub use comm::{Comm, ReduceOp, Reducible};
 pub use exchange::{Backend, Dir, ExchangePlan};
@@ -29,6 +32,7 @@ pub use pod::{as_bytes, as_bytes_mut, Pod};
 pub use stats::{StageStats, TrafficStats};
 pub use traffic::{StageGuard, TrafficRow};
 pub use universe::{ThreadLevel, Universe};
+pub use window::Window;
 
 #[cfg(test)]
 mod tests {

@@ -14,10 +14,12 @@
 //! - [`route`]: MPI-SORT of particles to their owners and the results back ([`Route`]);
 //! - [`ghost`]: the static ghost-source exchange of cell-list methods ([`GhostPlan`]);
 //! - [`halo`]: grid-block rows and their owners in an evenly split grid ([`HaloPlan`]).
+//! - [`rcb`]: recursive coordinate bisection of particles by Zoltan ([`Rcb`]), for tree codes.
 
 pub mod ghost;
 pub mod halo;
 pub mod ownership;
+pub mod rcb;
 pub mod route;
 pub mod sort;
 pub mod topology;
@@ -25,6 +27,7 @@ pub mod topology;
 pub use ghost::{GhostPlan, Ghosts};
 pub use halo::{BlockPlacement, HaloPlan, OwnedRows, RowLayout};
 pub use ownership::{CellOwnership, WindowAxis};
+pub use rcb::Rcb;
 pub use route::{Received, Route, SortMode};
 pub use topology::{split_owner, split_range, split_start, Decomposition, GridTopology, ProcGrid};
 

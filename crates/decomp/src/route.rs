@@ -98,6 +98,33 @@ impl Route {
         (Route { order, peers, send, recv, full }, got)
     }
 
+    /// Sends `dim` values per particle (`values` in the caller's order, as the positions given
+    /// to [`Route::send_to_owners`]) along the same route: the owners get them in the order
+    /// they received the positions. For payloads the positions' exchange did not carry (a
+    /// method's own densities). Collective.
+    pub fn forward<T: Pod + Default>(&self, comm: &Comm, values: &[T], dim: usize) -> Vec<T> {
+        assert_eq!(values.len(), self.order.len() * dim, "one value block per sent particle");
+        let mut send = Vec::with_capacity(values.len());
+        for &i in &self.order {
+            send.extend_from_slice(&values[i * dim..(i + 1) * dim]);
+        }
+        if self.full {
+            let sc: Vec<usize> = self.send.iter().map(|c| c * dim).collect();
+            let rc: Vec<usize> = self.recv.iter().map(|c| c * dim).collect();
+            let mut got = vec![T::default(); rc.iter().sum()];
+            comm.alltoallv_known(&send, &sc, &mut got, &rc);
+            got
+        } else {
+            let mut msgs = Vec::with_capacity(self.peers.len());
+            let mut k = 0;
+            for &c in &self.send {
+                msgs.push(send[k * dim..(k + c) * dim].to_vec());
+                k += c;
+            }
+            comm.neighbour_exchange(&self.peers, &msgs).concat()
+        }
+    }
+
     /// Particles this rank received.
     pub fn received(&self) -> usize {
         self.recv.iter().sum()
@@ -156,6 +183,8 @@ mod tests {
             let mut out = vec![0.0; 10];
             route.return_to_callers(&comm, &got.density, 1, &mut out);
             assert_eq!(out, q);
+            let tagged: Vec<u64> = (0..20).collect();
+            assert_eq!(route.forward(&comm, &tagged, 2), tagged);
         }
     }
 }

@@ -5,18 +5,17 @@
 use std::time::Instant;
 
 use parki_core::isa::Isa;
-use parki_core::par::DisjointSlice;
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
-use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::cheb::AxisNodes;
-use crate::compute::{accumulate, Csr, Soa};
-use crate::downward::downward_pass;
+use crate::compute::Soa;
+use crate::distributed::LetStats;
 use crate::kernel::{
     Coulomb, PairKernel, RegularizedCoulomb, RegularizedYukawa, SinOverR, Stokes, Stokeslet, Stresslet, TreeKernel,
     Yukawa, MAX_DENSITY, MAX_VALUE,
 };
+use crate::lists::{apply_lists, proxy_soa, used_clusters, Accumulators, SourceSide, TargetSide};
 use crate::traversal::Interactions;
 use crate::tree::{Tree, TreeParams};
 use crate::upward::{upward_pass, ProxyCharges};
@@ -130,6 +129,9 @@ pub const TOLERANCE_TABLE: [(f64, usize, f64); 18] = [
 /// The stages of a treecode evaluation, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TreeStage {
+    /// RCB partition and redistribution of the particles, and the results back (distributed
+    /// runs).
+    Partition,
     /// Source and target trees.
     TreeBuild,
     /// Proxy charges.
@@ -148,6 +150,7 @@ pub enum TreeStage {
 
 impl StageKind for TreeStage {
     const ALL: &'static [Self] = &[
+        TreeStage::Partition,
         TreeStage::TreeBuild,
         TreeStage::Upward,
         TreeStage::Traversal,
@@ -159,6 +162,7 @@ impl StageKind for TreeStage {
 
     fn name(self) -> &'static str {
         match self {
+            TreeStage::Partition => "partition",
             TreeStage::TreeBuild => "tree build",
             TreeStage::Upward => "upward pass",
             TreeStage::Traversal => "traversal",
@@ -181,10 +185,14 @@ pub struct TreecodeStats {
     pub clusters: [usize; 2],
     /// Seconds per stage.
     pub times: StageTimes<TreeStage>,
+    /// What the locally essential tree moved (distributed runs).
+    pub let_tree: LetStats,
+    /// Sources and targets this rank owned after the partition (distributed runs).
+    pub owned: [usize; 2],
 }
 
 /// Validates positions (finite) and the densities' length.
-fn validate(sources: &[[f64; 3]], densities: &[f64], width: usize, targets: &[[f64; 3]]) -> Result<()> {
+pub(crate) fn validate(sources: &[[f64; 3]], densities: &[f64], width: usize, targets: &[[f64; 3]]) -> Result<()> {
     if densities.len() != sources.len() * width {
         return Err(Error::LengthMismatch {
             field: "sources.densities".into(),
@@ -209,55 +217,6 @@ fn validate(sources: &[[f64; 3]], densities: &[f64], width: usize, targets: &[[f
         });
     }
     Ok(())
-}
-
-/// Proxy points of the clusters `used`, block `i` for cluster `used[i]`, with their charges
-/// when `charges` is given (component-major; the upward pass stores them components innermost).
-fn proxy_soa(nodes: &[[AxisNodes; 3]], used: &[usize], np: usize, charges: Option<&ProxyCharges>) -> Soa {
-    let ncomp = charges.map_or(0, |c| c.ncomp);
-    let len = used.len() * np;
-    let mut soa = Soa::zeroed(len, ncomp);
-    for (slot, &c) in used.iter().enumerate() {
-        let nd = &nodes[c];
-        let m = nd[0].s.len();
-        for k3 in 0..m {
-            for k2 in 0..m {
-                for k1 in 0..m {
-                    let k = k1 + m * (k2 + m * k3);
-                    let i = slot * np + k;
-                    soa.x[i] = nd[0].s[k1];
-                    soa.y[i] = nd[1].s[k2];
-                    soa.z[i] = nd[2].s[k3];
-                }
-            }
-        }
-        if let Some(ch) = charges {
-            let q = ch.of(c);
-            for k in 0..np {
-                for comp in 0..ncomp {
-                    soa.q[comp * len + slot * np + k] = q[k * ncomp + comp];
-                }
-            }
-        }
-    }
-    soa
-}
-
-/// Clusters listed (as the first element when `target`, else the second) in `lists`, sorted,
-/// and the map from cluster to its place among them.
-fn used_clusters(n: usize, lists: &[&[(u32, u32)]], target: bool) -> (Vec<usize>, Vec<usize>) {
-    let mut slot = vec![usize::MAX; n];
-    let mut mark = vec![false; n];
-    for l in lists {
-        for &(t, s) in l.iter() {
-            mark[if target { t } else { s } as usize] = true;
-        }
-    }
-    let used: Vec<usize> = (0..n).filter(|&c| mark[c]).collect();
-    for (i, &c) in used.iter().enumerate() {
-        slot[c] = i;
-    }
-    (used, slot)
 }
 
 /// Evaluates the treecode sum of `kernel` at `targets` from `sources` with `densities`
@@ -310,7 +269,29 @@ pub fn evaluate<K: PairKernel>(
     stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
 
     let clock = Instant::now();
-    // sources and targets in tree order; proxies of the clusters the lists use
+    let side = local_side(&stree, sources, densities, &proxies, &lists);
+    let ts = TargetSide::new(ttree, targets, n);
+    let mut acc = Accumulators::new(&ts, nv);
+    apply_lists(kernel, &ts, &lists, &side, &mut acc, par, isa);
+    stats.times.add(TreeStage::ComputeLocal, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let out = acc.finish(&ts, par);
+    stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
+    Ok((out, stats))
+}
+
+/// The local tree as a source side: `sources` (input order, `proxies.ncomp` densities each) in
+/// tree order, and the proxies of the clusters that the PC and CC lists use.
+pub(crate) fn local_side(
+    stree: &Tree,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    proxies: &ProxyCharges,
+    lists: &Interactions,
+) -> SourceSide {
+    let nd = proxies.ncomp;
+    let np = (proxies.degree + 1).pow(3);
     let ns = sources.len();
     let mut src = Soa::zeroed(ns, nd);
     for (k, &j) in stree.order.iter().enumerate() {
@@ -320,90 +301,14 @@ pub fn evaluate<K: PairKernel>(
             src.q[c * ns + k] = densities[j * nd + c];
         }
     }
-    let mut tgt = Soa::zeroed(targets.len(), 0);
-    for (k, &i) in ttree.order.iter().enumerate() {
-        [tgt.x[k], tgt.y[k], tgt.z[k]] = targets[i as usize];
-    }
-    let (sused, sslot) = used_clusters(stree.clusters.len(), &[&lists.pc, &lists.cc], false);
-    let (tused, tslot) = used_clusters(ttree.clusters.len(), &[&lists.cp, &lists.cc], true);
-    let sprox = proxy_soa(&proxies.nodes, &sused, np, Some(&proxies));
-    let tnodes: Vec<[AxisNodes; 3]> = ttree.clusters.iter().map(|c| crate::upward::cluster_nodes(n, c)).collect();
-    let tprox = proxy_soa(&tnodes, &tused, np, None);
-
-    // PP and PC by leaf: an entry on a cluster above the leaves goes to each leaf below it
-    let leaf_begins: Vec<usize> = ttree.leaves.iter().map(|&l| ttree.clusters[l].begin).collect();
-    let by_leaf = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
-        let mut pairs = Vec::with_capacity(list.len());
-        for &(t, s) in list {
-            let cl = &ttree.clusters[t as usize];
-            let first = leaf_begins.partition_point(|&b| b < cl.begin);
-            let last = leaf_begins.partition_point(|&b| b < cl.end);
-            for leaf in first..last {
-                pairs.push((leaf, range(s as usize)));
-            }
-        }
-        Csr::from_pairs(ttree.leaves.len(), pairs)
-    };
-    let particles = |s: usize| (stree.clusters[s].begin, stree.clusters[s].end);
-    let proxy_block = |s: usize| (sslot[s] * np, (sslot[s] + 1) * np);
-    let pp = by_leaf(&lists.pp, &particles);
-    let pc = by_leaf(&lists.pc, &proxy_block);
-    let by_cluster = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
-        Csr::from_pairs(tused.len(), list.iter().map(|&(t, s)| (tslot[t as usize], range(s as usize))).collect())
-    };
-    let cp = by_cluster(&lists.cp, &particles);
-    let cc = by_cluster(&lists.cc, &proxy_block);
-
-    let mut out = vec![0.0; targets.len() * nv];
-    {
-        let writer = DisjointSlice::new(&mut out);
-        let leaf = |i: usize| {
-            let cl = &ttree.clusters[ttree.leaves[i]];
-            // SAFETY: leaves own disjoint target ranges.
-            let o = unsafe { writer.range_mut(cl.begin * nv, cl.end * nv) };
-            let xyz = tgt.xyz(cl.begin, cl.end);
-            accumulate(isa, kernel, xyz, &src, pp.of(i), o);
-            accumulate(isa, kernel, xyz, &sprox, pc.of(i), o);
-        };
-        run(par, ttree.leaves.len(), leaf);
-    }
-    let block = np * nv;
-    let mut potentials = vec![0.0; ttree.clusters.len() * block];
-    let mut active = vec![false; ttree.clusters.len()];
-    {
-        let writer = DisjointSlice::new(&mut potentials);
-        let cluster = |i: usize| {
-            let c = tused[i];
-            // SAFETY: each target cluster's proxy block is written by its own task.
-            let o = unsafe { writer.range_mut(c * block, (c + 1) * block) };
-            let xyz = tprox.xyz(i * np, (i + 1) * np);
-            accumulate(isa, kernel, xyz, &src, cp.of(i), o);
-            accumulate(isa, kernel, xyz, &sprox, cc.of(i), o);
-        };
-        run(par, tused.len(), cluster);
-    }
-    for &c in &tused {
-        active[c] = true;
-    }
-    stats.times.add(TreeStage::ComputeLocal, clock.elapsed().as_secs_f64());
-
-    let clock = Instant::now();
-    let mut sorted = out;
-    downward_pass(&ttree, &tnodes, nv, &mut potentials, &mut active, tgt.xyz(0, targets.len()), &mut sorted, par);
-    let mut out = vec![0.0; targets.len() * nv];
-    for (k, &i) in ttree.order.iter().enumerate() {
-        let i = i as usize;
-        out[i * nv..(i + 1) * nv].copy_from_slice(&sorted[k * nv..(k + 1) * nv]);
-    }
-    stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
-    Ok((out, stats))
-}
-
-/// Runs `f(i)` for `i < n`, on rayon's threads unless `par` is sequential.
-fn run(par: Par, n: usize, f: impl Fn(usize) + Sync + Send) {
-    match par {
-        Par::Seq => (0..n).for_each(f),
-        Par::Rayon(_) => (0..n).into_par_iter().for_each(f),
+    let (sused, slots) = used_clusters(stree.clusters.len(), &[&lists.pc, &lists.cc], false);
+    let nodes: Vec<&[AxisNodes; 3]> = sused.iter().map(|&c| &proxies.nodes[c]).collect();
+    let sprox = proxy_soa(&nodes, np, nd, |i| Some(proxies.of(sused[i])));
+    SourceSide {
+        particles: src,
+        ranges: stree.clusters.iter().map(|c| (c.begin, c.end)).collect(),
+        proxies: sprox,
+        slots,
     }
 }
 

@@ -17,20 +17,25 @@
 //! - `downward`: proxy potentials from parents to children (eq. (20)) and to the targets
 //!   (eq. (21)), the transposed tensor-factored operator.
 //! - [`direct`]: the scalar direct sum the results are checked against, and eq. (22)'s error.
+//! - [`distributed`]: the same over MPI ranks: RCB partitions by Zoltan, local trees, and the
+//!   locally essential tree read by passive-target one-sided MPI, overlapped with local compute.
 //! - [`evaluate`]: one evaluation end to end, results in the caller's order, with the
 //!   interaction counts and per-stage times.
 
 pub mod cheb;
 mod compute;
 pub mod direct;
+pub mod distributed;
 mod downward;
 pub mod evaluate;
 pub mod kernel;
+mod lists;
 pub mod traversal;
 pub mod tree;
 pub mod upward;
 
 pub use cheb::{lagrange, nodes, AxisNodes};
+pub use distributed::{evaluate_distributed, evaluate_owned, LetStats};
 pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, TreeStage, TreecodeParams, TreecodeStats};
 pub use kernel::{PairKernel, TreeKernel};
 pub use traversal::{Interaction, Interactions};

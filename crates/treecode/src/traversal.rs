@@ -61,58 +61,138 @@ pub fn approximation(nt: usize, ns: usize, np: usize) -> Interaction {
     }
 }
 
+/// The source side of a traversal: cluster geometry, particle counts and children, which a
+/// remote tree fetched on demand may not know yet.
+pub(crate) trait SourceTree {
+    /// Centre and radius of cluster `s`.
+    fn geometry(&self, s: u32) -> ([f64; 3], f64);
+    /// Particles of cluster `s`.
+    fn count(&self, s: u32) -> usize;
+    /// Whether cluster `s` has no children.
+    fn is_leaf(&self, s: u32) -> bool;
+    /// Pushes `(t, child)` for the children of `s` in reverse order (so that they are visited
+    /// in order), or returns false when they are not known yet.
+    fn push_children(&self, t: u32, s: u32, stack: &mut Vec<(u32, u32)>) -> bool;
+}
+
+/// A local tree as a traversal's source side.
+struct Local<'a> {
+    tree: &'a Tree,
+    geo: Vec<([f64; 3], f64)>,
+}
+
+impl SourceTree for Local<'_> {
+    fn geometry(&self, s: u32) -> ([f64; 3], f64) {
+        self.geo[s as usize]
+    }
+    fn count(&self, s: u32) -> usize {
+        self.tree.clusters[s as usize].count()
+    }
+    fn is_leaf(&self, s: u32) -> bool {
+        self.tree.clusters[s as usize].is_leaf()
+    }
+    fn push_children(&self, t: u32, s: u32, stack: &mut Vec<(u32, u32)>) -> bool {
+        stack.extend(self.tree.clusters[s as usize].children.iter().rev().map(|&c| (t, c as u32)));
+        true
+    }
+}
+
+/// Centres and radii of a tree's clusters.
+pub(crate) fn geometry(t: &Tree) -> Vec<([f64; 3], f64)> {
+    t.clusters.iter().map(|c| (c.centre(), c.radius())).collect()
+}
+
+/// Runs the dual traversal from the pairs `pending` of `targets` (with `tgeo`, its
+/// [`geometry`]) against `sources` into `out` (unsorted); returns the pairs whose source
+/// cluster must be split but whose children `sources` does not know yet, to be continued once
+/// they are.
+pub(crate) fn traverse(
+    targets: &Tree,
+    tgeo: &[([f64; 3], f64)],
+    sources: &impl SourceTree,
+    theta: f64,
+    np: usize,
+    pending: Vec<(u32, u32)>,
+    out: &mut Interactions,
+) -> Vec<(u32, u32)> {
+    let mut deferred = Vec::new();
+    let mut stack = pending;
+    stack.reverse();
+    while let Some((t, s)) = stack.pop() {
+        let ct = &targets.clusters[t as usize];
+        let ((xt, rt), (xs, rs)) = (tgeo[t as usize], sources.geometry(s));
+        let ns = sources.count(s);
+        if well_separated(rt, rs, xt, xs, theta) {
+            let list = match approximation(ct.count(), ns, np) {
+                Interaction::Pp => &mut out.pp,
+                Interaction::Pc => &mut out.pc,
+                Interaction::Cp => &mut out.cp,
+                Interaction::Cc => &mut out.cc,
+            };
+            list.push((t, s));
+            continue;
+        }
+        let split_target = match (ct.is_leaf(), sources.is_leaf(s)) {
+            (true, true) => {
+                out.pp.push((t, s));
+                continue;
+            }
+            (false, true) => true,
+            (true, false) => false,
+            (false, false) => ns < ct.count(),
+        };
+        // children pushed in reverse so that they are visited in order
+        if split_target {
+            stack.extend(ct.children.iter().rev().map(|&c| (c as u32, s)));
+        } else if !sources.push_children(t, s, &mut stack) {
+            deferred.push((t, s));
+        }
+    }
+    deferred
+}
+
 impl Interactions {
     /// The traversal of `targets` against `sources` with the MAC parameter `theta` (0 < theta
     /// < 1 in practice; 0 gives the direct sum) and `np` proxies per cluster.
     pub fn build(targets: &Tree, sources: &Tree, theta: f64, np: usize) -> Self {
         let mut out = Interactions::default();
-        let geo = |t: &Tree| -> Vec<([f64; 3], f64)> { t.clusters.iter().map(|c| (c.centre(), c.radius())).collect() };
-        let (gt, gs) = (geo(targets), geo(sources));
-        let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
-        while let Some((t, s)) = stack.pop() {
-            let (ct, cs) = (&targets.clusters[t as usize], &sources.clusters[s as usize]);
-            let ((xt, rt), (xs, rs)) = (gt[t as usize], gs[s as usize]);
-            if well_separated(rt, rs, xt, xs, theta) {
-                let list = match approximation(ct.count(), cs.count(), np) {
-                    Interaction::Pp => &mut out.pp,
-                    Interaction::Pc => &mut out.pc,
-                    Interaction::Cp => &mut out.cp,
-                    Interaction::Cc => &mut out.cc,
-                };
-                list.push((t, s));
-                continue;
-            }
-            let split_target = match (ct.is_leaf(), cs.is_leaf()) {
-                (true, true) => {
-                    out.pp.push((t, s));
-                    continue;
-                }
-                (false, true) => true,
-                (true, false) => false,
-                (false, false) => cs.count() < ct.count(),
-            };
-            // children pushed in reverse so that they are visited in order
-            if split_target {
-                stack.extend(ct.children.iter().rev().map(|&c| (c as u32, s)));
-            } else {
-                stack.extend(cs.children.iter().rev().map(|&c| (t, c as u32)));
-            }
-        }
-        for l in [&mut out.pp, &mut out.pc, &mut out.cp, &mut out.cc] {
+        let view = Local { tree: sources, geo: geometry(sources) };
+        let left = traverse(targets, &geometry(targets), &view, theta, np, vec![(0, 0)], &mut out);
+        debug_assert!(left.is_empty(), "a local tree knows every child");
+        out.sort();
+        out
+    }
+
+    /// Sorts each list by target cluster (stable: the traversal's order within a target).
+    pub(crate) fn sort(&mut self) {
+        for l in [&mut self.pp, &mut self.pc, &mut self.cp, &mut self.cc] {
             l.sort_by_key(|&(t, _)| t);
         }
-        out
     }
 
     /// Kernel evaluations of the four lists: `|C_t| |C_s|`, `|C_t| n_p`, `n_p |C_s|`, `n_p^2`.
     pub fn evaluations(&self, targets: &Tree, sources: &Tree, np: usize) -> [u64; 4] {
-        let n = |t: &Tree, c: u32| t.clusters[c as usize].count() as u64;
+        self.evaluations_by(
+            |c| targets.clusters[c as usize].count() as u64,
+            |c| sources.clusters[c as usize].count() as u64,
+            np,
+        )
+    }
+
+    /// [`Interactions::evaluations`] with the clusters' particle counts given by `nt` (target
+    /// clusters) and `ns` (source clusters).
+    pub fn evaluations_by(&self, nt: impl Fn(u32) -> u64, ns: impl Fn(u32) -> u64, np: usize) -> [u64; 4] {
         let np = np as u64;
         [
-            self.pp.iter().map(|&(t, s)| n(targets, t) * n(sources, s)).sum(),
-            self.pc.iter().map(|&(t, _)| n(targets, t) * np).sum(),
-            self.cp.iter().map(|&(_, s)| np * n(sources, s)).sum(),
+            self.pp.iter().map(|&(t, s)| nt(t) * ns(s)).sum(),
+            self.pc.iter().map(|&(t, _)| nt(t) * np).sum(),
+            self.cp.iter().map(|&(_, s)| np * ns(s)).sum(),
             self.cc.len() as u64 * np * np,
         ]
+    }
+
+    /// Entries of the PP, PC, CP and CC lists.
+    pub fn counts(&self) -> [usize; 4] {
+        [self.pp.len(), self.pc.len(), self.cp.len(), self.cc.len()]
     }
 }

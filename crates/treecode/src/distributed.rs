@@ -1,0 +1,488 @@
+//! The treecode over MPI ranks (BLDTT paper §3; digest §2): RCB partitions, a local tree on
+//! each rank, and the locally essential tree (LET) of remote clusters and particles fetched by
+//! passive-target one-sided reads.
+//!
+//! 1. **Partition** ([`evaluate_distributed`]): Zoltan's RCB over the sources
+//!    (`RCB_RECTILINEAR_BLOCKS`, [`parki_decomp::Rcb`]); each target goes to the rank whose box
+//!    holds it; particles move by [`parki_decomp::Route`] and the results come back in the
+//!    caller's order.
+//! 2. **Local trees** ([`evaluate_owned`]): source and target trees of the rank's own
+//!    particles, the upward pass, and the local traversal, as on one process.
+//! 3. **Exposure**: every rank exposes, in one window, its source clusters in breadth-first
+//!    order (so that a cluster's children are one contiguous block of records), its sources in
+//!    tree order (position and densities per particle) and its clusters' proxy charges; the
+//!    roots' records are all-gathered (one record per rank).
+//! 4. **LET**: on one thread, the dual traversal of the local target tree against every remote
+//!    tree runs from the remote roots; where it must split a remote cluster whose children are
+//!    not known, the pair waits, and the children of all such clusters are read in one
+//!    shared-lock epoch per remote rank (`MPI_Get` of each block); rounds repeat until nothing
+//!    waits (at most the remote trees' depth). Only the clusters that the local targets reach
+//!    are read: a rank never reads another rank's whole tree, which is the scaling limit the
+//!    paper reports for BaryTree, where every rank fetches every other rank's tree (§5). Then
+//!    the particles of the remote PP and CP sources (merged intervals) and the proxies of the
+//!    PC and CC sources are read, one epoch per rank.
+//! 5. **Compute**: the local lists run (rayon) while the LET is fetched; then the remote lists;
+//!    then one downward pass over both.
+//!
+//! The remote traversal makes the decisions that `Interactions::build` makes for the local
+//! target tree against the remote rank's tree, so the result on each rank equals, up to
+//! rounding, the sum over ranks `q` of the one-process treecode of the rank's targets against
+//! rank `q`'s sources (the distributed tests check this within 1e-13).
+
+use std::time::Instant;
+
+use parki_comm::{as_bytes, as_bytes_mut, Comm, Window};
+use parki_core::isa::Isa;
+use parki_core::{Par, Result};
+use parki_decomp::{Rcb, Route, SortMode};
+
+use crate::cheb::AxisNodes;
+use crate::compute::Soa;
+use crate::evaluate::{local_side, validate, TreeStage, TreecodeParams, TreecodeStats};
+use crate::kernel::{PairKernel, MAX_DENSITY, MAX_VALUE};
+use crate::lists::{apply_lists, proxy_soa, used_clusters, Accumulators, SourceSide, TargetSide};
+use crate::traversal::{geometry, traverse, Interactions, SourceTree};
+use crate::tree::{Cluster, Tree, TreeParams};
+use crate::upward::{cluster_nodes, upward_pass, ProxyCharges};
+
+/// What the LET of one rank moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LetStats {
+    /// Remote cluster records read (roots included).
+    pub clusters: usize,
+    /// Remote particles read.
+    pub particles: usize,
+    /// Remote clusters whose proxy charges were read.
+    pub proxies: usize,
+    /// Bytes read by one-sided gets.
+    pub bytes: u64,
+    /// One-sided gets.
+    pub messages: u64,
+    /// Traversal rounds (each one epoch per remote rank that had clusters to expand).
+    pub rounds: usize,
+}
+
+/// One cluster of an exposed tree: `[lo; 3], [hi; 3], count, begin, first child, children]`
+/// (integers stored exactly as `f64`; a count of 0 marks a rank without sources).
+type Record = [f64; 10];
+
+fn record(c: &Cluster, first_child: usize) -> Record {
+    let [a, b, d] = c.lo;
+    let [e, f, g] = c.hi;
+    [a, b, d, e, f, g, c.count() as f64, c.begin as f64, first_child as f64, c.children.len() as f64]
+}
+
+/// The record as a cluster with the same box and count (for the MAC's centre and radius, and
+/// the proxy nodes, computed by the same code as for local clusters).
+fn as_cluster(r: &Record) -> Cluster {
+    Cluster {
+        begin: 0,
+        end: r[6] as usize,
+        lo: [r[0], r[1], r[2]],
+        hi: [r[3], r[4], r[5]],
+        level: 0,
+        parent: None,
+        children: Vec::new(),
+    }
+}
+
+/// Where the three sections of a rank's exposed buffer start: `[records, particles, proxies,
+/// number of records]` (bytes, bytes, bytes, count).
+type Header = [u64; 4];
+
+/// A rank's exposed buffer: its source clusters in breadth-first order, its sources in tree
+/// order (`3 + nd` values each), and the proxy charges of each cluster in breadth-first order.
+fn exposure(
+    stree: Option<&Tree>,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    proxies: Option<&ProxyCharges>,
+) -> (Vec<f64>, Header, Record) {
+    let (Some(tree), Some(prox)) = (stree, proxies) else {
+        return (Vec::new(), [0; 4], [0.0; 10]);
+    };
+    let nd = prox.ncomp;
+    // breadth-first order: children of a cluster contiguous
+    let mut bfs = vec![0usize];
+    let mut k = 0;
+    while k < bfs.len() {
+        let c = bfs[k];
+        bfs.extend_from_slice(&tree.clusters[c].children);
+        k += 1;
+    }
+    let mut place = vec![0usize; tree.clusters.len()];
+    for (i, &c) in bfs.iter().enumerate() {
+        place[c] = i;
+    }
+    let nrec = bfs.len();
+    let block = prox.block();
+    let npart = sources.len() * (3 + nd);
+    let mut buf = Vec::with_capacity(nrec * 10 + npart + nrec * block);
+    for &c in &bfs {
+        let cl = &tree.clusters[c];
+        let first = cl.children.first().map_or(0, |&ch| place[ch]);
+        buf.extend_from_slice(&record(cl, first));
+    }
+    for &j in &tree.order {
+        let j = j as usize;
+        buf.extend_from_slice(&sources[j]);
+        buf.extend_from_slice(&densities[j * nd..(j + 1) * nd]);
+    }
+    for &c in &bfs {
+        buf.extend_from_slice(prox.of(c));
+    }
+    let f = 8u64;
+    let header = [0, (nrec * 10) as u64 * f, (nrec * 10 + npart) as u64 * f, nrec as u64];
+    let root = record(&tree.clusters[0], if nrec > 1 { 1 } else { 0 });
+    (buf, header, root)
+}
+
+/// A remote cluster known to this rank.
+struct LetCluster {
+    rank: usize,
+    /// Its breadth-first index on `rank` (where its record and proxies are).
+    index: usize,
+    record: Record,
+    geometry: ([f64; 3], f64),
+    /// The LET ids of its children (contiguous), once read.
+    children: Option<(u32, u32)>,
+}
+
+/// The remote clusters known so far, indexed by LET id.
+#[derive(Default)]
+struct LetTree {
+    clusters: Vec<LetCluster>,
+}
+
+impl LetTree {
+    fn push(&mut self, rank: usize, index: usize, record: Record) -> u32 {
+        let c = as_cluster(&record);
+        self.clusters.push(LetCluster { rank, index, record, geometry: (c.centre(), c.radius()), children: None });
+        (self.clusters.len() - 1) as u32
+    }
+}
+
+impl SourceTree for LetTree {
+    fn geometry(&self, s: u32) -> ([f64; 3], f64) {
+        self.clusters[s as usize].geometry
+    }
+    fn count(&self, s: u32) -> usize {
+        self.clusters[s as usize].record[6] as usize
+    }
+    fn is_leaf(&self, s: u32) -> bool {
+        self.clusters[s as usize].record[9] == 0.0
+    }
+    fn push_children(&self, t: u32, s: u32, stack: &mut Vec<(u32, u32)>) -> bool {
+        match self.clusters[s as usize].children {
+            Some((first, n)) => {
+                stack.extend((first..first + n).rev().map(|c| (t, c)));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Everything the remote lists need: the lists (sources by LET id) and the source side.
+struct Remote {
+    lists: Interactions,
+    /// Particles of each LET cluster.
+    counts: Vec<usize>,
+    side: SourceSide,
+    stats: LetStats,
+    seconds: f64,
+}
+
+/// Reads `reads` (byte offset, destination) from `rank`, counting into `stats`.
+fn get(win: &Window, rank: usize, reads: &mut [(usize, &mut [u8])], stats: &mut LetStats) {
+    if reads.is_empty() {
+        return;
+    }
+    stats.bytes += reads.iter().map(|r| r.1.len() as u64).sum::<u64>();
+    stats.messages += reads.len() as u64;
+    win.get(rank, reads);
+}
+
+/// Fetches the LET for the local target side and builds the remote lists and source side
+/// (see the module documentation, steps 4 and the reads of step 5's sources).
+#[allow(clippy::too_many_arguments)]
+fn fetch_let(
+    comm: &Comm,
+    win: &Window,
+    headers: &[Header],
+    roots: &[Record],
+    ts: &TargetSide,
+    theta: f64,
+    n: usize,
+    nd: usize,
+) -> Remote {
+    let clock = Instant::now();
+    let np = (n + 1).pow(3);
+    let mut stats = LetStats::default();
+    let mut tree = LetTree::default();
+    let mut lists = Interactions::default();
+    let me = comm.rank();
+    let mut pending = Vec::new();
+    for (q, root) in roots.iter().enumerate() {
+        if q != me && root[6] > 0.0 {
+            let id = tree.push(q, 0, *root);
+            pending.push((0u32, id));
+        }
+    }
+    stats.clusters = tree.clusters.len();
+    let tgeo = geometry(&ts.tree);
+    while !pending.is_empty() {
+        let deferred = traverse(&ts.tree, &tgeo, &tree, theta, np, pending, &mut lists);
+        if deferred.is_empty() {
+            break;
+        }
+        stats.rounds += 1;
+        // the clusters to expand, each once, by rank
+        let mut need: Vec<u32> = deferred.iter().map(|&(_, s)| s).collect();
+        need.sort_unstable();
+        need.dedup();
+        for (q, header) in headers.iter().enumerate() {
+            let mine: Vec<u32> = need.iter().copied().filter(|&s| tree.clusters[s as usize].rank == q).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let sizes: Vec<usize> = mine.iter().map(|&s| tree.clusters[s as usize].record[9] as usize).collect();
+            let mut got: Vec<Vec<Record>> = sizes.iter().map(|&m| vec![[0.0; 10]; m]).collect();
+            {
+                let mut reads: Vec<(usize, &mut [u8])> = mine
+                    .iter()
+                    .zip(got.iter_mut())
+                    .map(|(&s, g)| {
+                        let first = tree.clusters[s as usize].record[8] as usize;
+                        (header[0] as usize + first * 80, as_bytes_mut(&mut g[..]))
+                    })
+                    .collect();
+                get(win, q, &mut reads, &mut stats);
+            }
+            for (&s, g) in mine.iter().zip(got) {
+                let first = tree.clusters.len() as u32;
+                let index = tree.clusters[s as usize].record[8] as usize;
+                for (i, r) in g.into_iter().enumerate() {
+                    tree.push(q, index + i, r);
+                }
+                tree.clusters[s as usize].children = Some((first, tree.clusters.len() as u32 - first));
+            }
+        }
+        stats.clusters = tree.clusters.len();
+        pending = deferred;
+    }
+    lists.sort();
+
+    // sources: particles of PP and CP sources (merged intervals per rank), proxies of PC and CC
+    let nlet = tree.clusters.len();
+    let (pused, _) = used_clusters(nlet, &[&lists.pp, &lists.cp], false);
+    let (xused, slots) = used_clusters(nlet, &[&lists.pc, &lists.cc], false);
+    let width = 3 + nd;
+    let mut ranges = vec![(0usize, 0usize); nlet];
+    let mut particles_aos: Vec<f64> = Vec::new();
+    let mut proxy_charges: Vec<f64> = vec![0.0; xused.len() * np * nd];
+    for (q, header) in headers.iter().enumerate() {
+        // particle intervals [begin, end) in rank q's tree order, merged
+        let mut iv: Vec<(usize, usize, u32)> = pused
+            .iter()
+            .filter(|&&s| tree.clusters[s].rank == q)
+            .map(|&s| {
+                let r = &tree.clusters[s].record;
+                (r[7] as usize, r[7] as usize + r[6] as usize, s as u32)
+            })
+            .collect();
+        iv.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::new();
+        for &(b, e, _) in &iv {
+            match merged.last_mut() {
+                Some(last) if b <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((b, e)),
+            }
+        }
+        let base = particles_aos.len() / width;
+        let mut starts = Vec::with_capacity(merged.len());
+        let mut at = base;
+        for &(b, e) in &merged {
+            starts.push(at);
+            at += e - b;
+        }
+        for &(b, e, s) in &iv {
+            let m = merged.partition_point(|&(mb, _)| mb <= b) - 1;
+            let off = starts[m] + (b - merged[m].0);
+            ranges[s as usize] = (off, off + (e - b));
+        }
+        particles_aos.resize(at * width, 0.0);
+        let xs: Vec<usize> = xused.iter().copied().filter(|&s| tree.clusters[s].rank == q).collect();
+        let mut reads: Vec<(usize, &mut [u8])> = Vec::with_capacity(merged.len() + xs.len());
+        let mut rest = &mut particles_aos[base * width..];
+        for &(b, e) in &merged {
+            let (head, tail) = rest.split_at_mut((e - b) * width);
+            reads.push((header[1] as usize + b * width * 8, as_bytes_mut(head)));
+            rest = tail;
+        }
+        // proxy blocks of rank q's clusters, in slot order
+        let block = np * nd;
+        let mut chunks: Vec<(usize, &mut [f64])> = proxy_charges.chunks_mut(block).enumerate().collect();
+        chunks.retain(|(i, _)| tree.clusters[xused[*i]].rank == q);
+        for (i, chunk) in chunks {
+            let bfs = tree.clusters[xused[i]].index;
+            reads.push((header[2] as usize + bfs * block * 8, as_bytes_mut(chunk)));
+        }
+        get(win, q, &mut reads, &mut stats);
+        stats.proxies += xs.len();
+    }
+    let npart = particles_aos.len() / width;
+    stats.particles = npart;
+    let mut particles = Soa::zeroed(npart, nd);
+    for (k, p) in particles_aos.chunks_exact(width).enumerate() {
+        [particles.x[k], particles.y[k], particles.z[k]] = [p[0], p[1], p[2]];
+        for c in 0..nd {
+            particles.q[c * npart + k] = p[3 + c];
+        }
+    }
+    let boxes: Vec<[AxisNodes; 3]> =
+        xused.iter().map(|&s| cluster_nodes(n, &as_cluster(&tree.clusters[s].record))).collect();
+    let nodes: Vec<&[AxisNodes; 3]> = boxes.iter().collect();
+    let proxies = proxy_soa(&nodes, np, nd, |i| Some(&proxy_charges[i * np * nd..(i + 1) * np * nd]));
+    let side = SourceSide { particles, ranges, proxies, slots };
+    let counts = tree.clusters.iter().map(|c| c.record[6] as usize).collect();
+    Remote { lists, counts, side, stats, seconds: clock.elapsed().as_secs_f64() }
+}
+
+/// Evaluates the treecode over the ranks of `comm` for the particles each rank owns: every
+/// rank passes its own sources (with `K::DENSITY` densities each) and targets (any number,
+/// none included) and gets `K::VALUE` values per target, in its targets' order, summed over
+/// the sources of every rank. No particle moves: [`evaluate_distributed`] partitions first.
+/// Collective.
+///
+/// The local lists are evaluated while the LET is fetched (on a second thread); see the
+/// module documentation for the steps.
+///
+/// # Errors
+/// As [`crate::evaluate`], on every rank when any rank's input is bad.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_owned<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
+    let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
+    comm.agree(checked)?;
+    let (nd, nv) = (K::DENSITY, K::VALUE);
+    let (n, np) = (params.degree, params.proxies());
+    let mut stats = TreecodeStats::default();
+
+    let clock = Instant::now();
+    let build =
+        |pts: &[[f64; 3]], max_leaf: usize| (!pts.is_empty()).then(|| Tree::build(pts, TreeParams { max_leaf }));
+    let (stree, ttree) = match par {
+        Par::Seq => (build(sources, params.max_leaf), build(targets, params.max_batch)),
+        Par::Rayon(_) => rayon::join(|| build(sources, params.max_leaf), || build(targets, params.max_batch)),
+    };
+    stats.clusters = [stree.as_ref().map_or(0, |t| t.clusters.len()), ttree.as_ref().map_or(0, |t| t.clusters.len())];
+    stats.times.add(TreeStage::TreeBuild, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let proxies = stree.as_ref().map(|t| upward_pass(t, sources, densities, nd, n, par));
+    stats.times.add(TreeStage::Upward, clock.elapsed().as_secs_f64());
+
+    let clock = Instant::now();
+    let local = match (&ttree, &stree) {
+        (Some(tt), Some(st)) => Some(Interactions::build(tt, st, params.theta, np)),
+        _ => None,
+    };
+    stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
+
+    // exposure: every rank, collectively
+    let (buf, header, root) = exposure(stree.as_ref(), sources, densities, proxies.as_ref());
+    let headers: Vec<Header> = comm.all_gather(&[header]);
+    let roots: Vec<Record> = comm.all_gather(&[root]);
+    let win = comm.expose(as_bytes(&buf));
+
+    let mut values = vec![0.0; targets.len() * nv];
+    if let Some(ttree) = ttree {
+        let ts = TargetSide::new(ttree, targets, n);
+        let mut acc = Accumulators::new(&ts, nv);
+        let clock = Instant::now();
+        let remote = std::thread::scope(|scope| {
+            let fetch = scope.spawn(|| fetch_let(comm, &win, &headers, &roots, &ts, params.theta, n, nd));
+            if let (Some(lists), Some(st), Some(prox)) = (&local, &stree, &proxies) {
+                let side = local_side(st, sources, densities, prox, lists);
+                apply_lists(kernel, &ts, lists, &side, &mut acc, par, isa);
+            }
+            fetch.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+        });
+        let overlapped = clock.elapsed().as_secs_f64();
+        stats.times.add(TreeStage::Let, remote.seconds);
+        stats.times.add(TreeStage::ComputeLocal, (overlapped - remote.seconds).max(0.0));
+        stats.let_tree = remote.stats;
+
+        let clock = Instant::now();
+        apply_lists(kernel, &ts, &remote.lists, &remote.side, &mut acc, par, isa);
+        stats.times.add(TreeStage::ComputeRemote, clock.elapsed().as_secs_f64());
+
+        if let (Some(lists), Some(st)) = (&local, &stree) {
+            stats.interactions = lists.counts();
+            stats.evaluations = lists.evaluations(&ts.tree, st, np);
+        }
+        let tsize = |c: u32| ts.tree.clusters[c as usize].count() as u64;
+        let let_size = |c: u32| remote.counts[c as usize] as u64;
+        let r = remote.lists.evaluations_by(tsize, let_size, np);
+        for (k, c) in remote.lists.counts().into_iter().enumerate() {
+            stats.interactions[k] += c;
+            stats.evaluations[k] += r[k];
+        }
+
+        let clock = Instant::now();
+        values = acc.finish(&ts, par);
+        stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
+    }
+    win.free();
+    Ok((values, stats))
+}
+
+/// Evaluates the treecode over the ranks of `comm`, each rank passing any of the sources and
+/// targets (positions, `K::DENSITY` densities per source): RCB partitions of the sources by
+/// Zoltan, targets to the rank whose box holds them, [`evaluate_owned`], and each rank's values
+/// back in its targets' order. Collective.
+///
+/// # Errors
+/// As [`crate::evaluate`], on every rank when any rank's input is bad; a failed partition
+/// ([`Rcb::partition`]).
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_distributed<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    let (nd, nv) = (K::DENSITY, K::VALUE);
+    let checked = params.validate().and_then(|()| validate(sources, densities, nd, targets));
+    comm.agree(checked)?;
+    let clock = Instant::now();
+    let (rcb, owners) = Rcb::partition(comm, sources)?;
+    let towners: Vec<u32> = targets.iter().map(|&p| rcb.owner(p) as u32).collect();
+    let (sroute, sgot) = Route::send_to_owners(comm, &owners, &[], SortMode::Full, sources, None, par);
+    let owned_densities = sroute.forward(comm, densities, nd);
+    let (troute, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, targets, None, par);
+    let partition = clock.elapsed().as_secs_f64();
+    let (values, mut stats) =
+        evaluate_owned(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa)?;
+    stats.times.add(TreeStage::Partition, partition);
+    stats.owned = [sgot.positions.len(), tgot.positions.len()];
+    let clock = Instant::now();
+    let mut out = vec![0.0; targets.len() * nv];
+    troute.return_to_callers(comm, &values, nv, &mut out);
+    stats.times.add(TreeStage::Partition, clock.elapsed().as_secs_f64());
+    Ok((out, stats))
+}

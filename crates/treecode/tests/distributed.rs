@@ -1,0 +1,185 @@
+//! The distributed treecode under `mpirun` (1, 2, 3, 4 and 8 ranks, oversubscribed), uniform
+//! cube and Plummer sphere, Coulomb and the Stokeslet, `M != N`:
+//!
+//! - **equal to one process**: each rank's values (its targets after the RCB partition) equal,
+//!   within 1e-13 relative l2, the one-process treecode `evaluate` of those targets against
+//!   every rank's sources, summed over the ranks: the LET traversal makes exactly the one-process
+//!   traversal's decisions against each remote tree, and only summation order differs;
+//! - **accurate**: the values in the caller's order, with the parameters `for_tolerance(1e-6)`
+//!   picks, have the error E (eq. (22), against the direct sum over all sources) below 1e-6 at
+//!   every rank count. E is not the one-process E: the trees differ (each rank's covers its own
+//!   box), and targets against sources in another box interpolate over other clusters (at
+//!   degree 8, theta 0.7, leaf 150, the Plummer sphere's E is 1.8e-11 on one process and 5e-8 on
+//!   4 ranks; docs/treecode.md §5);
+//! - on one rank, the distributed path is the one-process evaluation (equal to 1e-15).
+//!
+//! The test re-runs this test binary under mpirun with `PARKI_TREE_MPI_CHILD` set; in the
+//! children, `mpi_child` runs the cases.
+
+use std::process::Command;
+
+use parki_comm::{Comm, Universe};
+use parki_core::isa::Isa;
+use parki_core::Par;
+use parki_decomp::{Rcb, Route, SortMode};
+use parki_reference::generate::{particle_rng, Cloud};
+use parki_treecode::direct::{direct_sum, relative_l2};
+use parki_treecode::kernel::{Coulomb, PairKernel, Stokeslet};
+use parki_treecode::{evaluate, evaluate_distributed, evaluate_owned, for_tolerance, TreeKernel, TreecodeParams};
+
+const N_SOURCES: usize = 20000;
+const N_TARGETS: usize = 16000;
+
+/// The degree and theta `for_tolerance(TOL)` picks, with leaves of 200 so that a few
+/// thousand particles per rank still make approximations at every level.
+fn params() -> TreecodeParams {
+    TreecodeParams { max_leaf: 200, max_batch: 200, ..for_tolerance(TOL).unwrap().0 }
+}
+
+const TOL: f64 = 1e-6;
+
+/// Every rank's values of `local` (any lengths) concatenated in rank order, on every rank.
+fn gather_all(comm: &Comm, local: &[f64]) -> Vec<f64> {
+    let size = comm.size();
+    let send: Vec<f64> = (0..size).flat_map(|_| local.iter().copied()).collect();
+    let mut out = Vec::new();
+    comm.alltoallv(&send, &vec![local.len(); size], &mut out);
+    out
+}
+
+fn gather_points(comm: &Comm, local: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let flat: Vec<f64> = local.iter().flatten().copied().collect();
+    gather_all(comm, &flat).chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect()
+}
+
+/// One case: `kernel` (`tk` for the direct sum) on `cloud`; prints one line on rank 0.
+fn case<K: PairKernel>(comm: &Comm, kernel: &K, tk: TreeKernel, cloud: Cloud) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let (nd, nv) = (K::DENSITY, K::VALUE);
+    let sources = cloud.points(11, 0..N_SOURCES);
+    let targets = cloud.points(12, 0..N_TARGETS);
+    let densities: Vec<f64> =
+        (0..N_SOURCES * nd).map(|k| particle_rng(13, (k / nd) as u64).normal() + (k % nd) as f64 * 0.1).collect();
+    let p = params();
+    let par = Par::Seq;
+    // the caller's slices: contiguous blocks, not the partition
+    let ms = rank * N_SOURCES / size..(rank + 1) * N_SOURCES / size;
+    let mt = rank * N_TARGETS / size..(rank + 1) * N_TARGETS / size;
+
+    // 1. the partition, then evaluate_owned against the per-rank one-process sums
+    let (rcb, owners) = Rcb::partition(comm, &sources[ms.clone()]).unwrap();
+    let towners: Vec<u32> = targets[mt.clone()].iter().map(|&x| rcb.owner(x) as u32).collect();
+    let (sroute, sgot) = Route::send_to_owners(comm, &owners, &[], SortMode::Full, &sources[ms.clone()], None, par);
+    let own_q = sroute.forward(comm, &densities[ms.start * nd..ms.end * nd], nd);
+    let (_, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, &targets[mt.clone()], None, par);
+    let (own_t, own_s) = (&tgot.positions, &sgot.positions);
+    let (dist, stats) = evaluate_owned(comm, kernel, &p, own_s, &own_q, own_t, par, Isa::detect()).unwrap();
+    let counts: Vec<usize> = gather_all(comm, &[own_s.len() as f64]).iter().map(|&c| c as usize).collect();
+    let all_s = gather_points(comm, own_s);
+    let all_q = gather_all(comm, &own_q);
+    let mut reference = vec![0.0; own_t.len() * nv];
+    let mut at = 0;
+    for &c in &counts {
+        if c > 0 {
+            let (v, _) =
+                evaluate(kernel, &p, &all_s[at..at + c], &all_q[at * nd..(at + c) * nd], own_t, par, Isa::detect())
+                    .unwrap();
+            reference.iter_mut().zip(&v).for_each(|(r, x)| *r += x);
+        }
+        at += c;
+    }
+    let num: f64 = comm.sum(dist.iter().zip(&reference).map(|(a, b)| (a - b).powi(2)).sum::<f64>());
+    let den: f64 = comm.sum(reference.iter().map(|b| b * b).sum::<f64>());
+    let equal = (num / den).sqrt();
+    let let_bytes = comm.sum(stats.let_tree.bytes);
+    let let_msgs = comm.sum(stats.let_tree.messages);
+    let let_clusters = comm.sum(stats.let_tree.clusters as u64);
+
+    // 2. evaluate_distributed in the caller's order against the direct sum
+    let (mine, _) = evaluate_distributed(
+        comm,
+        kernel,
+        &p,
+        &sources[ms.clone()],
+        &densities[ms.start * nd..ms.end * nd],
+        &targets[mt.clone()],
+        par,
+        Isa::detect(),
+    )
+    .unwrap();
+    let all = gather_all(comm, &mine);
+    assert_eq!(all.len(), N_TARGETS * nv);
+    assert!(equal <= 1e-13, "{size} ranks {} {}: distributed vs per-rank sums {equal:e}", tk.name(), cloud.name());
+    if size > 1 {
+        assert!(let_bytes > 0 && let_msgs > 0, "remote sources were read");
+    } else {
+        assert_eq!((let_bytes, let_msgs), (0, 0));
+    }
+    if rank != 0 {
+        return;
+    }
+    // rank 0: the error against the direct sum, and the one-process treecode of the whole set
+    let sample: Vec<usize> = (0..N_TARGETS).step_by(40).collect();
+    let direct = direct_sum(tk, &sources, &tk_inputs(tk, &densities), &targets, &sample);
+    let e_dist = relative_l2(&all, nv, &sample, &direct);
+    let (one, _) = evaluate(kernel, &p, &sources, &densities, &targets, par, Isa::detect()).unwrap();
+    let e_one = relative_l2(&one, nv, &sample, &direct);
+    println!(
+        "treecode {size} ranks, {} {}: equal {equal:.1e}, E {e_dist:.2e} (one process {e_one:.2e}), LET {let_clusters} clusters {let_bytes} B {let_msgs} gets",
+        tk.name(),
+        cloud.name()
+    );
+    assert!(e_dist <= TOL && e_one <= TOL, "{size} ranks: E {e_dist:e} (one process {e_one:e}) above {TOL:e}");
+    if size == 1 {
+        let d = relative_l2(&all, nv, &(0..N_TARGETS).collect::<Vec<_>>(), &one);
+        assert!(d <= 1e-15, "one rank is the one-process evaluation: {d:e}");
+    }
+}
+
+/// The caller's inputs of `tk` that give `densities` (Coulomb: the charges; the Stokeslet:
+/// the forces, which are its densities).
+fn tk_inputs(tk: TreeKernel, densities: &[f64]) -> Vec<f64> {
+    assert_eq!(tk.input_width(), tk.density_width());
+    densities.to_vec()
+}
+
+#[test]
+fn mpi_child() {
+    if std::env::var("PARKI_TREE_MPI_CHILD").is_err() {
+        return;
+    }
+    let universe = Universe::init().unwrap();
+    let comm = universe.world();
+    for cloud in [Cloud::Uniform, Cloud::Plummer] {
+        case(&comm, &Coulomb, TreeKernel::Coulomb, cloud);
+    }
+    case(&comm, &Stokeslet, TreeKernel::Stokeslet, Cloud::Plummer);
+}
+
+#[test]
+fn distributed_equals_one_process() {
+    if std::env::var("PARKI_TREE_MPI_CHILD").is_ok() || !Universe::has_mpi() {
+        println!("skipped: built without MPI");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for ranks in [1, 2, 3, 4, 8] {
+        let out = Command::new("mpirun")
+            .args(["-n", &ranks.to_string(), "--oversubscribe"])
+            .arg(&exe)
+            .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
+            .env("PARKI_TREE_MPI_CHILD", "1")
+            .env("RAYON_NUM_THREADS", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("mpirun must be installed (openmpi-bin)");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<&str> = text.lines().filter_map(|l| l.find("treecode ").map(|k| &l[k..])).collect();
+        for l in &lines {
+            println!("{l}");
+        }
+        assert!(out.status.success(), "mpirun -n {ranks}: {text}");
+        assert_eq!(lines.len(), 3, "{text}");
+    }
+}
