@@ -119,7 +119,7 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
   [parallel]                  # as above; grid = [P_1, P_2] splits the transform's 2nd and 3rd
                               # axes in memory order (printed at plan time)
 
-The free-space treecode (BLDTT; examples/treecode), one rank:
+The free-space treecode (BLDTT; examples/treecode), on any number of ranks (RCB by Zoltan, LET by one-sided MPI):
 
   [problem]
   method = \"treecode\"

@@ -20,18 +20,23 @@
 //! max_batch = 2000
 //! ```
 //!
-//! Runs on one rank; the distributed treecode (RCB partitions and the locally essential tree)
-//! is refused on several ranks with a message until it exists.
+//! On several ranks each reads (or generates) its rows of every input, the sources are
+//! partitioned by RCB (Zoltan), the targets follow the boxes, the locally essential tree is read
+//! by one-sided MPI ([`parki_treecode::distributed`]), and each rank writes its rows of the
+//! potential in place. The report adds the LET's bytes and messages and the particles each rank
+//! owned, min/avg/max over the ranks.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use parki_comm::{Comm, StageStats};
+use parki_comm::{Comm, ReduceOp, StageStats};
 use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
+use parki_decomp::split_range;
 use parki_reference::generate::{particle_rng, unit_vector, Cloud};
 use parki_treecode::direct::{direct_sum, relative_l2};
-use parki_treecode::{evaluate_kernel, for_tolerance, TreeKernel, TreecodeParams};
+use parki_treecode::{evaluate_kernel_distributed, for_tolerance, TreeKernel, TreecodeParams};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -180,13 +185,29 @@ fn parameters(cfg: &TreecodeConfig) -> Result<(TreecodeParams, Value)> {
     Ok((p, provenance))
 }
 
-/// One particle set: positions and the kernel's inputs (row-major, `input_width` each).
+/// This rank's rows of one particle set.
+struct Rows {
+    /// Particles over all ranks.
+    total: usize,
+    /// This rank's rows of them.
+    rows: Range<usize>,
+    /// Their positions.
+    positions: Vec<[f64; 3]>,
+    /// The kernel's inputs (row-major, `input_width` each; empty for targets).
+    inputs: Vec<f64>,
+}
+
+/// Rows of one particle set on this rank: `split_range(total, ranks, rank)` of every input,
+/// generated or read (only those bytes of each `.npy`), so that the ranks together hold the
+/// set one process reads.
 fn particles(
     sec: &ParticleSection,
     field: &str,
     config: &Path,
     kernel: Option<TreeKernel>,
-) -> Result<(Vec<[f64; 3]>, Vec<f64>)> {
+    rank: usize,
+    ranks: usize,
+) -> Result<Rows> {
     if let Some(g) = &sec.generate {
         let files = [&sec.positions, &sec.charges, &sec.forces, &sec.dipoles, &sec.normals];
         if files.iter().any(|f| f.is_some()) {
@@ -198,10 +219,12 @@ fn particles(
         }
         let cloud = Cloud::from_name(&g.distribution, &format!("{field}.generate.distribution"))?;
         let seed = g.seed;
-        let pos = cloud.points(seed, 0..g.count);
+        let rows = split_range(g.count, ranks, rank);
+        let pos = cloud.points(seed, rows.clone());
         let inputs = match kernel {
             None => Vec::new(),
-            Some(k) => (0..g.count)
+            Some(k) => rows
+                .clone()
                 .flat_map(|i| {
                     let mut rng = particle_rng(seed ^ 0x7ee5_c0de, i as u64);
                     let mut v: Vec<f64> = (0..k.input_width()).map(|_| rng.normal()).collect();
@@ -213,73 +236,95 @@ fn particles(
                 })
                 .collect(),
         };
-        return Ok((pos, inputs));
+        return Ok(Rows { total: g.count, rows, positions: pos, inputs });
     }
     let need = |f: &Option<PathBuf>, name: &str, why: &str| -> Result<PathBuf> {
         f.as_ref()
             .map(|p| resolve(config, p))
             .ok_or_else(|| Error::Missing { field: format!("{field}.{name}"), reason: why.into() })
     };
-    let pos_path = need(&sec.positions, "positions", "give positions or generate")?;
-    let pos = npy::read(&pos_path, &format!("{field}.positions"))?.rows3(&format!("{field}.positions"))?;
-    let Some(k) = kernel else { return Ok((pos, Vec::new())) };
-    let n = pos.len();
-    let column = |f: &Option<PathBuf>, name: &str| -> Result<Vec<f64>> {
-        let path = need(f, name, &format!("kernel \"{}\" needs it", k.name()))?;
-        let v = npy::read(&path, &format!("{field}.{name}"))?.column(&format!("{field}.{name}"))?;
-        check_rows(&v, 1, n, field, name)?;
-        Ok(v)
-    };
-    let rows = |f: &Option<PathBuf>, name: &str| -> Result<Vec<f64>> {
-        let path = need(f, name, &format!("kernel \"{}\" needs it", k.name()))?;
-        let v: Vec<f64> = npy::read(&path, &format!("{field}.{name}"))?.rows3(&format!("{field}.{name}"))?.concat();
-        check_rows(&v, 3, n, field, name)?;
-        Ok(v)
-    };
-    let parts: Vec<Vec<f64>> = match k {
-        TreeKernel::Stokeslet => vec![rows(&sec.forces, "forces")?],
-        TreeKernel::Stresslet => vec![rows(&sec.dipoles, "dipoles")?, rows(&sec.normals, "normals")?],
-        TreeKernel::Stokes => {
-            vec![rows(&sec.forces, "forces")?, rows(&sec.dipoles, "dipoles")?, rows(&sec.normals, "normals")?]
+    // an input's header, checked for its columns, completeness and (after the positions) rows
+    let open = |path: &Path, name: &str, columns: usize, rows: Option<usize>| -> Result<npy::Header> {
+        let named = format!("{field}.{name}");
+        let h = npy::read_header(path, &named)?;
+        h.expect_columns(columns, &format!("{named} ({})", path.display()))?;
+        npy::check_complete(path, &named, &h)?;
+        if let Some(n) = rows.filter(|&n| n != h.rows()) {
+            return Err(Error::LengthMismatch {
+                field: named,
+                found: h.rows(),
+                reference: format!("{field}.positions"),
+                expected: n,
+            });
         }
-        _ => vec![column(&sec.charges, "charges")?],
+        Ok(h)
     };
-    let widths: Vec<usize> = parts.iter().map(|p| p.len() / n.max(1)).collect();
-    let mut inputs = Vec::with_capacity(n * k.input_width());
-    for i in 0..n {
-        for (p, &w) in parts.iter().zip(&widths) {
+    let pos_path = need(&sec.positions, "positions", "give positions or generate")?;
+    let ph = open(&pos_path, "positions", 3, None)?;
+    let n = ph.rows();
+    let rows = split_range(n, ranks, rank);
+    let pos: Vec<[f64; 3]> = npy::read_rows(&pos_path, &format!("{field}.positions"), &ph, rows.clone())?
+        .chunks_exact(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    finite(&format!("{field}.positions"), rows.start, &pos, &[], 1)?;
+    let Some(k) = kernel else { return Ok(Rows { total: n, rows, positions: pos, inputs: Vec::new() }) };
+    let read = |f: &Option<PathBuf>, name: &str, columns: usize| -> Result<Vec<f64>> {
+        let path = need(f, name, &format!("kernel \"{}\" needs it", k.name()))?;
+        let h = open(&path, name, columns, Some(n))?;
+        let v = npy::read_rows(&path, &format!("{field}.{name}"), &h, rows.clone())?;
+        finite(&format!("{field}.{name}"), rows.start, &[], &v, columns)?;
+        Ok(v)
+    };
+    let parts: Vec<(Vec<f64>, usize)> = match k {
+        TreeKernel::Stokeslet => vec![(read(&sec.forces, "forces", 3)?, 3)],
+        TreeKernel::Stresslet => vec![(read(&sec.dipoles, "dipoles", 3)?, 3), (read(&sec.normals, "normals", 3)?, 3)],
+        TreeKernel::Stokes => vec![
+            (read(&sec.forces, "forces", 3)?, 3),
+            (read(&sec.dipoles, "dipoles", 3)?, 3),
+            (read(&sec.normals, "normals", 3)?, 3),
+        ],
+        _ => vec![(read(&sec.charges, "charges", 1)?, 1)],
+    };
+    let mut inputs = Vec::with_capacity(rows.len() * k.input_width());
+    for i in 0..rows.len() {
+        for (p, w) in &parts {
             inputs.extend_from_slice(&p[i * w..(i + 1) * w]);
         }
     }
-    Ok((pos, inputs))
+    Ok(Rows { total: n, rows, positions: pos, inputs })
 }
 
-fn check_rows(v: &[f64], w: usize, n: usize, field: &str, name: &str) -> Result<()> {
-    if v.len() != n * w {
-        return Err(Error::LengthMismatch {
-            field: format!("{field}.{name}"),
-            found: v.len() / w,
-            reference: format!("{field}.positions"),
-            expected: n,
-        });
+/// Errors on a coordinate (`pos`) or value (`values`, `width` per row) that is not finite,
+/// naming `field` and the global row (`first` + local row).
+fn finite(field: &str, first: usize, pos: &[[f64; 3]], values: &[f64], width: usize) -> Result<()> {
+    let bad = |index: usize, component: usize, value: f64| {
+        Err(Error::NonFinite { field: field.to_string(), index: first + index, component, value })
+    };
+    for (i, p) in pos.iter().enumerate() {
+        if let Some(d) = (0..3).find(|&d| !p[d].is_finite()) {
+            return bad(i, d, p[d]);
+        }
     }
-    Ok(())
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(k) => bad(k / width, k % width, values[k]),
+        None => Ok(()),
+    }
 }
 
-/// Runs a treecode run.toml (collective; one rank for now).
-pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let log = Log { on: !args.quiet && comm.rank() == 0 };
-    if comm.size() > 1 {
-        return Err(Error::Unsupported {
-            what: format!(
-                "the treecode on {} ranks: its distributed form (RCB partitions and the locally essential tree, \
-                 issue 12) is not built yet; run it on one rank (its threads use every core)",
-                comm.size()
-            ),
-        });
-    }
+/// What a treecode run.toml asks for, checked.
+struct Setup {
+    cfg: TreecodeConfig,
+    kernel: TreeKernel,
+    params: TreecodeParams,
+    choice: Value,
+    isa: Isa,
+    threads: usize,
+    paths: OutputPaths,
+}
+
+/// Reads and checks the run.toml (no collective calls).
+fn setup(args: &RunArgs) -> Result<Setup> {
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| Error::Io { path: args.config.clone(), message: e.to_string() })?;
     let cfg: TreecodeConfig =
@@ -326,40 +371,102 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         data_field: "output.potential",
     };
     let paths = outputs::check_paths(&args.config, &inputs, paths)?;
+    Ok(Setup { cfg, kernel, params, choice, isa, threads, paths })
+}
+
+/// `(min, avg, max)` of `v` over the ranks.
+fn spread(comm: &Comm, v: f64) -> (f64, f64, f64) {
+    (comm.min(v), comm.sum(v) / comm.size() as f64, comm.max(v))
+}
+
+/// The error of `u` (this rank's targets `trows` of `nt`) on `k` targets spread over the whole
+/// set, against the direct sum over every rank's sources: the sampled targets and their values
+/// are summed over the ranks (each rank fills its own), each rank adds its sources' direct sum
+/// at them, and the sums are reduced. Collective; every rank gets the same numbers.
+#[allow(clippy::too_many_arguments)]
+fn check_error(
+    comm: &Comm,
+    pool: &rayon::ThreadPool,
+    kernel: TreeKernel,
+    sources: &[[f64; 3]],
+    q: &[f64],
+    targets: &[[f64; 3]],
+    trows: &Range<usize>,
+    nt: usize,
+    u: &[f64],
+    k: usize,
+) -> (usize, f64, f64) {
+    let nv = kernel.value_width();
+    let step = (nt / k).max(1);
+    let sample: Vec<usize> = (0..nt).step_by(step).take(k).collect();
+    let m = sample.len();
+    let (mut xs, mut fast) = (vec![0.0; m * 3], vec![0.0; m * nv]);
+    for (s, &i) in sample.iter().enumerate() {
+        if trows.contains(&i) {
+            let l = i - trows.start;
+            xs[3 * s..3 * s + 3].copy_from_slice(&targets[l]);
+            fast[s * nv..(s + 1) * nv].copy_from_slice(&u[l * nv..(l + 1) * nv]);
+        }
+    }
+    comm.all_reduce_f64(&mut xs, ReduceOp::Sum);
+    comm.all_reduce_f64(&mut fast, ReduceOp::Sum);
+    let pts: Vec<[f64; 3]> = xs.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    let all: Vec<usize> = (0..m).collect();
+    let mut reference = pool.install(|| direct_sum(kernel, sources, q, &pts, &all));
+    comm.all_reduce_f64(&mut reference, ReduceOp::Sum);
+    let l2 = relative_l2(&fast, nv, &all, &reference);
+    let max_err = fast.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let max_ref = reference.iter().map(|b| b.abs()).fold(0.0, f64::max);
+    (m, l2, max_err / max_ref)
+}
+
+/// Runs a treecode run.toml over the ranks of `comm` (collective; every error is agreed on).
+pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let log = Log { on: !args.quiet && comm.rank() == 0 };
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let Setup { cfg, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
+    let p = &cfg.problem;
     if paths.is_empty() && !args.json {
         warn(comm, "run.toml has no [output] potential or report (and no --json): only the timing table is printed");
     }
     let staged = Staged::begin(comm, &paths)?;
     log.line(&format!("reading {}", args.config.display()));
-    let (sources, q) = particles(&cfg.sources, "sources", &args.config, Some(kernel))?;
-    let targets = match &cfg.targets {
-        Some(t) => particles(t, "targets", &args.config, None)?.0,
-        None => sources.clone(),
+    let src = comm.agree(particles(&cfg.sources, "sources", &args.config, Some(kernel), rank, ranks))?;
+    let (ns, sources, q) = (src.total, src.positions, src.inputs);
+    let (nt, trows, targets) = match &cfg.targets {
+        Some(t) => {
+            let r = comm.agree(particles(t, "targets", &args.config, None, rank, ranks))?;
+            (r.total, r.rows, r.positions)
+        }
+        None => (ns, src.rows, sources.clone()),
     };
     log.line(&format!(
-        "treecode: {} sources, {} targets, kernel {}, degree {}, theta {}, leaves of {} sources and {} targets, {} \
-         thread{}, {}",
-        sources.len(),
-        targets.len(),
+        "treecode: {ns} sources, {nt} targets, kernel {}, degree {}, theta {}, leaves of {} sources and {} targets, \
+         {ranks} rank{} x {threads} thread{}, {}",
         kernel.name(),
         params.degree,
         params.theta,
         params.max_leaf,
         params.max_batch,
-        threads,
+        plural(ranks),
         plural(threads),
         isa.name()
     ));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Resource { message: format!("a pool of {threads} threads: {e}") })?;
+    let pool = comm.agree(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| Error::Resource { message: format!("a pool of {threads} threads: {e}") }),
+    )?;
     let par = Par::with_threads(threads);
     let repeat = args.repeat.or(cfg.run.repeat).unwrap_or(1);
     let mut result = None;
     for r in 0..repeat {
         let t = Instant::now();
-        let out = pool.install(|| evaluate_kernel(kernel, &params, &sources, &q, &targets, par, isa))?;
+        let out =
+            pool.install(|| evaluate_kernel_distributed(comm, kernel, &params, &sources, &q, &targets, par, isa))?;
         log.line(&format!("evaluation {} of {repeat}: {:.4} s", r + 1, t.elapsed().as_secs_f64()));
         result = Some(out);
     }
@@ -367,23 +474,9 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let nv = kernel.value_width();
     let check = args.check.or(cfg.run.check);
     let error = check.filter(|&k| k > 0).map(|k| {
-        let step = (targets.len() / k).max(1);
-        let sample: Vec<usize> = (0..targets.len()).step_by(step).take(k).collect();
-        let reference = pool.install(|| direct_sum(kernel, &sources, &q, &targets, &sample));
-        let l2 = relative_l2(&u, nv, &sample, &reference);
-        let (mut max_err, mut max_ref) = (0.0f64, 0.0f64);
-        for (s, &i) in sample.iter().enumerate() {
-            for v in 0..nv {
-                max_err = max_err.max((u[i * nv + v] - reference[s * nv + v]).abs());
-                max_ref = max_ref.max(reference[s * nv + v].abs());
-            }
-        }
-        log.line(&format!(
-            "check on {} targets against the direct sum: relative l2 {l2:.3e}, relative max {:.3e}",
-            sample.len(),
-            max_err / max_ref
-        ));
-        json!({"targets": sample.len(), "relative_l2": l2, "relative_max": max_err / max_ref, "tolerance": p.tolerance})
+        let (m, l2, max) = check_error(comm, &pool, kernel, &sources, &q, &targets, &trows, nt, &u, k);
+        log.line(&format!("check on {m} targets against the direct sum: relative l2 {l2:.3e}, relative max {max:.3e}"));
+        json!({"targets": m, "relative_l2": l2, "relative_max": max, "tolerance": p.tolerance})
     });
     if let (Some(e), Some(tol)) = (&error, p.tolerance) {
         if e["relative_l2"].as_f64().is_some_and(|v| v > tol) {
@@ -398,22 +491,45 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         }
     }
     if let Some(path) = staged.potential() {
-        let shape: Vec<usize> = if nv == 1 { vec![targets.len()] } else { vec![targets.len(), nv] };
-        npy::write(path, &shape, &u)?;
+        let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
+        let offset = outputs::create_npy(comm, path, &shape)?;
+        let written = if trows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, trows.start, nv, &u) };
+        comm.agree(written)?;
     }
     let table_stats = StageStats::reduce(comm, &stats.times);
     let timings: serde_json::Map<String, Value> =
         table_stats.rows.iter().map(|&(s, lo, avg, hi)| (s.name().to_string(), min_avg_max((lo, avg, hi)))).collect();
-    let total = stats.times.total();
-    let provenance = Provenance::new(&args.config, &args.command_line, started, comm.size());
+    let total = table_stats.total.2;
+    let provenance = Provenance::new(&args.config, &args.command_line, started, ranks);
     let names = ["pp", "pc", "cp", "cc"];
+    let interactions: Vec<u64> = stats.interactions.iter().map(|&c| comm.sum(c as u64)).collect();
+    let evaluations: Vec<u64> = stats.evaluations.iter().map(|&c| comm.sum(c)).collect();
+    let clusters: Vec<u64> = stats.clusters.iter().map(|&c| comm.sum(c as u64)).collect();
+    let lt = stats.let_tree;
+    let let_json = json!({
+        "bytes": min_avg_max(spread(comm, lt.bytes as f64)),
+        "messages": min_avg_max(spread(comm, lt.messages as f64)),
+        "clusters": min_avg_max(spread(comm, lt.clusters as f64)),
+        "particles": min_avg_max(spread(comm, lt.particles as f64)),
+        "proxy_blocks": min_avg_max(spread(comm, lt.proxies as f64)),
+        "rounds": min_avg_max(spread(comm, lt.rounds as f64)),
+        "total_bytes": comm.sum(lt.bytes),
+        "total_messages": comm.sum(lt.messages),
+    });
+    let owned = json!({
+        "sources": min_avg_max(spread(comm, stats.owned[0] as f64)),
+        "targets": min_avg_max(spread(comm, stats.owned[1] as f64)),
+    });
     let report_json = json!({
         "provenance": provenance.to_json(),
         "method": "treecode",
         "kernel": kernel.name(),
         "kernel_parameters": {"kappa": p.kappa, "epsilon": p.epsilon, "wavenumber": p.wavenumber},
-        "sources": sources.len(),
-        "targets": targets.len(),
+        "sources": ns,
+        "targets": nt,
+        "ranks": ranks,
+        "partition": if ranks > 1 { "RCB (Zoltan, rectilinear blocks)" } else { "none (one rank)" },
+        "owned_per_rank": owned,
         "tolerance": p.tolerance,
         "treecode": {
             "degree": params.degree,
@@ -425,13 +541,14 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         },
         "isa": isa.name(),
         "threads": threads,
-        "clusters": {"sources": stats.clusters[0], "targets": stats.clusters[1]},
-        "interactions": names.iter().zip(stats.interactions).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
-        "kernel_evaluations": names.iter().zip(stats.evaluations).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
+        "clusters": {"sources": clusters[0], "targets": clusters[1]},
+        "interactions": names.iter().zip(&interactions).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
+        "kernel_evaluations": names.iter().zip(&evaluations).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
+        "let": let_json,
         "evaluations": repeat,
         "timings_seconds": timings,
         "evaluation_seconds": total,
-        "targets_per_second": targets.len() as f64 / total.max(f64::MIN_POSITIVE),
+        "targets_per_second": nt as f64 / total.max(f64::MIN_POSITIVE),
         "error": error,
     });
     if let Some(path) = staged.report() {
@@ -440,14 +557,21 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let mut table = table_stats.table();
     table += &format!(
         "lists: PP {} PC {} CP {} CC {}; kernel evaluations {:.3e} ({:.3e} direct); {:.4e} targets/s\n",
-        stats.interactions[0],
-        stats.interactions[1],
-        stats.interactions[2],
-        stats.interactions[3],
-        stats.evaluations.iter().sum::<u64>() as f64,
-        sources.len() as f64 * targets.len() as f64,
-        targets.len() as f64 / total.max(f64::MIN_POSITIVE)
+        interactions[0],
+        interactions[1],
+        interactions[2],
+        interactions[3],
+        evaluations.iter().sum::<u64>() as f64,
+        ns as f64 * nt as f64,
+        nt as f64 / total.max(f64::MIN_POSITIVE)
     );
+    if ranks > 1 {
+        let (b, m) = (spread(comm, lt.bytes as f64), spread(comm, lt.messages as f64));
+        table += &format!(
+            "LET per rank: {:.3e} / {:.3e} / {:.3e} bytes, {} / {:.1} / {} gets (min/avg/max)\n",
+            b.0, b.1, b.2, m.0, m.1, m.2
+        );
+    }
     if let Some(e) = &error {
         table += &format!(
             "error on {} targets against the direct sum: relative l2 {:.3e}\n",

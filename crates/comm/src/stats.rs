@@ -35,8 +35,10 @@ impl<S: StageKind> StageStats<S> {
     /// The timing table printed at the end of a run (on one rank without the stages that did
     /// not run).
     pub fn table(&self) -> String {
+        // the name column fits the longest stage name (10 at least)
+        let w = self.rows.iter().map(|r| r.0.name().len()).max().unwrap_or(0).max(10);
         let mut s = format!(
-            "{:<10} {:>12} {:>12} {:>12}   (seconds over {} rank{})\n",
+            "{:<w$} {:>12} {:>12} {:>12}   (seconds over {} rank{})\n",
             "stage",
             "min",
             "avg",
@@ -49,10 +51,10 @@ impl<S: StageKind> StageStats<S> {
                 // a stage that only runs on several ranks (sort, ghost, halo, ...)
                 continue;
             }
-            s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", stage.name(), lo, avg, hi);
+            s += &format!("{:<w$} {:>12.4} {:>12.4} {:>12.4}\n", stage.name(), lo, avg, hi);
         }
         let (lo, avg, hi) = self.total;
-        s += &format!("{:<10} {:>12.4} {:>12.4} {:>12.4}\n", "total", lo, avg, hi);
+        s += &format!("{:<w$} {:>12.4} {:>12.4} {:>12.4}\n", "total", lo, avg, hi);
         s
     }
 }

@@ -38,8 +38,8 @@ use parki_decomp::{Rcb, Route, SortMode};
 
 use crate::cheb::AxisNodes;
 use crate::compute::Soa;
-use crate::evaluate::{local_side, validate, TreeStage, TreecodeParams, TreecodeStats};
-use crate::kernel::{PairKernel, MAX_DENSITY, MAX_VALUE};
+use crate::evaluate::{local_side, validate, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
+use crate::kernel::{PairKernel, TreeKernel, MAX_DENSITY, MAX_VALUE};
 use crate::lists::{apply_lists, proxy_soa, used_clusters, Accumulators, SourceSide, TargetSide};
 use crate::traversal::{geometry, traverse, Interactions, SourceTree};
 use crate::tree::{Cluster, Tree, TreeParams};
@@ -485,4 +485,32 @@ pub fn evaluate_distributed<K: PairKernel>(
     troute.return_to_callers(comm, &values, nv, &mut out);
     stats.times.add(TreeStage::Partition, clock.elapsed().as_secs_f64());
     Ok((out, stats))
+}
+
+/// [`evaluate_distributed`] for a built-in kernel, with the caller's per-source inputs
+/// ([`TreeKernel::input_width`] each) converted to the summed densities. Collective.
+///
+/// # Errors
+/// As [`evaluate_distributed`]; the inputs' length is checked against `sources.inputs` (on
+/// every rank).
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_kernel_distributed(
+    comm: &Comm,
+    kernel: TreeKernel,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    inputs: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    let q = comm.agree(kernel.checked_densities(sources.len(), inputs))?;
+    struct Dist<'a>(&'a Comm, &'a TreecodeParams, &'a [[f64; 3]], &'a [f64], &'a [[f64; 3]], Par, Isa);
+    impl KernelVisitor for Dist<'_> {
+        type Output = Result<(Vec<f64>, TreecodeStats)>;
+        fn visit<K: PairKernel>(self, k: &K) -> Self::Output {
+            evaluate_distributed(self.0, k, self.1, self.2, self.3, self.4, self.5, self.6)
+        }
+    }
+    kernel.visit(Dist(comm, params, sources, &q, targets, par, isa))
 }

@@ -312,6 +312,49 @@ pub(crate) fn local_side(
     }
 }
 
+/// A computation generic over the kernel, run by [`TreeKernel::visit`] with the concrete
+/// kernel type of a built-in kernel.
+pub trait KernelVisitor {
+    /// What the computation returns.
+    type Output;
+    /// Runs with `kernel`.
+    fn visit<K: PairKernel>(self, kernel: &K) -> Self::Output;
+}
+
+impl TreeKernel {
+    /// Runs `v` with this kernel's [`PairKernel`] type.
+    pub fn visit<V: KernelVisitor>(self, v: V) -> V::Output {
+        match self {
+            TreeKernel::Coulomb => v.visit(&Coulomb),
+            TreeKernel::Yukawa { kappa } => v.visit(&Yukawa { kappa }),
+            TreeKernel::RegularizedCoulomb { epsilon } => v.visit(&RegularizedCoulomb { epsilon }),
+            TreeKernel::RegularizedYukawa { kappa, epsilon } => v.visit(&RegularizedYukawa { kappa, epsilon }),
+            TreeKernel::SinOverR { wavenumber } => v.visit(&SinOverR { wavenumber }),
+            TreeKernel::Stokeslet => v.visit(&Stokeslet),
+            TreeKernel::Stresslet => v.visit(&Stresslet),
+            TreeKernel::Stokes => v.visit(&Stokes),
+        }
+    }
+
+    /// The summed densities of the caller's per-source `inputs` ([`TreeKernel::input_width`]
+    /// each), their length checked against `sources.inputs`.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] naming `sources.inputs`.
+    pub fn checked_densities(self, sources: usize, inputs: &[f64]) -> Result<Vec<f64>> {
+        let w = self.input_width();
+        if inputs.len() != sources * w {
+            return Err(Error::LengthMismatch {
+                field: "sources.inputs".into(),
+                found: inputs.len(),
+                reference: format!("sources.positions x {w}"),
+                expected: sources * w,
+            });
+        }
+        Ok(self.densities(inputs))
+    }
+}
+
 /// [`evaluate`] for a built-in kernel, with the caller's per-source inputs
 /// ([`TreeKernel::input_width`] each: charges, forces, or dipoles and normals) converted to the
 /// summed densities.
@@ -327,30 +370,13 @@ pub fn evaluate_kernel(
     par: Par,
     isa: Isa,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
-    let w = kernel.input_width();
-    if inputs.len() != sources.len() * w {
-        return Err(Error::LengthMismatch {
-            field: "sources.inputs".into(),
-            found: inputs.len(),
-            reference: format!("sources.positions x {w}"),
-            expected: sources.len() * w,
-        });
+    let q = kernel.checked_densities(sources.len(), inputs)?;
+    struct One<'a>(&'a TreecodeParams, &'a [[f64; 3]], &'a [f64], &'a [[f64; 3]], Par, Isa);
+    impl KernelVisitor for One<'_> {
+        type Output = Result<(Vec<f64>, TreecodeStats)>;
+        fn visit<K: PairKernel>(self, k: &K) -> Self::Output {
+            evaluate(k, self.0, self.1, self.2, self.3, self.4, self.5)
+        }
     }
-    let q = kernel.densities(inputs);
-    match kernel {
-        TreeKernel::Coulomb => evaluate(&Coulomb, params, sources, &q, targets, par, isa),
-        TreeKernel::Yukawa { kappa } => evaluate(&Yukawa { kappa }, params, sources, &q, targets, par, isa),
-        TreeKernel::RegularizedCoulomb { epsilon } => {
-            evaluate(&RegularizedCoulomb { epsilon }, params, sources, &q, targets, par, isa)
-        }
-        TreeKernel::RegularizedYukawa { kappa, epsilon } => {
-            evaluate(&RegularizedYukawa { kappa, epsilon }, params, sources, &q, targets, par, isa)
-        }
-        TreeKernel::SinOverR { wavenumber } => {
-            evaluate(&SinOverR { wavenumber }, params, sources, &q, targets, par, isa)
-        }
-        TreeKernel::Stokeslet => evaluate(&Stokeslet, params, sources, &q, targets, par, isa),
-        TreeKernel::Stresslet => evaluate(&Stresslet, params, sources, &q, targets, par, isa),
-        TreeKernel::Stokes => evaluate(&Stokes, params, sources, &q, targets, par, isa),
-    }
+    kernel.visit(One(params, sources, &q, targets, par, isa))
 }

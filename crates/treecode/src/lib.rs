@@ -35,8 +35,8 @@ pub mod tree;
 pub mod upward;
 
 pub use cheb::{lagrange, nodes, AxisNodes};
-pub use distributed::{evaluate_distributed, evaluate_owned, LetStats};
-pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, TreeStage, TreecodeParams, TreecodeStats};
+pub use distributed::{evaluate_distributed, evaluate_kernel_distributed, evaluate_owned, LetStats};
+pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
 pub use kernel::{PairKernel, TreeKernel};
 pub use traversal::{Interaction, Interactions};
 pub use tree::{Cluster, Tree, TreeParams};
