@@ -1,10 +1,12 @@
-//! Treecode benchmark: one BLDTT evaluation per (cloud, N, degree, theta, leaf) with its
-//! per-stage times, interaction counts and kernel evaluations, the relative l2 error (the
+//! Treecode benchmark: one BLDTT evaluation per (cloud, N, degree, theta, leaf), on one rank
+//! or under `mpirun` (each rank passes its block of rows; RCB, LET), with its per-stage times
+//! (max over ranks), the LET's bytes, interaction counts and kernel evaluations, the relative l2 error (the
 //! paper's eq. (22)) on sampled targets against the direct sum, and the ratio to the direct
 //! sum's time, measured in the same process on those samples and scaled to every target.
 //!
 //! ```text
 //! parki-bench-tree --n 100000,1000000 --degree 8 --theta 0.7 --leaf 2000
+//! mpirun -n 4 parki-bench-tree --n 1000000 --threads 1      # strong scaling: bench/tree_scaling.sh
 //! ```
 //!
 //! Each run prints a table row and a JSON line (prefixed `json `) for the scripts.
@@ -12,12 +14,14 @@
 use std::time::Instant;
 
 use clap::Parser;
+use parki_comm::{ReduceOp, StageStats, Universe};
 use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
 use parki_core::Par;
+use parki_decomp::split_range;
 use parki_reference::generate::{particle_rng, Cloud};
 use parki_treecode::direct::{direct_sum, relative_l2};
-use parki_treecode::{evaluate_kernel, TreeKernel, TreeStage, TreecodeParams};
+use parki_treecode::{evaluate_kernel_distributed, TreeKernel, TreeStage, TreecodeParams, TreecodeStats};
 
 #[derive(Parser)]
 #[command(name = "parki-bench-tree", about = "BLDTT treecode: time, lists, accuracy against the direct sum")]
@@ -69,6 +73,9 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
+    let universe = Universe::init().expect("MPI at MPI_THREAD_SERIALIZED");
+    let comm = universe.world();
+    let (rank, ranks) = (comm.rank(), comm.size());
     let threads =
         if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
@@ -76,98 +83,150 @@ fn main() {
     let isa = Isa::detect();
     let kernel =
         TreeKernel::from_name(&cli.kernel, Some(cli.kappa), Some(cli.epsilon), Some(cli.wavenumber)).expect("kernel");
-    println!(
-        "# parki-bench-tree: kernel {}, {} threads, isa {}; times in s, E = relative l2 error on {} sampled targets",
+    let say = |line: String| {
+        if rank == 0 {
+            println!("{line}");
+        }
+    };
+    say(format!(
+        "# parki-bench-tree: kernel {}, {ranks} rank(s) x {threads} threads, isa {}; times in s (max over ranks), E = \
+         relative l2 error on {} sampled targets; LET MB summed over ranks",
         kernel.name(),
-        threads,
         isa.name(),
         cli.sample
-    );
-    println!(
-        "{:>9} {:>8} {:>3} {:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
+    ));
+    say(format!(
+        "{:>9} {:>8} {:>3} {:>5} {:>5} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>9} {:>8}",
         "cloud",
         "N",
         "n",
         "theta",
         "leaf",
+        "ranks",
+        "part",
         "tree",
         "upward",
         "travers",
-        "compute",
+        "LET",
+        "local",
+        "remote",
         "downward",
         "total",
         "E",
-        "direct/x"
-    );
+        "direct/x",
+        "LET MB"
+    ));
     for cloud in &cli.cloud {
         let cloud = Cloud::from_name(cloud, "--cloud").expect("cloud");
         for &n in &cli.n {
             let sources = cloud.points(cli.seed, 0..n);
             let targets = if cli.targets == 0 { sources.clone() } else { cloud.points(cli.seed + 1, 0..cli.targets) };
+            let m = targets.len();
             let w = kernel.input_width();
+            let nv = kernel.value_width();
             let inputs: Vec<f64> = (0..n)
                 .flat_map(|j| {
                     let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
                     (0..w).map(move |_| g.normal())
                 })
                 .collect();
-            let step = (targets.len() / cli.sample.max(1)).max(1);
-            let sample: Vec<usize> = (0..targets.len()).step_by(step).collect();
-            let clock = Instant::now();
-            let reference = direct_sum(kernel, &sources, &inputs, &targets, &sample);
-            let direct_all = clock.elapsed().as_secs_f64() * targets.len() as f64 / sample.len() as f64;
+            let step = (m / cli.sample.max(1)).max(1);
+            let sample: Vec<usize> = (0..m).step_by(step).collect();
+            // the direct sum at the sampled targets, on rank 0 alone
+            let (reference, direct_all) = if rank == 0 {
+                let clock = Instant::now();
+                let r = direct_sum(kernel, &sources, &inputs, &targets, &sample);
+                (r, clock.elapsed().as_secs_f64() * m as f64 / sample.len() as f64)
+            } else {
+                (Vec::new(), 0.0)
+            };
+            // this rank's rows: contiguous blocks of the input order, not the partition
+            let (ms, mt) = (split_range(n, ranks, rank), split_range(m, ranks, rank));
             for &degree in &cli.degree {
                 for &theta in &cli.theta {
                     for &leaf in &cli.leaf {
                         let params = TreecodeParams { degree, theta, max_leaf: leaf, max_batch: leaf };
-                        let mut best: Option<(f64, Vec<f64>, parki_treecode::TreecodeStats)> = None;
+                        let mut best: Option<(f64, Vec<f64>, TreecodeStats)> = None;
                         for _ in 0..cli.repeat.max(1) {
+                            comm.barrier();
                             let clock = Instant::now();
-                            let (u, stats) = evaluate_kernel(kernel, &params, &sources, &inputs, &targets, par, isa)
-                                .expect("evaluate");
-                            let t = clock.elapsed().as_secs_f64();
+                            let (u, stats) = evaluate_kernel_distributed(
+                                &comm,
+                                kernel,
+                                &params,
+                                &sources[ms.clone()],
+                                &inputs[ms.start * w..ms.end * w],
+                                &targets[mt.clone()],
+                                par,
+                                isa,
+                            )
+                            .expect("evaluate");
+                            let t = comm.max(clock.elapsed().as_secs_f64());
                             if best.as_ref().is_none_or(|b| t < b.0) {
                                 best = Some((t, u, stats));
                             }
                         }
                         let (total, u, stats) = best.expect("one run");
-                        let e = relative_l2(&u, kernel.value_width(), &sample, &reference);
-                        let st = |s: TreeStage| stats.times.get(s);
-                        println!(
-                            "{:>9} {:>8} {:>3} {:>5} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3e} {:>9.1}",
+                        // the sampled values, each from the rank that holds it
+                        let mut fast = vec![0.0; sample.len() * nv];
+                        for (k, &i) in sample.iter().enumerate() {
+                            if mt.contains(&i) {
+                                let l = i - mt.start;
+                                fast[k * nv..(k + 1) * nv].copy_from_slice(&u[l * nv..(l + 1) * nv]);
+                            }
+                        }
+                        comm.all_reduce_f64(&mut fast, ReduceOp::Sum);
+                        let all: Vec<usize> = (0..sample.len()).collect();
+                        let e = if rank == 0 { relative_l2(&fast, nv, &all, &reference) } else { 0.0 };
+                        let table = StageStats::reduce(&comm, &stats.times);
+                        let st = |s: TreeStage| table.rows.iter().find(|r| r.0 == s).map_or(0.0, |r| r.3);
+                        let let_bytes = comm.sum(stats.let_tree.bytes);
+                        let let_msgs = comm.sum(stats.let_tree.messages);
+                        let interactions: Vec<u64> = stats.interactions.iter().map(|&c| comm.sum(c as u64)).collect();
+                        let evaluations: Vec<u64> = stats.evaluations.iter().map(|&c| comm.sum(c)).collect();
+                        say(format!(
+                            "{:>9} {:>8} {:>3} {:>5} {:>5} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>10.3e} {:>9.1} {:>8.2}",
                             cloud.name(),
                             n,
                             degree,
                             theta,
                             leaf,
+                            ranks,
+                            st(TreeStage::Partition),
                             st(TreeStage::TreeBuild),
                             st(TreeStage::Upward),
                             st(TreeStage::Traversal),
+                            st(TreeStage::Let),
                             st(TreeStage::ComputeLocal),
+                            st(TreeStage::ComputeRemote),
                             st(TreeStage::Downward),
                             total,
                             e,
-                            direct_all / total
-                        );
+                            direct_all / total,
+                            let_bytes as f64 / 1e6
+                        ));
                         let stages: Vec<String> =
                             TreeStage::ALL.iter().map(|&s| format!("\"{}\": {:.6}", s.name(), st(s))).collect();
-                        println!(
-                            "json {{\"cloud\": \"{}\", \"kernel\": \"{}\", \"n\": {}, \"m\": {}, \"degree\": {}, \"theta\": {}, \"leaf\": {}, \"threads\": {}, \"total_s\": {:.6}, \"error\": {:.6e}, \"direct_s\": {:.6}, \"lists\": {:?}, \"evaluations\": {:?}, \"stages\": {{{}}}}}",
+                        say(format!(
+                            "json {{\"cloud\": \"{}\", \"kernel\": \"{}\", \"n\": {}, \"m\": {}, \"degree\": {}, \"theta\": {}, \"leaf\": {}, \"ranks\": {}, \"threads\": {}, \"total_s\": {:.6}, \"error\": {:.6e}, \"direct_s\": {:.6}, \"let_bytes\": {}, \"let_gets\": {}, \"lists\": {:?}, \"evaluations\": {:?}, \"stages_max\": {{{}}}}}",
                             cloud.name(),
                             kernel.name(),
                             n,
-                            targets.len(),
+                            m,
                             degree,
                             theta,
                             leaf,
+                            ranks,
                             threads,
                             total,
                             e,
                             direct_all,
-                            stats.interactions,
-                            stats.evaluations,
+                            let_bytes,
+                            let_msgs,
+                            interactions,
+                            evaluations,
                             stages.join(", ")
-                        );
+                        ));
                     }
                 }
             }
