@@ -3,6 +3,9 @@
 
   md:  3P Laplace potential and field (E = -grad u) against LAMMPS PPPM and OpenMM PME (CPU).
   fmm: 0P Laplace (potential and gradient) and Stokeslet against FMM3D (fmm3dpy).
+  tree: the free-space treecode (Coulomb, parameters from the tolerance) against FMM3D at
+        equal accuracy (the loosest eps whose error is at most the treecode's); error 2 is
+        the treecode's time over FMM3D's.
 
 Each code runs on the same particles (uniform in the unit cube or a clustered normal set,
 neutral random charges / forces) with 2 threads; its time is the last of REPEAT evaluations after
@@ -264,6 +267,59 @@ def fmm(args):
     return rows
 
 
+def parki_tree(work, tag, x, q, tol, repeat):
+    """One parki-dist treecode run (parameters from the tolerance); returns (seconds of the last
+    evaluation, potential, report)."""
+    np.save(os.path.join(work, "x.npy"), x)
+    np.save(os.path.join(work, "q.npy"), q)
+    toml = (
+        f'[problem]\nmethod = "treecode"\nkernel = "laplace"\ntolerance = {tol}\n'
+        f'[sources]\npositions = "x.npy"\ncharges = "q.npy"\n'
+        f'[output]\npotential = "{tag}-u.npy"\nreport = "{tag}.json"\n'
+        f"[run]\nrepeat = {repeat}\nthreads = {THREADS}\n"
+    )
+    cfg = os.path.join(work, f"{tag}.toml")
+    open(cfg, "w").write(toml)
+    subprocess.run([BIN, "run", cfg, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    rep = json.load(open(os.path.join(work, f"{tag}.json")))
+    return rep["evaluation_seconds"], np.load(os.path.join(work, f"{tag}-u.npy")), rep
+
+
+def tree(args):
+    """The free-space treecode against FMM3D at equal accuracy: for each tolerance, the treecode's
+    error, then the loosest FMM3D eps (1e-3 to 1e-13 in half decades) whose error is at most
+    the treecode's, both timed (2 threads each by default)."""
+    import fmm3dpy
+
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for n in args.n:
+            x, q, _ = particles(n, args.dist, 7)
+            rng = np.random.default_rng(11)
+            idx = rng.choice(n, size=min(args.k, n), replace=False)
+            uref, _ = direct_laplace(x, q, x[idx])
+            src = np.ascontiguousarray(x.T)
+            for tol in args.tol:
+                t, u, rep = parki_tree(work, "t", x, q, tol, args.repeat)
+                e = rel(u[idx], uref)
+                tc = rep["treecode"]
+                rows.append(("parki-dist treecode", n, f"tol {tol:g} (n {tc['degree']}, theta {tc['theta']})", t, e, float("nan")))
+                print_rows(rows[-1:])
+                for eps in [10 ** (-k / 2) for k in range(6, 27)]:
+                    out = fmm3dpy.lfmm3d(eps=eps, sources=src, charges=q, pg=1)
+                    ef = rel(4 * np.pi * out.pot[idx], uref)
+                    if ef <= e:
+                        break
+                best = None
+                for _ in range(args.repeat):
+                    t0 = time.perf_counter()
+                    fmm3dpy.lfmm3d(eps=eps, sources=src, charges=q, pg=1)
+                    best = time.perf_counter() - t0
+                rows.append(("FMM3D laplace", n, f"eps {eps:.1e} (error <= treecode's)", best, ef, t / best))
+                print_rows(rows[-1:])
+    return rows
+
+
 def as_rows(a, n):
     """fmm3dpy's vector outputs as (n, 3) rows, whichever way round they come."""
     a = np.squeeze(np.asarray(a))
@@ -277,7 +333,7 @@ def print_rows(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["md", "fmm"])
+    ap.add_argument("what", choices=["md", "fmm", "tree"])
     ap.add_argument("--n", type=lambda s: [int(float(v)) for v in s.split(",")], default=[100000])
     ap.add_argument("--tol", type=lambda s: [float(v) for v in s.split(",")], default=[1e-4, 1e-6])
     ap.add_argument("--acc", type=lambda s: [float(v) for v in s.split(",")], default=[1e-4, 1e-5])
@@ -287,10 +343,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     # md: field error over all targets (estimated) and over the sample; fmm: potential error,
-    # gradient error over all targets (estimated)
+    # gradient error over all targets (estimated); tree: potential error, time ratio
     print("| code | N | accuracy parameter | seconds | error | error 2 |")
     print("| --- | --- | --- | --- | --- | --- |")
-    (md if args.what == "md" else fmm)(args)
+    {"md": md, "fmm": fmm, "tree": tree}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #
 #   bash bench/peers.sh md --n 100000 --tol 1e-4,1e-6 --acc 1e-4,1e-5
 #   bash bench/peers.sh fmm --n 100000 --tol 1e-6,1e-9
+#   bash bench/peers.sh tree --n 100000,1000000 --tol 1e-6,1e-9
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-/tmp/parki-peers}

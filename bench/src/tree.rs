@@ -69,6 +69,18 @@ struct Cli {
     /// Seed of the clouds.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Sources (= targets) and charges from a file of little-endian f64 rows `x y z q` instead
+    /// of a cloud (Coulomb only): a peer's points, e.g. BaryTree's (bench/barytree_side_by_side.sh).
+    #[arg(long)]
+    points: Option<std::path::PathBuf>,
+}
+
+/// The rows `x y z q` of a `--points` file.
+fn read_points(path: &std::path::Path) -> (Vec<[f64; 3]>, Vec<f64>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("--points {}: {e}", path.display()));
+    assert!(bytes.len().is_multiple_of(32), "--points {}: {} bytes is not rows of 4 f64", path.display(), bytes.len());
+    let v: Vec<f64> = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+    (v.chunks_exact(4).map(|r| [r[0], r[1], r[2]]).collect(), v.chunks_exact(4).map(|r| r[3]).collect())
 }
 
 fn main() {
@@ -116,20 +128,34 @@ fn main() {
         "direct/x",
         "LET MB"
     ));
-    for cloud in &cli.cloud {
-        let cloud = Cloud::from_name(cloud, "--cloud").expect("cloud");
-        for &n in &cli.n {
-            let sources = cloud.points(cli.seed, 0..n);
-            let targets = if cli.targets == 0 { sources.clone() } else { cloud.points(cli.seed + 1, 0..cli.targets) };
-            let m = targets.len();
+    let file = cli.points.as_deref().map(read_points);
+    if file.is_some() {
+        assert_eq!(kernel.input_width(), 1, "--points holds one charge per point: a scalar kernel");
+    }
+    let clouds: Vec<String> = if file.is_some() { vec!["file".into()] } else { cli.cloud.clone() };
+    let sizes: Vec<usize> = file.as_ref().map_or(cli.n.clone(), |f| vec![f.0.len()]);
+    for cloud_name in &clouds {
+        let cloud = (file.is_none()).then(|| Cloud::from_name(cloud_name, "--cloud").expect("cloud"));
+        for &n in &sizes {
             let w = kernel.input_width();
             let nv = kernel.value_width();
-            let inputs: Vec<f64> = (0..n)
-                .flat_map(|j| {
-                    let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
-                    (0..w).map(move |_| g.normal())
-                })
-                .collect();
+            let (sources, targets, inputs) = match (&file, cloud) {
+                (Some((x, q)), _) => (x.clone(), x.clone(), q.clone()),
+                (None, Some(cloud)) => {
+                    let sources = cloud.points(cli.seed, 0..n);
+                    let targets =
+                        if cli.targets == 0 { sources.clone() } else { cloud.points(cli.seed + 1, 0..cli.targets) };
+                    let inputs: Vec<f64> = (0..n)
+                        .flat_map(|j| {
+                            let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
+                            (0..w).map(move |_| g.normal())
+                        })
+                        .collect();
+                    (sources, targets, inputs)
+                }
+                (None, None) => unreachable!("a cloud or a file"),
+            };
+            let m = targets.len();
             let step = (m / cli.sample.max(1)).max(1);
             let sample: Vec<usize> = (0..m).step_by(step).collect();
             // the direct sum at the sampled targets, on rank 0 alone
@@ -186,7 +212,7 @@ fn main() {
                         let evaluations: Vec<u64> = stats.evaluations.iter().map(|&c| comm.sum(c)).collect();
                         say(format!(
                             "{:>9} {:>8} {:>3} {:>5} {:>5} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>10.3e} {:>9.1} {:>8.2}",
-                            cloud.name(),
+                            cloud_name,
                             n,
                             degree,
                             theta,
@@ -209,7 +235,7 @@ fn main() {
                             TreeStage::ALL.iter().map(|&s| format!("\"{}\": {:.6}", s.name(), st(s))).collect();
                         say(format!(
                             "json {{\"cloud\": \"{}\", \"kernel\": \"{}\", \"n\": {}, \"m\": {}, \"degree\": {}, \"theta\": {}, \"leaf\": {}, \"ranks\": {}, \"threads\": {}, \"total_s\": {:.6}, \"error\": {:.6e}, \"direct_s\": {:.6}, \"let_bytes\": {}, \"let_gets\": {}, \"lists\": {:?}, \"evaluations\": {:?}, \"stages_max\": {{{}}}}}",
-                            cloud.name(),
+                            cloud_name,
                             kernel.name(),
                             n,
                             m,

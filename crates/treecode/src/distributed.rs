@@ -399,8 +399,12 @@ pub fn evaluate_owned<K: PairKernel>(
     };
     stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
 
-    // exposure: every rank, collectively
-    let (buf, header, root) = exposure(stree.as_ref(), sources, densities, proxies.as_ref());
+    // exposure: every rank, collectively (nothing on one rank: there is nobody to read it)
+    let distributed = comm.size() > 1;
+    let (buf, header, root) = match distributed {
+        true => exposure(stree.as_ref(), sources, densities, proxies.as_ref()),
+        false => (Vec::new(), [0; 4], [0.0; 10]),
+    };
     let headers: Vec<Header> = comm.all_gather(&[header]);
     let roots: Vec<Record> = comm.all_gather(&[root]);
     let win = comm.expose(as_bytes(&buf));
@@ -410,14 +414,23 @@ pub fn evaluate_owned<K: PairKernel>(
         let ts = TargetSide::new(ttree, targets, n);
         let mut acc = Accumulators::new(&ts, nv);
         let clock = Instant::now();
-        let remote = std::thread::scope(|scope| {
-            let fetch = scope.spawn(|| fetch_let(comm, &win, &headers, &roots, &ts, params.theta, n, nd));
+        let fetch = || fetch_let(comm, &win, &headers, &roots, &ts, params.theta, n, nd);
+        let mut compute_local = || {
             if let (Some(lists), Some(st), Some(prox)) = (&local, &stree, &proxies) {
                 let side = local_side(st, sources, densities, prox, lists);
                 apply_lists(kernel, &ts, lists, &side, &mut acc, par, isa);
             }
-            fetch.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
-        });
+        };
+        let remote = if distributed {
+            std::thread::scope(|scope| {
+                let fetching = scope.spawn(fetch);
+                compute_local();
+                fetching.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+        } else {
+            compute_local();
+            fetch()
+        };
         let overlapped = clock.elapsed().as_secs_f64();
         stats.times.add(TreeStage::Let, remote.seconds);
         stats.times.add(TreeStage::ComputeLocal, (overlapped - remote.seconds).max(0.0));

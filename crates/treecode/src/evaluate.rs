@@ -2,23 +2,22 @@
 //! and sources `y_j`, with the BLDTT (paper Algorithm 1): trees, upward pass, dual traversal,
 //! the four interaction lists, downward pass, and the results in the caller's order.
 
-use std::time::Instant;
-
+use parki_comm::Comm;
 use parki_core::isa::Isa;
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
 
 use crate::cheb::AxisNodes;
 use crate::compute::Soa;
-use crate::distributed::LetStats;
+use crate::distributed::{evaluate_owned, LetStats};
 use crate::kernel::{
     Coulomb, PairKernel, RegularizedCoulomb, RegularizedYukawa, SinOverR, Stokes, Stokeslet, Stresslet, TreeKernel,
-    Yukawa, MAX_DENSITY, MAX_VALUE,
+    Yukawa,
 };
-use crate::lists::{apply_lists, proxy_soa, used_clusters, Accumulators, SourceSide, TargetSide};
+use crate::lists::{proxy_soa, used_clusters, SourceSide};
 use crate::traversal::Interactions;
-use crate::tree::{Tree, TreeParams};
-use crate::upward::{upward_pass, ProxyCharges};
+use crate::tree::Tree;
+use crate::upward::ProxyCharges;
 
 /// Largest interpolation degree accepted.
 pub const MAX_DEGREE: usize = 16;
@@ -238,47 +237,8 @@ pub fn evaluate<K: PairKernel>(
     par: Par,
     isa: Isa,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
-    assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
-    params.validate()?;
-    validate(sources, densities, K::DENSITY, targets)?;
-    let (nd, nv) = (K::DENSITY, K::VALUE);
-    let mut stats = TreecodeStats::default();
-    if targets.is_empty() || sources.is_empty() {
-        return Ok((vec![0.0; targets.len() * nv], stats));
-    }
-    let n = params.degree;
-    let np = params.proxies();
-    let clock = Instant::now();
-    let build_sources = || Tree::build(sources, TreeParams { max_leaf: params.max_leaf });
-    let build_targets = || Tree::build(targets, TreeParams { max_leaf: params.max_batch });
-    let (stree, ttree) = match par {
-        Par::Seq => (build_sources(), build_targets()),
-        Par::Rayon(_) => rayon::join(build_sources, build_targets),
-    };
-    stats.clusters = [stree.clusters.len(), ttree.clusters.len()];
-    stats.times.add(TreeStage::TreeBuild, clock.elapsed().as_secs_f64());
-
-    let clock = Instant::now();
-    let proxies = upward_pass(&stree, sources, densities, nd, n, par);
-    stats.times.add(TreeStage::Upward, clock.elapsed().as_secs_f64());
-
-    let clock = Instant::now();
-    let lists = Interactions::build(&ttree, &stree, params.theta, np);
-    stats.interactions = [lists.pp.len(), lists.pc.len(), lists.cp.len(), lists.cc.len()];
-    stats.evaluations = lists.evaluations(&ttree, &stree, np);
-    stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
-
-    let clock = Instant::now();
-    let side = local_side(&stree, sources, densities, &proxies, &lists);
-    let ts = TargetSide::new(ttree, targets, n);
-    let mut acc = Accumulators::new(&ts, nv);
-    apply_lists(kernel, &ts, &lists, &side, &mut acc, par, isa);
-    stats.times.add(TreeStage::ComputeLocal, clock.elapsed().as_secs_f64());
-
-    let clock = Instant::now();
-    let out = acc.finish(&ts, par);
-    stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
-    Ok((out, stats))
+    // one process is the distributed evaluation on a communicator of one (no window, no LET)
+    evaluate_owned(&Comm::single(), kernel, params, sources, densities, targets, par, isa)
 }
 
 /// The local tree as a source side: `sources` (input order, `proxies.ncomp` densities each) in
