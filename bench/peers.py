@@ -61,13 +61,18 @@ def parki(work, tag, x, q, tol, periodic, kernel="laplace", field=True, targets=
         f'[sources]\npositions = "x.npy"\n{strengths}\n{tgt}[output]\n{out}report = "{tag}.json"\n'
         f"[run]\nrepeat = {repeat}\nthreads = {THREADS}\n"
     )
+    rep, u = run_app(work, tag, toml)
+    e = np.load(os.path.join(work, f"{tag}-e.npy")) if field else None
+    return rep["total_seconds"], u, e, rep
+
+
+def run_app(work, tag, toml):
+    """Runs parki-dist on the run.toml text `toml` (its outputs `{tag}.json` and `{tag}-u.npy`
+    in `work`); returns the report and the potential."""
     cfg = os.path.join(work, f"{tag}.toml")
     open(cfg, "w").write(toml)
     subprocess.run([BIN, "run", cfg, "--quiet"], check=True, stdout=subprocess.DEVNULL)
-    rep = json.load(open(os.path.join(work, f"{tag}.json")))
-    u = np.load(os.path.join(work, f"{tag}-u.npy"))
-    e = np.load(os.path.join(work, f"{tag}-e.npy")) if field else None
-    return rep["total_seconds"], u, e, rep
+    return json.load(open(os.path.join(work, f"{tag}.json"))), np.load(os.path.join(work, f"{tag}-u.npy"))
 
 
 def rel(a, b):
@@ -278,11 +283,8 @@ def parki_tree(work, tag, x, q, tol, repeat):
         f'[output]\npotential = "{tag}-u.npy"\nreport = "{tag}.json"\n'
         f"[run]\nrepeat = {repeat}\nthreads = {THREADS}\n"
     )
-    cfg = os.path.join(work, f"{tag}.toml")
-    open(cfg, "w").write(toml)
-    subprocess.run([BIN, "run", cfg, "--quiet"], check=True, stdout=subprocess.DEVNULL)
-    rep = json.load(open(os.path.join(work, f"{tag}.json")))
-    return rep["evaluation_seconds"], np.load(os.path.join(work, f"{tag}-u.npy")), rep
+    rep, u = run_app(work, tag, toml)
+    return rep["evaluation_seconds"], u, rep
 
 
 def tree(args):

@@ -48,3 +48,18 @@ pub fn assert_error(out: &std::process::Output, needles: &[&str]) {
         assert!(err.contains(n), "stderr lacks {n:?}: {err}");
     }
 }
+
+/// `mpirun -n ranks --oversubscribe parki-dist run config --quiet --threads 1` (as root too).
+pub fn mpirun_run(ranks: usize, config: &std::path::Path) -> std::process::Output {
+    std::process::Command::new("mpirun")
+        .args(["-n", &ranks.to_string(), "--oversubscribe"])
+        .arg(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "1"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("mpirun must be installed (openmpi-bin); see README")
+}

@@ -237,17 +237,7 @@ fn failures_stop_every_rank_with_the_message() {
 // The application: `mpirun -n R parki-dist run run.toml`
 
 fn mpirun_app(ranks: usize, config: &Path) -> Output {
-    Command::new("mpirun")
-        .args(["-n", &ranks.to_string(), "--oversubscribe"])
-        .arg(env!("CARGO_BIN_EXE_parki-dist"))
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "1"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .output()
-        .expect("mpirun must be installed (openmpi-bin); see README")
+    common::mpirun_run(ranks, config)
 }
 
 fn app_one_process(config: &Path) -> Output {

@@ -13,7 +13,7 @@ use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel, TreeKernel, TreecodeParams};
 
 mod common;
-use common::{assert_error, succeeded, Dir};
+use common::{assert_error, mpirun_run as mpirun, succeeded, Dir};
 
 fn run(config: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))
@@ -22,20 +22,6 @@ fn run(config: &Path) -> Output {
         .args(["--quiet", "--threads", "2"])
         .output()
         .unwrap()
-}
-
-/// The run on `ranks` MPI ranks (oversubscribed), one thread each.
-fn mpirun(ranks: usize, config: &Path) -> Output {
-    Command::new("mpirun")
-        .args(["-n", &ranks.to_string(), "--oversubscribe"])
-        .arg(env!("CARGO_BIN_EXE_parki-dist"))
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "1"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("mpirun must be installed (openmpi-bin); see README")
 }
 
 fn report(dir: &Dir) -> serde_json::Value {
