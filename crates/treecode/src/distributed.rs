@@ -371,9 +371,25 @@ pub fn evaluate_owned<K: PairKernel>(
     par: Par,
     isa: Isa,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
-    assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
     let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
+    Ok(owned_checked(comm, kernel, params, sources, densities, targets, par, isa))
+}
+
+/// [`evaluate_owned`] on input already checked on every rank (parameters, lengths, finite
+/// values).
+#[allow(clippy::too_many_arguments)]
+fn owned_checked<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+) -> (Vec<f64>, TreecodeStats) {
+    assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
     let (nd, nv) = (K::DENSITY, K::VALUE);
     let (n, np) = (params.degree, params.proxies());
     let mut stats = TreecodeStats::default();
@@ -457,7 +473,7 @@ pub fn evaluate_owned<K: PairKernel>(
         stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
     }
     win.free();
-    Ok((values, stats))
+    (values, stats)
 }
 
 /// Evaluates the treecode over the ranks of `comm`, each rank passing any of the sources and
@@ -490,7 +506,7 @@ pub fn evaluate_distributed<K: PairKernel>(
     let (troute, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, targets, None, par);
     let partition = clock.elapsed().as_secs_f64();
     let (values, mut stats) =
-        evaluate_owned(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa)?;
+        owned_checked(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa);
     stats.times.add(TreeStage::Partition, partition);
     stats.owned = [sgot.positions.len(), tgot.positions.len()];
     let clock = Instant::now();
