@@ -1,0 +1,196 @@
+//! FMM benchmark: one Laplace FMM evaluation (potential and gradient) per (cloud, N, order,
+//! leaf), with its per-stage times (the columns of the paper's Table 8), the M2L and P2P
+//! counts, the relative l2 errors of the potential and the gradient on sampled targets against
+//! the direct sum, and the ratio to the direct sum's time measured in the same process on those
+//! samples and scaled to every target.
+//!
+//! ```text
+//! parki-bench-fmm --n 100000,1000000 --order 8,12 --leaf 64
+//! ```
+//!
+//! Each run prints a table row and a JSON line (prefixed `json `) for the scripts.
+
+use std::time::Instant;
+
+use clap::Parser;
+use parki_core::isa::Isa;
+use parki_core::timing::StageKind;
+use parki_core::Par;
+use parki_fmm::traversal::TraversalParams;
+use parki_fmm::{evaluate, FmmOutput, FmmParams, FmmStage};
+use parki_reference::generate::{particle_rng, Cloud};
+use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
+
+#[derive(Parser)]
+#[command(name = "parki-bench-fmm", about = "Laplace FMM: time per stage, accuracy against the direct sum")]
+struct Cli {
+    /// Source counts (the targets are the sources).
+    #[arg(long, value_delimiter = ',', default_value = "100000")]
+    n: Vec<usize>,
+    /// Clouds: uniform, gaussian, plummer, slab, rod, shell.
+    #[arg(long, value_delimiter = ',', default_value = "uniform")]
+    cloud: Vec<String>,
+    /// Expansion orders p.
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    order: Vec<usize>,
+    /// Leaf sizes.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    leaf: Vec<usize>,
+    /// Targets sampled for the error and the direct sum's time.
+    #[arg(long, default_value_t = 1000)]
+    sample: usize,
+    /// Evaluations per setting (the fastest is reported).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Threads (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Seed of the clouds.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The standard 189-box interaction list instead of the modified stencil.
+    #[arg(long)]
+    no_stencil: bool,
+    /// Every M2L at the full order (no eq. (24)).
+    #[arg(long)]
+    fixed_order: bool,
+    /// Charges uniform in (0, 1) as in the paper (default: standard normal).
+    #[arg(long)]
+    positive: bool,
+}
+
+/// Direct potential and gradient at the sampled targets.
+fn direct(x: &[[f64; 3]], q: &[f64], sample: &[usize]) -> Vec<[f64; 4]> {
+    sample
+        .par_iter()
+        .map(|&j| {
+            let y = x[j];
+            let mut acc = [0.0; 4];
+            for (xi, &qi) in x.iter().zip(q) {
+                let d = [y[0] - xi[0], y[1] - xi[1], y[2] - xi[2]];
+                let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+                if r2 > 0.0 {
+                    let r = r2.sqrt();
+                    acc[0] += qi / r;
+                    for a in 0..3 {
+                        acc[a + 1] -= qi * d[a] / (r2 * r);
+                    }
+                }
+            }
+            acc
+        })
+        .collect()
+}
+
+fn errors(out: &FmmOutput, reference: &[[f64; 4]], sample: &[usize]) -> (f64, f64) {
+    let (mut ep, mut np, mut eg, mut ng) = (0.0, 0.0, 0.0, 0.0);
+    for (r, &j) in reference.iter().zip(sample) {
+        ep += (out.potential[j] - r[0]).powi(2);
+        np += r[0] * r[0];
+        for a in 0..3 {
+            eg += (out.gradient[j][a] - r[a + 1]).powi(2);
+            ng += r[a + 1] * r[a + 1];
+        }
+    }
+    ((ep / np).sqrt(), (eg / ng).sqrt())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let threads =
+        if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
+    let par = Par::with_threads(threads);
+    let isa = Isa::detect();
+    println!(
+        "# parki-bench-fmm: {threads} threads, isa {isa:?}, stencil {}, variable order {}; times in s, errors relative l2 (potential, gradient)",
+        !cli.no_stencil, !cli.fixed_order
+    );
+    let stages: Vec<&str> = FmmStage::ALL.iter().map(|s| s.name()).collect();
+    println!(
+        "{:>9} {:>9} {:>3} {:>5} {:>8} {:>9} {:>9} {:>10} {:>6} {} {:>9}",
+        "cloud",
+        "N",
+        "p",
+        "leaf",
+        "total",
+        "E_pot",
+        "E_grad",
+        "M2L",
+        "work",
+        stages.join(" | "),
+        "direct/x"
+    );
+    for cloud_name in &cli.cloud {
+        let cloud = Cloud::from_name(cloud_name, "--cloud").expect("cloud");
+        for &n in &cli.n {
+            let x = cloud.points(cli.seed, 0..n);
+            let q: Vec<f64> = (0..n)
+                .map(|j| {
+                    let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
+                    if cli.positive {
+                        g.uniform()
+                    } else {
+                        g.normal()
+                    }
+                })
+                .collect();
+            let step = (n / cli.sample.max(1)).max(1);
+            let sample: Vec<usize> = (0..n).step_by(step).collect();
+            let clock = Instant::now();
+            let reference = direct(&x, &q, &sample);
+            let direct_all = clock.elapsed().as_secs_f64() * n as f64 / sample.len() as f64;
+            for &order in &cli.order {
+                for &leaf in &cli.leaf {
+                    let mut params = FmmParams::new(order, leaf);
+                    params.traversal = TraversalParams {
+                        stencil: !cli.no_stencil,
+                        variable_order: !cli.fixed_order,
+                        ..TraversalParams::default()
+                    };
+                    let mut best: Option<(f64, FmmOutput)> = None;
+                    for _ in 0..cli.repeat.max(1) {
+                        let clock = Instant::now();
+                        let out = evaluate(&x, &q, None, &params, isa, par).expect("fmm");
+                        let t = clock.elapsed().as_secs_f64();
+                        if best.as_ref().is_none_or(|b| t < b.0) {
+                            best = Some((t, out));
+                        }
+                    }
+                    let (total, out) = best.expect("one evaluation");
+                    let (ep, eg) = errors(&out, &reference, &sample);
+                    let st = &out.stats;
+                    let per: Vec<String> = FmmStage::ALL.iter().map(|&s| format!("{:.3}", st.times.get(s))).collect();
+                    println!(
+                        "{:>9} {:>9} {:>3} {:>5} {:>8.3} {:>9.2e} {:>9.2e} {:>10} {:>6.3} {} {:>9.1}",
+                        cloud_name,
+                        n,
+                        order,
+                        leaf,
+                        total,
+                        ep,
+                        eg,
+                        st.m2l,
+                        st.m2l_work,
+                        per.join(" | "),
+                        direct_all / total
+                    );
+                    let stage_json: Vec<String> =
+                        FmmStage::ALL.iter().map(|&s| format!("\"{}\": {:.6}", s.name(), st.times.get(s))).collect();
+                    println!(
+                        "json {{\"cloud\": \"{cloud_name}\", \"n\": {n}, \"order\": {order}, \"leaf\": {leaf}, \"threads\": {threads}, \
+                         \"seconds\": {total:.6}, \"error_potential\": {ep:.4e}, \"error_gradient\": {eg:.4e}, \"m2l\": {}, \
+                         \"m2l_work\": {:.4}, \"p2p_pairs\": {}, \"boxes\": {}, \"depth\": {}, \"direct_seconds\": {direct_all:.3}, \
+                         \"stages\": {{{}}}}}",
+                        st.m2l,
+                        st.m2l_work,
+                        st.p2p[1],
+                        st.boxes[0],
+                        st.depth[0],
+                        stage_json.join(", ")
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! The Laplace fast multipole method of parki-dist (seed 001: Gumerov and Duraiswami, "Fast
+//! multipole methods on graphics processors"; digest `seed-001-fmm.md`):
+//! `phi(y_j) = sum_i q_i / |y_j - x_i|` and its gradient, to a tolerance.
+//!
+//! - [`basis`]: the paper's real, normalised regular harmonics by the recursion of eq. (15),
+//!   the orthonormal scaling the expansions are stored in, and the sparse gradient.
+//! - [`expansion`]: P2M, L2P (with the gradient) and M2P.
+//! - [`rotation`]: rotations of expansions about `z` (2 x 2 blocks) and `y` (parity blocks).
+//! - [`translate`]: M2M, M2L and L2L by rotation, coaxial translation and rotation back,
+//!   `O(p^3)`, with the scaling of eq. (35) and the variable truncation of eq. (24).
+//! - [`octree`]: adaptive octrees by Morton keys, empty boxes skipped.
+//! - [`traversal`]: the dual traversal with the paper's error bound as admissibility and its
+//!   modified stencil as splitting order, into M2L and P2P lists.
+//! - [`p2p`]: the near field, potential and gradient, in vector lanes.
+//! - [`evaluate`]: one evaluation end to end.
+
+pub mod basis;
+pub mod evaluate;
+pub mod expansion;
+pub mod octree;
+pub mod p2p;
+pub mod rotation;
+pub mod translate;
+pub mod traversal;
+
+pub use basis::{idx, regular, Scalings, MAX_ORDER};
+pub use evaluate::{evaluate, FmmOutput, FmmParams, FmmStage, FmmStats};
+pub use octree::{OctBox, Octree, RootCube};
+pub use translate::{Geometry, Op, Operators, Scratch};
+pub use traversal::{traverse, Lists, M2lEntry, TraversalParams};

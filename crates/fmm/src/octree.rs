@@ -1,0 +1,211 @@
+//! Octrees by Morton keys, empty boxes skipped, adaptive depth (seed 001, §2 and §4; the paper
+//! has a uniform depth, parki-dist splits only boxes holding more than `max_leaf` points).
+//!
+//! Points are scaled into the root cube, given 63-bit Morton keys (21 bits per axis, bit `b` of
+//! `x`, `y`, `z` at key bits `3b`, `3b + 1`, `3b + 2`) and sorted by key, so every box owns a
+//! contiguous range of the sorted points (the paper's "bookmarks"). Boxes are made level by
+//! level (breadth first): the boxes of a level are contiguous, and so are the children of a
+//! box, which lets the upward and downward passes run a level at a time in parallel.
+
+use rayon::prelude::{IntoParallelIterator, ParallelIterator, ParallelSliceMut};
+
+/// Deepest level (21 bits per axis).
+pub const MAX_LEVEL: usize = 21;
+
+/// One box of an [`Octree`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OctBox {
+    /// Level (0 is the root cube).
+    pub level: u8,
+    /// Integer coordinates at its level, `0..2^level` per axis.
+    pub anchor: [u32; 3],
+    /// First sorted point.
+    pub begin: usize,
+    /// One past the last sorted point.
+    pub end: usize,
+    /// Index of the first child (children are contiguous); meaningless for a leaf.
+    pub first_child: u32,
+    /// Number of (non-empty) children, 0 for a leaf.
+    pub children: u8,
+    /// Index of the parent (the root's is 0).
+    pub parent: u32,
+}
+
+impl OctBox {
+    /// Whether the box has no children.
+    pub fn is_leaf(&self) -> bool {
+        self.children == 0
+    }
+
+    /// Number of points.
+    pub fn count(&self) -> usize {
+        self.end - self.begin
+    }
+
+    /// Child indices.
+    pub fn child_range(&self) -> std::ops::Range<usize> {
+        self.first_child as usize..self.first_child as usize + self.children as usize
+    }
+}
+
+/// The root cube shared by the source and target trees.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RootCube {
+    /// Lower corner.
+    pub origin: [f64; 3],
+    /// Edge.
+    pub size: f64,
+}
+
+impl RootCube {
+    /// The smallest cube holding every point of `sets` (edge enlarged by a relative 1e-9 so
+    /// that the largest coordinate falls inside; edge 1 for a single point).
+    pub fn around(sets: &[&[[f64; 3]]]) -> Self {
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for set in sets {
+            for x in set.iter() {
+                for a in 0..3 {
+                    lo[a] = lo[a].min(x[a]);
+                    hi[a] = hi[a].max(x[a]);
+                }
+            }
+        }
+        if !lo[0].is_finite() {
+            return Self { origin: [0.0; 3], size: 1.0 };
+        }
+        let ext = (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max);
+        let size = if ext > 0.0 { ext * (1.0 + 1e-9) } else { 1.0 };
+        let mid = [(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, (lo[2] + hi[2]) / 2.0];
+        Self { origin: [mid[0] - size / 2.0, mid[1] - size / 2.0, mid[2] - size / 2.0], size }
+    }
+
+    /// Edge of a box at `level`.
+    pub fn edge(&self, level: usize) -> f64 {
+        self.size / (1u64 << level) as f64
+    }
+
+    /// Centre of a box.
+    pub fn centre(&self, b: &OctBox) -> [f64; 3] {
+        let h = self.edge(b.level as usize);
+        [
+            self.origin[0] + (b.anchor[0] as f64 + 0.5) * h,
+            self.origin[1] + (b.anchor[1] as f64 + 0.5) * h,
+            self.origin[2] + (b.anchor[2] as f64 + 0.5) * h,
+        ]
+    }
+
+    /// Centre in integer units of `size / 2^(MAX_LEVEL + 1)`: exact offsets between boxes of
+    /// any levels.
+    pub fn centre_units(b: &OctBox) -> [i64; 3] {
+        let s = 1i64 << (MAX_LEVEL - b.level as usize);
+        [(2 * b.anchor[0] as i64 + 1) * s, (2 * b.anchor[1] as i64 + 1) * s, (2 * b.anchor[2] as i64 + 1) * s]
+    }
+
+    /// The Morton key of `x`.
+    pub fn key(&self, x: [f64; 3]) -> u64 {
+        let scale = (1u64 << MAX_LEVEL) as f64 / self.size;
+        let top = (1u64 << MAX_LEVEL) - 1;
+        let mut key = 0u64;
+        for (a, &xa) in x.iter().enumerate() {
+            let i = (((xa - self.origin[a]) * scale).floor().max(0.0) as u64).min(top);
+            key |= spread(i) << a;
+        }
+        key
+    }
+}
+
+/// The 21 low bits of `v` spread to every third bit.
+fn spread(v: u64) -> u64 {
+    let mut x = v & 0x1f_ffff;
+    x = (x | (x << 32)) & 0x1f00000000ffff;
+    x = (x | (x << 16)) & 0x1f0000ff0000ff;
+    x = (x | (x << 8)) & 0x100f00f00f00f00f;
+    x = (x | (x << 4)) & 0x10c30c30c30c30c3;
+    (x | (x << 2)) & 0x1249249249249249
+}
+
+/// An octree over one point set.
+#[derive(Clone, Debug)]
+pub struct Octree {
+    /// The root cube.
+    pub cube: RootCube,
+    /// Boxes, breadth first.
+    pub boxes: Vec<OctBox>,
+    /// Boxes of level `l` are `levels[l]..levels[l + 1]`.
+    pub levels: Vec<usize>,
+    /// `order[i]`: the caller's index of sorted point `i`.
+    pub order: Vec<usize>,
+    /// Points in sorted order.
+    pub points: Vec<[f64; 3]>,
+}
+
+impl Octree {
+    /// Builds the tree of `points` in `cube`, splitting boxes with more than `max_leaf`
+    /// points (down to [`MAX_LEVEL`]).
+    pub fn build(points: &[[f64; 3]], cube: RootCube, max_leaf: usize) -> Self {
+        let mut keyed: Vec<(u64, usize)> =
+            (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
+        keyed.par_sort_unstable();
+        let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
+        let sorted: Vec<[f64; 3]> = order.iter().map(|&i| points[i]).collect();
+        let keys: Vec<u64> = keyed.iter().map(|k| k.0).collect();
+        let mut boxes = vec![OctBox {
+            level: 0,
+            anchor: [0; 3],
+            begin: 0,
+            end: points.len(),
+            first_child: 0,
+            children: 0,
+            parent: 0,
+        }];
+        let mut levels = vec![0, 1];
+        let mut level = 0;
+        while level < MAX_LEVEL {
+            let (lo, hi) = (levels[level], levels[level + 1]);
+            let shift = 3 * (MAX_LEVEL - level - 1);
+            for bi in lo..hi {
+                let b = boxes[bi];
+                if b.count() <= max_leaf.max(1) {
+                    continue;
+                }
+                let first = boxes.len();
+                let mut start = b.begin;
+                for digit in 0..8u64 {
+                    let end = start + keys[start..b.end].partition_point(|k| (k >> shift) & 7 <= digit);
+                    if end > start {
+                        let bit = |a: u32| ((digit >> a) & 1) as u32;
+                        boxes.push(OctBox {
+                            level: (level + 1) as u8,
+                            anchor: [2 * b.anchor[0] + bit(0), 2 * b.anchor[1] + bit(1), 2 * b.anchor[2] + bit(2)],
+                            begin: start,
+                            end,
+                            first_child: 0,
+                            children: 0,
+                            parent: bi as u32,
+                        });
+                    }
+                    start = end;
+                }
+                boxes[bi].first_child = first as u32;
+                boxes[bi].children = (boxes.len() - first) as u8;
+            }
+            if boxes.len() == hi {
+                break;
+            }
+            levels.push(boxes.len());
+            level += 1;
+        }
+        Self { cube, boxes, levels, order, points: sorted }
+    }
+
+    /// Number of levels (the deepest box's level plus one).
+    pub fn depth(&self) -> usize {
+        self.levels.len() - 1
+    }
+
+    /// Indices of the leaves.
+    pub fn leaves(&self) -> Vec<usize> {
+        (0..self.boxes.len()).filter(|&i| self.boxes[i].is_leaf()).collect()
+    }
+}

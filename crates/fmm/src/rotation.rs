@@ -1,0 +1,269 @@
+//! Rotations of expansions in the orthonormal scaling (seed 001, §3.3, eq. (33)).
+//!
+//! For a rotation `Q` of space, `W_n(Q)` is the `(2n+1) x (2n+1)` orthogonal matrix with
+//! `Y^_n(Q^T x) = W_n(Q) Y^_n(x)` (the vector of the degree-`n` real orthonormal harmonics of
+//! [`crate::basis`]). The function `f o Q^T` of an expansion with coefficients `a` (degree by
+//! degree) has coefficients `W_n(Q)^T a_n`, whether `f` is a multipole or a local expansion:
+//! in the orthonormal scaling one matrix serves both (the paper's remark that the S and R
+//! rotation operators become identical after a diagonal renormalisation).
+//!
+//! A translation along `t = |t| (sin b cos a, sin b sin a, cos b)` is done in the frame where
+//! `t` is the `+z` axis, `Q = R_y(-b) R_z(-a)`, `W(Q) = W(R_z(-a)) W(R_y(-b))`:
+//!
+//! - about `z` by `g` ([`rotate_z`]): 2 x 2 blocks mixing `m` and `-m`, `cos(m g)` and
+//!   `sin(m g)`, `O(p^2)` (the paper's "diagonal" `A(alpha)` in the complex basis);
+//! - about `y` by `b` ([`YRotation`]): `W_n(R_y(b))` commutes with the reflection `y -> -y`,
+//!   under which `Y^_n^m` is even for `m >= 0` and odd for `m < 0`, so it splits into an
+//!   `(n+1) x (n+1)` and an `n x n` block: `(n+1)^2 + n^2` entries per degree, the paper's
+//!   `B(beta)` (1156 numbers at `p = 12`, digest §6), `~2p^3/3` multiply-adds per rotation.
+//!
+//! `W_n(R_y(b)) = W_n(P) W_n(R_z(b)) W_n(P)^T` with the fixed quarter turn `P = R_x(pi/2)`
+//! (`P y = z`, so `R_y(b) = P^T R_z(b) P`), and `W_n(P)` is computed once by a quadrature that
+//! is exact for the products of two degree-`n` harmonics ([`rotation_by_quadrature`]): Gauss-
+//! Legendre in `cos(theta)` and the trapezoidal rule in `phi`. Nothing here depends on
+//! published rotation recursions, and every matrix is orthogonal to rounding.
+
+use crate::basis::{idx, orthonormal, Scalings};
+
+/// A rotation matrix of space, row-major.
+pub type Mat3 = [[f64; 3]; 3];
+
+/// `R_x(g)`: rotation by `g` about the x axis.
+pub fn rot_x(g: f64) -> Mat3 {
+    let (s, c) = g.sin_cos();
+    [[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]
+}
+
+/// `R_y(g)`: rotation by `g` about the y axis.
+pub fn rot_y(g: f64) -> Mat3 {
+    let (s, c) = g.sin_cos();
+    [[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]]
+}
+
+/// `R_z(g)`: rotation by `g` about the z axis.
+pub fn rot_z(g: f64) -> Mat3 {
+    let (s, c) = g.sin_cos();
+    [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
+}
+
+/// `Q^T x`.
+fn apply_transpose(q: &Mat3, x: [f64; 3]) -> [f64; 3] {
+    let mut y = [0.0; 3];
+    for (i, yi) in y.iter_mut().enumerate() {
+        *yi = q[0][i] * x[0] + q[1][i] * x[1] + q[2][i] * x[2];
+    }
+    y
+}
+
+/// Gauss-Legendre nodes and weights on `[-1, 1]` (Newton on `P_k`), exact to degree `2k - 1`.
+pub fn gauss_legendre(k: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut x = vec![0.0; k];
+    let mut w = vec![0.0; k];
+    for i in 0..k {
+        let mut z = (std::f64::consts::PI * (i as f64 + 0.75) / (k as f64 + 0.5)).cos();
+        for _ in 0..100 {
+            let (mut p0, mut p1) = (1.0, z);
+            for j in 2..=k {
+                let p2 = ((2 * j - 1) as f64 * z * p1 - (j - 1) as f64 * p0) / j as f64;
+                p0 = p1;
+                p1 = p2;
+            }
+            let (pk, pkm1) = if k == 1 { (z, 1.0) } else { (p1, p0) };
+            let dp = k as f64 * (z * pk - pkm1) / (z * z - 1.0);
+            let dz = pk / dp;
+            z -= dz;
+            if dz.abs() < 1e-16 {
+                let (mut q0, mut q1) = (1.0, z);
+                for j in 2..=k {
+                    let q2 = ((2 * j - 1) as f64 * z * q1 - (j - 1) as f64 * q0) / j as f64;
+                    q0 = q1;
+                    q1 = q2;
+                }
+                let (qk, qkm1) = if k == 1 { (z, 1.0) } else { (q1, q0) };
+                let d = k as f64 * (z * qk - qkm1) / (z * z - 1.0);
+                w[i] = 2.0 / ((1.0 - z * z) * d * d);
+                break;
+            }
+        }
+        x[i] = z;
+    }
+    (x, w)
+}
+
+/// `W_n(Q)` for `n < p`, dense and row-major (`(2n+1)^2` entries, rows and columns
+/// `m = -n..=n`), by `W_n(Q)_{m m'} = int Y^_n^m(Q^T x) Y^_n^{m'}(x) dS` with a quadrature
+/// exact for the integrand (`p` Gauss-Legendre nodes in `cos theta`, `2p` in `phi`).
+pub fn rotation_by_quadrature(q: &Mat3, s: &Scalings) -> Vec<Vec<f64>> {
+    let p = s.p;
+    let (zs, ws) = gauss_legendre(p.max(1));
+    let nphi = 2 * p.max(1);
+    let mut w: Vec<Vec<f64>> = (0..p).map(|n| vec![0.0; (2 * n + 1) * (2 * n + 1)]).collect();
+    let mut y0 = vec![0.0; p * p];
+    let mut y1 = vec![0.0; p * p];
+    for (&z, &wz) in zs.iter().zip(&ws) {
+        let rho = (1.0 - z * z).max(0.0).sqrt();
+        for j in 0..nphi {
+            let phi = 2.0 * std::f64::consts::PI * j as f64 / nphi as f64;
+            let u = [rho * phi.cos(), rho * phi.sin(), z];
+            let weight = wz * 2.0 * std::f64::consts::PI / nphi as f64;
+            orthonormal(u, s, &mut y0);
+            orthonormal(apply_transpose(q, u), s, &mut y1);
+            for (n, wn) in w.iter_mut().enumerate() {
+                let d = 2 * n + 1;
+                let base = n * n;
+                for a in 0..d {
+                    let va = y1[base + a] * weight;
+                    for b in 0..d {
+                        wn[a * d + b] += va * y0[base + b];
+                    }
+                }
+            }
+        }
+    }
+    w
+}
+
+/// `cos(m g)` and `sin(m g)` for `m < p`, by the angle-addition recurrence.
+pub fn angle_table(g: f64, p: usize, out: &mut [(f64, f64)]) {
+    let (s1, c1) = g.sin_cos();
+    angle_table_from(c1, s1, p, out);
+}
+
+/// `cos(m g)` and `sin(m g)` for `m < p` from `cos g` and `sin g`.
+#[inline]
+pub fn angle_table_from(c1: f64, s1: f64, p: usize, out: &mut [(f64, f64)]) {
+    let (mut c, mut s) = (1.0, 0.0);
+    for o in out.iter_mut().take(p) {
+        *o = (c, s);
+        let cn = c * c1 - s * s1;
+        s = s * c1 + c * s1;
+        c = cn;
+    }
+}
+
+/// Applies `W(R_z(g))^T` (`transpose`) or `W(R_z(g))` to the first `q` degrees of `v`, with
+/// `cs[m] = (cos m g, sin m g)`:
+/// `(W^T v)_m = cos(mg) v_m - sin(mg) v_-m`, `(W^T v)_-m = sin(mg) v_m + cos(mg) v_-m`, and the
+/// transposed signs for `W v`.
+#[inline]
+pub fn rotate_z(v: &mut [f64], q: usize, cs: &[(f64, f64)], transpose: bool) {
+    let sign = if transpose { -1.0 } else { 1.0 };
+    for n in 1..q {
+        let c0 = idx(n, 0);
+        for (k, &(c, s)) in cs.iter().enumerate().take(n + 1).skip(1) {
+            let s = sign * s;
+            let (vp, vm) = (v[c0 + k], v[c0 - k]);
+            v[c0 + k] = c.mul_add(vp, s * vm);
+            v[c0 - k] = c.mul_add(vm, -s * vp);
+        }
+    }
+}
+
+/// `W_n(R_y(b))` for `n < p` in its two parity blocks: per degree the `(n+1) x (n+1)` block of
+/// `m = 0..=n` and the `n x n` block of `m = -1..=-n` (rows and columns by `|m|`), row-major.
+#[derive(Clone, Debug)]
+pub struct YRotation {
+    p: usize,
+    /// Per degree, the even block then the odd block.
+    data: Vec<f64>,
+    /// Offset of degree `n`'s even block in `data`.
+    offsets: Vec<usize>,
+}
+
+impl YRotation {
+    /// The blocks of `W(R_y(b))` from `W(P)` (dense, from [`rotation_by_quadrature`] with
+    /// `P = R_x(pi/2)`): `W(R_y(b)) = W(P) W(R_z(b)) W(P)^T`.
+    pub fn new(b: f64, wp: &[Vec<f64>], p: usize) -> Self {
+        let mut cs = vec![(0.0, 0.0); p.max(1)];
+        angle_table(b, p, &mut cs);
+        let mut data = Vec::new();
+        let mut offsets = Vec::with_capacity(p);
+        for (n, wpn) in wp.iter().enumerate().take(p) {
+            let d = 2 * n + 1;
+            // Z = W(R_z(b)): row m: (m: cos mb, -m: sin mb); row -m: (-m: cos mb, m: -sin mb).
+            let mut z = vec![0.0; d * d];
+            z[n * d + n] = 1.0;
+            for (k, &(c, s)) in cs.iter().enumerate().take(n + 1).skip(1) {
+                let (ip, im) = (n + k, n - k);
+                z[ip * d + ip] = c;
+                z[ip * d + im] = s;
+                z[im * d + im] = c;
+                z[im * d + ip] = -s;
+            }
+            // T = W(P) Z, then full = T W(P)^T.
+            let mut t = vec![0.0; d * d];
+            for a in 0..d {
+                for c in 0..d {
+                    let wa = wpn[a * d + c];
+                    if wa != 0.0 {
+                        for b2 in 0..d {
+                            t[a * d + b2] += wa * z[c * d + b2];
+                        }
+                    }
+                }
+            }
+            let full = |a: usize, b2: usize| (0..d).map(|c| t[a * d + c] * wpn[b2 * d + c]).sum::<f64>();
+            offsets.push(data.len());
+            for i in 0..=n {
+                for j in 0..=n {
+                    data.push(full(n + i, n + j));
+                }
+            }
+            for i in 1..=n {
+                for j in 1..=n {
+                    data.push(full(n - i, n - j));
+                }
+            }
+        }
+        Self { p, data, offsets }
+    }
+
+    /// Expansion order the blocks were made for.
+    pub fn order(&self) -> usize {
+        self.p
+    }
+
+    /// `v <- W_n(R_y(b))^T v` (`transpose`) or `W_n(R_y(b)) v` for the degrees `n < q`, through
+    /// `tmp` (at least `2q` values).
+    #[inline]
+    pub fn apply(&self, v: &mut [f64], q: usize, transpose: bool, tmp: &mut [f64]) {
+        for n in 1..q {
+            let c0 = idx(n, 0);
+            let even = &self.data[self.offsets[n]..self.offsets[n] + (n + 1) * (n + 1)];
+            let odd = &self.data[self.offsets[n] + (n + 1) * (n + 1)..self.offsets[n] + (n + 1) * (n + 1) + n * n];
+            let e = n + 1;
+            let (te, to) = tmp.split_at_mut(e);
+            if transpose {
+                te[..e].fill(0.0);
+                for j in 0..e {
+                    let vj = v[c0 + j];
+                    let row = &even[j * e..(j + 1) * e];
+                    for (t, &w) in te[..e].iter_mut().zip(row) {
+                        *t = w.mul_add(vj, *t);
+                    }
+                }
+                to[..n].fill(0.0);
+                for j in 0..n {
+                    let vj = v[c0 - 1 - j];
+                    let row = &odd[j * n..(j + 1) * n];
+                    for (t, &w) in to[..n].iter_mut().zip(row) {
+                        *t = w.mul_add(vj, *t);
+                    }
+                }
+            } else {
+                for (i, t) in te[..e].iter_mut().enumerate() {
+                    let row = &even[i * e..(i + 1) * e];
+                    *t = row.iter().enumerate().map(|(j, &w)| w * v[c0 + j]).sum();
+                }
+                for (i, t) in to[..n].iter_mut().enumerate() {
+                    let row = &odd[i * n..(i + 1) * n];
+                    *t = row.iter().enumerate().map(|(j, &w)| w * v[c0 - 1 - j]).sum();
+                }
+            }
+            v[c0..c0 + e].copy_from_slice(&te[..e]);
+            for j in 0..n {
+                v[c0 - 1 - j] = to[j];
+            }
+        }
+    }
+}

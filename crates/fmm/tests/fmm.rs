@@ -1,0 +1,154 @@
+//! The FMM against direct sums (digest §8.3) on uniform, Gaussian, Plummer and sphere-shell
+//! points, with separate targets too, and the stencil counts of §3.5 (digest §8.2).
+
+use parki_core::isa::Isa;
+use parki_core::Par;
+use parki_fmm::octree::{Octree, RootCube};
+use parki_fmm::traversal::{traverse, TraversalParams};
+use parki_fmm::{evaluate, FmmParams};
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        (-2.0 * self.next().ln()).sqrt() * (2.0 * std::f64::consts::PI * self.next()).cos()
+    }
+}
+
+fn points(kind: &str, n: usize, seed: u64) -> Vec<[f64; 3]> {
+    let mut r = Lcg(seed);
+    (0..n)
+        .map(|_| match kind {
+            "uniform" => [r.next(), r.next(), r.next()],
+            "gaussian" => [r.normal(), r.normal(), r.normal()],
+            "plummer" => {
+                let rad = 1.0 / (r.next().powf(-2.0 / 3.0) - 1.0).sqrt();
+                let v = [r.normal(), r.normal(), r.normal()];
+                let s = rad / (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+                [v[0] * s, v[1] * s, v[2] * s]
+            }
+            _ => {
+                let v = [r.normal(), r.normal(), r.normal()];
+                let s = 1.0 / (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+                [v[0] * s, v[1] * s, v[2] * s]
+            }
+        })
+        .collect()
+}
+
+/// Relative l2 errors of the potential and gradient at every `stride`-th target against the
+/// direct sum.
+fn errors(x: &[[f64; 3]], q: &[f64], y: &[[f64; 3]], pot: &[f64], grad: &[[f64; 3]], stride: usize) -> (f64, f64) {
+    let (mut ep, mut np, mut eg, mut ng) = (0.0, 0.0, 0.0, 0.0);
+    for j in (0..y.len()).step_by(stride) {
+        let (mut phi, mut g) = (0.0, [0.0; 3]);
+        for (xi, &qi) in x.iter().zip(q) {
+            let d = [y[j][0] - xi[0], y[j][1] - xi[1], y[j][2] - xi[2]];
+            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            if r2 == 0.0 {
+                continue;
+            }
+            let r = r2.sqrt();
+            phi += qi / r;
+            for a in 0..3 {
+                g[a] -= qi * d[a] / (r2 * r);
+            }
+        }
+        ep += (pot[j] - phi).powi(2);
+        np += phi * phi;
+        for a in 0..3 {
+            eg += (grad[j][a] - g[a]).powi(2);
+            ng += g[a] * g[a];
+        }
+    }
+    ((ep / np).sqrt(), (eg / ng).sqrt())
+}
+
+#[test]
+fn accuracy_decreases_with_order_on_every_distribution() {
+    let n = 12_000;
+    for (kind, seed) in [("uniform", 1u64), ("gaussian", 2), ("plummer", 3), ("sphere", 4)] {
+        let x = points(kind, n, seed);
+        let mut r = Lcg(seed + 100);
+        let q: Vec<f64> = (0..n).map(|_| r.next() - 0.5).collect();
+        let mut last = 1.0;
+        for (p, bound) in [(4usize, 1.5e-2), (8, 8e-4), (12, 8e-5), (20, 2e-6)] {
+            let out = evaluate(&x, &q, None, &FmmParams::new(p, 64), Isa::detect(), Par::Rayon(2)).unwrap();
+            let (ep, eg) = errors(&x, &q, &x, &out.potential, &out.gradient, 97);
+            eprintln!(
+                "{kind} p {p}: potential {ep:.2e} gradient {eg:.2e} ({} M2L, depth {:?})",
+                out.stats.m2l, out.stats.depth
+            );
+            assert!(ep < bound && eg < 3.0 * bound, "{kind} p {p}: {ep:e} {eg:e}");
+            assert!(ep < 0.5 * last, "{kind}: error does not decrease at p {p}");
+            last = ep;
+        }
+    }
+}
+
+#[test]
+fn separate_targets_and_sequential_agree() {
+    let x = points("gaussian", 5000, 7);
+    let y = points("uniform", 3001, 8);
+    let q: Vec<f64> = (0..x.len()).map(|i| if i % 2 == 0 { 1.0 } else { -0.7 }).collect();
+    let params = FmmParams::new(16, 40);
+    let a = evaluate(&x, &q, Some(&y), &params, Isa::detect(), Par::Rayon(2)).unwrap();
+    let b = evaluate(&x, &q, Some(&y), &params, Isa::Scalar, Par::Seq).unwrap();
+    let (ep, eg) = errors(&x, &q, &y, &a.potential, &a.gradient, 7);
+    assert!(ep < 1e-6 && eg < 2e-5, "{ep:e} {eg:e}");
+    for j in 0..y.len() {
+        assert!((a.potential[j] - b.potential[j]).abs() < 1e-12 * a.potential[j].abs().max(1.0));
+    }
+}
+
+#[test]
+fn stencil_counts_of_the_paper() {
+    // A uniform tree of depth 5: one point at each level-5 box centre.
+    let m = 32;
+    let x: Vec<[f64; 3]> = (0..m * m * m)
+        .map(|i| {
+            [
+                ((i % m) as f64 + 0.5) / m as f64,
+                ((i / m % m) as f64 + 0.5) / m as f64,
+                ((i / (m * m)) as f64 + 0.5) / m as f64,
+            ]
+        })
+        .collect();
+    let cube = RootCube { origin: [0.0; 3], size: 1.0 };
+    let tree = Octree::build(&x, cube, 1);
+    assert_eq!(tree.depth(), 6);
+    let find = |level: usize, a: [u32; 3]| {
+        (tree.levels[level]..tree.levels[level + 1]).find(|&i| tree.boxes[i].anchor == a).unwrap()
+    };
+    let stencil = traverse(&tree, &tree, 8, TraversalParams::default());
+    let plain = traverse(&tree, &tree, 8, TraversalParams { stencil: false, ..TraversalParams::default() });
+    // An interior parent at level 4 and its 8 children at level 5.
+    let parent = find(4, [8, 8, 8]);
+    let children: Vec<usize> = tree.boxes[parent].child_range().collect();
+    let level_of = |s: u32| tree.boxes[s as usize].level;
+    let type2 = stencil.m2l_of(parent).iter().filter(|e| level_of(e.source) == 5).count();
+    assert_eq!(type2, 80, "type 2 boxes");
+    for &c in &children {
+        assert_eq!(stencil.m2l_of(c).len(), 109, "type 1 boxes");
+        assert_eq!(plain.m2l_of(c).len(), 189, "standard list");
+        assert_eq!(stencil.p2p_of(c).len(), 27, "neighbours");
+    }
+    assert_eq!((8 * 109 + 80) as f64 / 8.0, 119.0);
+    // Distinct distances of the stencil: 10 type 1 and 4 type 2.
+    let dist = |a: usize, s: u32| {
+        let (ca, cb) = (RootCube::centre_units(&tree.boxes[a]), RootCube::centre_units(&tree.boxes[s as usize]));
+        (0..3).map(|k| (ca[k] - cb[k]).pow(2)).sum::<i64>()
+    };
+    let mut d1: Vec<i64> =
+        children.iter().flat_map(|&c| stencil.m2l_of(c).iter().map(move |e| dist(c, e.source))).collect();
+    d1.sort();
+    d1.dedup();
+    let mut d2: Vec<i64> =
+        stencil.m2l_of(parent).iter().filter(|e| level_of(e.source) == 5).map(|e| dist(parent, e.source)).collect();
+    d2.sort();
+    d2.dedup();
+    assert_eq!((d1.len(), d2.len()), (10, 4));
+}
