@@ -17,6 +17,7 @@ use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
 use parki_core::Par;
 use parki_fmm::traversal::TraversalParams;
+use parki_fmm::cost::CostModel;
 use parki_fmm::{evaluate, FmmOutput, FmmParams, FmmStage};
 use parki_reference::generate::{particle_rng, Cloud};
 use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
@@ -33,8 +34,8 @@ struct Cli {
     /// Expansion orders p.
     #[arg(long, value_delimiter = ',', default_value = "8")]
     order: Vec<usize>,
-    /// Leaf sizes.
-    #[arg(long, value_delimiter = ',', default_value = "64")]
+    /// Leaf sizes (0: chosen by the cost model).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
     leaf: Vec<usize>,
     /// Targets sampled for the error and the direct sum's time.
     #[arg(long, default_value_t = 1000)]
@@ -57,6 +58,10 @@ struct Cli {
     /// Charges uniform in (0, 1) as in the paper (default: standard normal).
     #[arg(long)]
     positive: bool,
+    /// Print the cost model's unit costs measured on this machine (one thread) at each order
+    /// and the built-in CPU model, then exit.
+    #[arg(long)]
+    calibrate: bool,
 }
 
 /// Direct potential and gradient at the sampled targets.
@@ -102,6 +107,15 @@ fn main() {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
     let par = Par::with_threads(threads);
     let isa = Isa::detect();
+    if cli.calibrate {
+        println!("# unit costs (s per pair, per p^3 translation, per point-coefficient), one thread, isa {isa:?}");
+        println!("built-in {:?}", CostModel::cpu());
+        for &p in &cli.order {
+            let m = (0..3).map(|_| CostModel::measure(isa, p)).min_by(|a, b| a.translation.total_cmp(&b.translation));
+            println!("p {p:>2}: {:?}", m.expect("three measurements"));
+        }
+        return;
+    }
     println!(
         "# parki-bench-fmm: {threads} threads, isa {isa:?}, stencil {}, variable order {}; times in s, errors relative l2 (potential, gradient)",
         !cli.no_stencil, !cli.fixed_order
@@ -142,7 +156,7 @@ fn main() {
             let direct_all = clock.elapsed().as_secs_f64() * n as f64 / sample.len() as f64;
             for &order in &cli.order {
                 for &leaf in &cli.leaf {
-                    let mut params = FmmParams::new(order, leaf);
+                    let mut params = FmmParams::new(order, (leaf > 0).then_some(leaf));
                     params.traversal = TraversalParams {
                         stencil: !cli.no_stencil,
                         variable_order: !cli.fixed_order,
@@ -166,7 +180,7 @@ fn main() {
                         cloud_name,
                         n,
                         order,
-                        leaf,
+                        st.max_leaf.0,
                         total,
                         ep,
                         eg,
@@ -178,10 +192,12 @@ fn main() {
                     let stage_json: Vec<String> =
                         FmmStage::ALL.iter().map(|&s| format!("\"{}\": {:.6}", s.name(), st.times.get(s))).collect();
                     println!(
-                        "json {{\"cloud\": \"{cloud_name}\", \"n\": {n}, \"order\": {order}, \"leaf\": {leaf}, \"threads\": {threads}, \
+                        "json {{\"cloud\": \"{cloud_name}\", \"n\": {n}, \"order\": {order}, \"leaf\": {}, \"leaf_chosen\": {}, \"threads\": {threads}, \
                          \"seconds\": {total:.6}, \"error_potential\": {ep:.4e}, \"error_gradient\": {eg:.4e}, \"m2l\": {}, \
                          \"m2l_work\": {:.4}, \"p2p_pairs\": {}, \"boxes\": {}, \"depth\": {}, \"direct_seconds\": {direct_all:.3}, \
                          \"stages\": {{{}}}}}",
+                        st.max_leaf.0,
+                        st.max_leaf.1,
                         st.m2l,
                         st.m2l_work,
                         st.p2p[1],

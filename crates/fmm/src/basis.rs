@@ -175,3 +175,100 @@ pub fn add_gradient(d: &[f64], reg: &[f64], p: usize, grad: &mut [f64; 3]) {
     grad[1] += gy;
     grad[2] += gz;
 }
+
+/// The gradient's coefficients: `grad sum_{n<p} D_n^m R~_n^m = sum_{n<p-1} (Gx, Gy, Gz)_n^m
+/// R~_n^m`, from the rules of [`add_gradient`] (the paper's sparse differentiation operator,
+/// §3.4), into `g[0..3]` (`(p-1)^2` values each, overwritten).
+pub fn gradient_coefficients(d: &[f64], p: usize, g: &mut [Vec<f64>; 3]) {
+    let len = (p.max(1) - 1) * (p.max(1) - 1);
+    for c in g.iter_mut() {
+        c.clear();
+        c.resize(len, 0.0);
+    }
+    for n in 1..p {
+        let nm1 = (n - 1) as isize;
+        let mut add = |axis: usize, m: isize, v: f64| {
+            if m.abs() <= nm1 {
+                g[axis][idx(n - 1, m)] += v;
+            }
+        };
+        let row = &d[idx(n, 0) - n..=idx(n, 0) + n];
+        let d0 = row[n];
+        add(2, 0, -d0);
+        add(0, 1, d0);
+        add(1, -1, -d0);
+        for k in 1..=n as isize {
+            let dp = row[n + k as usize];
+            let dm = row[n - k as usize];
+            add(2, k, -dp);
+            add(2, -k, -dm);
+            add(0, k + 1, 0.5 * dp);
+            add(0, k - 1, -0.5 * dp);
+            add(1, -(k + 1), -0.5 * dp);
+            add(0, -(k + 1), 0.5 * dm);
+            add(1, k + 1, 0.5 * dm);
+            add(1, k - 1, 0.5 * dm);
+            if k > 1 {
+                add(1, -(k - 1), -0.5 * dp);
+                add(0, -(k - 1), -0.5 * dm);
+            }
+        }
+    }
+}
+
+/// Points per lane group of the vectorised P2M and L2P.
+pub const LANES: usize = 8;
+
+/// One value per lane.
+pub type Lanes = [f64; LANES];
+
+/// [`regular`] for [`LANES`] points at once (`u[axis][lane]`), into `out[idx(n, m)][lane]`.
+#[inline(always)]
+pub fn regular_lanes(u: &[Lanes; 3], p: usize, out: &mut [Lanes]) {
+    let out = &mut out[..p * p];
+    out[0] = [1.0; LANES];
+    if p == 1 {
+        return;
+    }
+    let [x, y, z] = u;
+    let mut r2 = [0.0; LANES];
+    for l in 0..LANES {
+        r2[l] = x[l].mul_add(x[l], y[l].mul_add(y[l], z[l] * z[l]));
+        out[idx(1, 1)][l] = -0.5 * x[l];
+        out[idx(1, -1)][l] = 0.5 * y[l];
+    }
+    for m in 2..p {
+        let a = out[idx(m - 1, (m - 1) as isize)];
+        let b = out[idx(m - 1, -((m - 1) as isize))];
+        let s = 1.0 / (2 * m) as f64;
+        let (ip, im) = (idx(m, m as isize), idx(m, -(m as isize)));
+        for l in 0..LANES {
+            out[ip][l] = -(x[l].mul_add(a[l], y[l] * b[l])) * s;
+            out[im][l] = y[l].mul_add(a[l], -x[l] * b[l]) * s;
+        }
+    }
+    for k in 0..p {
+        for sg in [1isize, -1] {
+            if k == 0 && sg < 0 {
+                continue;
+            }
+            let m = sg * k as isize;
+            if k + 1 < p {
+                let src = out[idx(k, m)];
+                let dst = &mut out[idx(k + 1, m)];
+                for l in 0..LANES {
+                    dst[l] = -z[l] * src[l];
+                }
+            }
+            for n in k + 2..p {
+                let c = 1.0 / ((n - k) * (n + k)) as f64;
+                let f = (2 * n - 1) as f64;
+                let (a, b) = (out[idx(n - 1, m)], out[idx(n - 2, m)]);
+                let dst = &mut out[idx(n, m)];
+                for l in 0..LANES {
+                    dst[l] = -((f * z[l]).mul_add(a[l], r2[l] * b[l])) * c;
+                }
+            }
+        }
+    }
+}

@@ -5,12 +5,13 @@ use parki_core::isa::Isa;
 use parki_core::par::DisjointSlice;
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
+use parki_nearfield::free::{laplace, FreeSources};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
 use crate::basis::MAX_ORDER;
-use crate::expansion::{l2p, p2m};
-use crate::octree::{OctBox, Octree, RootCube};
-use crate::p2p::{accumulate, Sources};
+use crate::cost::CostModel;
+use crate::expansion::{l2p_box, p2m_box, LaneScratch};
+use crate::octree::{OctBox, RootCube, SortedPoints};
 use crate::rotation::YRotation;
 use crate::translate::{Geometry, Op, Operators, Scratch};
 use crate::traversal::{traverse, Lists, TraversalParams};
@@ -20,8 +21,10 @@ use crate::traversal::{traverse, Lists, TraversalParams};
 pub struct FmmParams {
     /// Expansion order `p` (degrees `n < p`, `p^2` coefficients), `1..=MAX_ORDER`.
     pub order: usize,
-    /// Most points per leaf box (the paper's `s_max`).
-    pub max_leaf: usize,
+    /// Most points per leaf box (the paper's `s_max`); `None`: chosen by `cost`.
+    pub max_leaf: Option<usize>,
+    /// The unit costs that choose the leaf size when `max_leaf` is `None`.
+    pub cost: CostModel,
     /// Admissibility, stencil and variable order.
     pub traversal: TraversalParams,
     /// Whether the gradient is computed.
@@ -29,9 +32,10 @@ pub struct FmmParams {
 }
 
 impl FmmParams {
-    /// Order `p`, leaves of `max_leaf`, the default traversal, potential and gradient.
-    pub fn new(order: usize, max_leaf: usize) -> Self {
-        Self { order, max_leaf, traversal: TraversalParams::default(), gradient: true }
+    /// Order `p`, leaves of `max_leaf` (`None`: chosen by the CPU's cost model), the default
+    /// traversal, potential and gradient.
+    pub fn new(order: usize, max_leaf: Option<usize>) -> Self {
+        Self { order, max_leaf, cost: CostModel::cpu(), traversal: TraversalParams::default(), gradient: true }
     }
 
     /// Checks the ranges.
@@ -45,7 +49,7 @@ impl FmmParams {
         if !(1..=MAX_ORDER).contains(&self.order) {
             return bad("order", self.order.to_string(), &format!("1 to {MAX_ORDER}"));
         }
-        if self.max_leaf == 0 {
+        if self.max_leaf == Some(0) {
             return bad("max_leaf", "0".into(), ">= 1");
         }
         let eta = self.traversal.eta;
@@ -54,6 +58,59 @@ impl FmmParams {
         }
         Ok(())
     }
+}
+
+/// Measured `(error, order)`, loosest first (see [`for_tolerance`]): for each order, the worst
+/// of the relative l2 errors of the potential and of the gradient, on the uniform cube and on
+/// the Plummer sphere (1e5 points, standard normal charges, 300 sampled targets, the leaf size
+/// of the CPU's cost model, the default traversal; docs/fmm.md §2). The Plummer sphere is the
+/// worse at every order (up to 60x at p = 40): its deep, uneven tree has more translations
+/// between boxes of different sizes near the admissibility bound.
+pub const TOLERANCE_TABLE: [(f64, usize); 26] = [
+    (9.8e-3, 4),
+    (1.6e-3, 6),
+    (2.5e-4, 8),
+    (7.3e-5, 10),
+    (3.7e-5, 12),
+    (1.1e-5, 14),
+    (3.9e-6, 16),
+    (1.1e-6, 18),
+    (5.5e-7, 20),
+    (7.4e-8, 22),
+    (3.3e-8, 24),
+    (1.3e-8, 26),
+    (6.0e-9, 30),
+    (2.4e-9, 32),
+    (9.2e-10, 34),
+    (4.3e-10, 36),
+    (2.1e-10, 38),
+    (1.1e-10, 40),
+    (4.9e-11, 42),
+    (2.1e-11, 44),
+    (8.8e-12, 46),
+    (3.7e-12, 48),
+    (1.6e-12, 50),
+    (7.2e-13, 52),
+    (1.8e-13, 56),
+    (4.4e-14, 60),
+];
+
+/// The order for a relative l2 tolerance (of the potential, and of the gradient when it is
+/// computed): the first row of [`TOLERANCE_TABLE`] whose measured error is at most half of
+/// `tol`, and the row's index. The leaf size is left to the cost model.
+///
+/// # Errors
+/// [`Error::OutOfRange`] naming `problem.tolerance` outside `[1e-12, 1)`.
+pub fn for_tolerance(tol: f64) -> Result<(usize, usize)> {
+    if !(tol.is_finite() && (1e-12..1.0).contains(&tol)) {
+        return Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: tol.to_string(),
+            allowed: "1e-12 <= tolerance < 1".into(),
+        });
+    }
+    let row = TOLERANCE_TABLE.iter().position(|r| r.0 <= 0.5 * tol).unwrap_or(TOLERANCE_TABLE.len() - 1);
+    Ok((TOLERANCE_TABLE[row].1, row))
 }
 
 /// The stages of an FMM evaluation, in order (the columns of the paper's Table 8, with the
@@ -107,6 +164,11 @@ impl StageKind for FmmStage {
 /// What an evaluation did.
 #[derive(Clone, Debug, Default)]
 pub struct FmmStats {
+    /// The leaf size used, and whether the cost model chose it.
+    pub max_leaf: (usize, bool),
+    /// The cost model's estimates per candidate leaf size (`(leaf, seconds on one thread)`),
+    /// when it chose.
+    pub leaf_estimates: Vec<(usize, f64)>,
     /// Boxes of the source and target trees.
     pub boxes: [usize; 2],
     /// Levels of the source and target trees.
@@ -214,8 +276,18 @@ pub fn evaluate(
             Some(t) => RootCube::around(&[sources, t]),
             None => RootCube::around(&[sources]),
         };
-        let s = Octree::build(sources, cube, params.max_leaf);
-        let t = targets.map(|t| Octree::build(t, cube, params.max_leaf));
+        let sorted = SortedPoints::new(sources, cube);
+        let leaf = match params.max_leaf {
+            Some(l) => l,
+            None => {
+                let (l, all) = params.cost.choose_leaf(&sorted, p, 0.65);
+                stats.leaf_estimates = all;
+                l
+            }
+        };
+        stats.max_leaf = (leaf, params.max_leaf.is_none());
+        let s = sorted.tree(leaf);
+        let t = targets.map(|t| SortedPoints::new(t, cube).tree(leaf));
         (s, t)
     });
     let ttree = ttree_own.as_ref().unwrap_or(&stree);
@@ -223,7 +295,8 @@ pub fn evaluate(
     stats.boxes = [stree.boxes.len(), ttree.boxes.len()];
     stats.depth = [stree.depth(), ttree.depth()];
     let ops = Operators::new(p);
-    let src = Sources::new(&stree.points, &stree.order.iter().map(|&i| charges[i]).collect::<Vec<_>>());
+    let src = FreeSources::<f64>::new(&stree.points, &stree.order.iter().map(|&i| charges[i]).collect::<Vec<_>>());
+    let txyz: [Vec<f64>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| y[a]).collect());
 
     // Rotations of the parent-child translations: polar angle acos(+-1/sqrt 3) of t.
     let b0 = (1.0 / 3f64.sqrt()).acos();
@@ -237,12 +310,12 @@ pub fn evaluate(
     let mut multipoles = vec![0.0; stree.boxes.len() * p2];
     times.time(FmmStage::P2M, || {
         multipoles.par_chunks_mut(p2).with_min_len(split).enumerate().for_each_init(
-            || vec![0.0; p2],
-            |reg, (i, out)| {
+            || LaneScratch::new(p),
+            |w, (i, out)| {
                 let b = &stree.boxes[i];
                 if b.is_leaf() {
                     let (x, q) = (&stree.points[b.begin..b.end], &src.q[b.begin..b.end]);
-                    p2m(x, q, cube.centre(b), cube.edge(b.level as usize), &ops.scalings, out, reg);
+                    p2m_box(isa, x, q, cube.centre(b), cube.edge(b.level as usize), &ops.scalings, out, w);
                 }
             },
         );
@@ -322,24 +395,17 @@ pub fn evaluate(
         let with_grad = params.gradient;
         times.time(FmmStage::L2P, || {
             leaves.par_iter_chunks(split).for_each_init(
-                || (vec![0.0; p2], vec![0.0; p2]),
-                |(d, reg), &li| {
+                || LaneScratch::new(p),
+                |w, &li| {
                     let b = &ttree.boxes[li];
                     // SAFETY: leaves own disjoint point ranges.
                     let pots = unsafe { pot_w.range_mut(b.begin, b.end) };
+                    // SAFETY: as above.
+                    let grads = with_grad.then(|| unsafe { grad_w.range_mut(b.begin, b.end) });
                     let local = &locals[li * p2..(li + 1) * p2];
                     let (c, h) = (cube.centre(b), cube.edge(b.level as usize));
-                    if with_grad {
-                        // SAFETY: as above.
-                        let grads = unsafe { grad_w.range_mut(b.begin, b.end) };
-                        for (k, y) in ttree.points[b.begin..b.end].iter().enumerate() {
-                            pots[k] += l2p(local, *y, c, h, &ops.scalings, Some(&mut grads[k]), d, reg);
-                        }
-                    } else {
-                        for (k, y) in ttree.points[b.begin..b.end].iter().enumerate() {
-                            pots[k] += l2p(local, *y, c, h, &ops.scalings, None, d, reg);
-                        }
-                    }
+                    let y = &ttree.points[b.begin..b.end];
+                    l2p_box(isa, local, y, c, h, &ops.scalings, pots, grads, w);
                 },
             );
         });
@@ -356,14 +422,10 @@ pub fn evaluate(
                     let pairs: u64 = ranges.iter().map(|r| ((r.1 - r.0) * b.count()) as u64).sum();
                     // SAFETY: leaves own disjoint point ranges.
                     let pots = unsafe { pot_w.range_mut(b.begin, b.end) };
-                    let targets = &ttree.points[b.begin..b.end];
-                    if with_grad {
-                        // SAFETY: as above.
-                        let grads = unsafe { grad_w.range_mut(b.begin, b.end) };
-                        accumulate::<true>(isa, targets, &src, ranges, pots, grads);
-                    } else {
-                        accumulate::<false>(isa, targets, &src, ranges, pots, &mut []);
-                    }
+                    let targets = [0, 1, 2].map(|a| &txyz[a][b.begin..b.end]);
+                    // SAFETY: as above.
+                    let grads = with_grad.then(|| unsafe { grad_w.range_mut(b.begin, b.end) });
+                    laplace(isa, targets, &src, ranges, pots, grads);
                     [ranges.len() as u64, pairs]
                 })
                 .reduce(|| [0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])

@@ -11,7 +11,9 @@
 //! - M2P: `phi(y) = (1/r) sum l2p_n^m (a_n^m / h^n) R~_n^m(h (y - c)/r^2)`, `r = |y - c|`
 //!   (the Kelvin inversion `R~_n^m(h x/r^2) = c_n^m (h/r)^n Y^_n^m(x^)`).
 
-use crate::basis::{add_gradient, regular, Scalings};
+use parki_core::isa::Isa;
+
+use crate::basis::{add_gradient, gradient_coefficients, regular, regular_lanes, Lanes, Scalings, LANES};
 
 /// Adds the multipole expansion of the charges `q` at `x` to `out` (box centre `c`, edge `h`),
 /// with `reg` as scratch (`p^2` values).
@@ -72,4 +74,175 @@ pub fn m2p(multipole: &[f64], y: [f64; 3], c: [f64; 3], h: f64, s: &Scalings, re
         phi = (multipole[i] * s.l2p[i]).mul_add(reg[i], phi);
     }
     phi / r2.sqrt()
+}
+
+/// Scratch space of the vectorised P2M and L2P, `O(p^2)` lane groups (one per thread).
+#[derive(Clone, Debug)]
+pub struct LaneScratch {
+    reg: Vec<Lanes>,
+    acc: Vec<Lanes>,
+    d: Vec<f64>,
+    g: [Vec<f64>; 3],
+}
+
+impl LaneScratch {
+    /// Scratch for order `p`.
+    pub fn new(p: usize) -> Self {
+        Self { reg: vec![[0.0; LANES]; p * p], acc: vec![[0.0; LANES]; p * p], d: vec![0.0; p * p], g: Default::default() }
+    }
+}
+
+/// Coordinates of up to [`LANES`] points relative to `c`, scaled by `inv` (missing lanes 0).
+#[inline(always)]
+fn lane_points(x: &[[f64; 3]], c: [f64; 3], inv: f64) -> [Lanes; 3] {
+    let mut u = [[0.0; LANES]; 3];
+    for (l, xi) in x.iter().enumerate() {
+        for a in 0..3 {
+            u[a][l] = (xi[a] - c[a]) * inv;
+        }
+    }
+    u
+}
+
+#[inline(always)]
+fn p2m_body(x: &[[f64; 3]], q: &[f64], c: [f64; 3], h: f64, s: &Scalings, out: &mut [f64], w: &mut LaneScratch) {
+    let p2 = s.p * s.p;
+    let inv = 1.0 / h;
+    let acc = &mut w.acc[..p2];
+    acc.fill([0.0; LANES]);
+    for (xs, qs) in x.chunks(LANES).zip(q.chunks(LANES)) {
+        let u = lane_points(xs, c, inv);
+        let mut ql = [0.0; LANES];
+        ql[..qs.len()].copy_from_slice(qs);
+        regular_lanes(&u, s.p, &mut w.reg);
+        for (a, r) in acc.iter_mut().zip(&w.reg[..p2]) {
+            for l in 0..LANES {
+                a[l] = ql[l].mul_add(r[l], a[l]);
+            }
+        }
+    }
+    for ((o, a), &wt) in out[..p2].iter_mut().zip(acc.iter()).zip(&s.p2m) {
+        *o = wt.mul_add(a.iter().sum::<f64>(), *o);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn l2p_body(
+    local: &[f64],
+    y: &[[f64; 3]],
+    c: [f64; 3],
+    h: f64,
+    s: &Scalings,
+    pot: &mut [f64],
+    grad: Option<&mut [[f64; 3]]>,
+    w: &mut LaneScratch,
+) {
+    let p = s.p;
+    let p2 = p * p;
+    let inv = 1.0 / h;
+    for i in 0..p2 {
+        w.d[i] = local[i] * s.l2p[i];
+    }
+    let with_grad = grad.is_some();
+    if with_grad {
+        gradient_coefficients(&w.d[..p2], p, &mut w.g);
+    }
+    let q2 = (p - 1) * (p - 1);
+    let mut grad = grad;
+    for (chunk, ys) in y.chunks(LANES).enumerate() {
+        let u = lane_points(ys, c, inv);
+        regular_lanes(&u, p, &mut w.reg);
+        let mut phi = [0.0; LANES];
+        for (r, &di) in w.reg[..p2].iter().zip(&w.d[..p2]) {
+            for l in 0..LANES {
+                phi[l] = di.mul_add(r[l], phi[l]);
+            }
+        }
+        let base = chunk * LANES;
+        for (l, v) in pot[base..base + ys.len()].iter_mut().enumerate() {
+            *v += phi[l];
+        }
+        if let Some(g) = grad.as_deref_mut() {
+            let mut ga = [[0.0; LANES]; 3];
+            for a in 0..3 {
+                for (r, &gi) in w.reg[..q2].iter().zip(&w.g[a][..q2]) {
+                    for l in 0..LANES {
+                        ga[a][l] = gi.mul_add(r[l], ga[a][l]);
+                    }
+                }
+            }
+            for (l, v) in g[base..base + ys.len()].iter_mut().enumerate() {
+                for a in 0..3 {
+                    v[a] = ga[a][l].mul_add(inv, v[a]);
+                }
+            }
+        }
+    }
+}
+
+/// [`p2m_body`] for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn p2m_avx512(x: &[[f64; 3]], q: &[f64], c: [f64; 3], h: f64, s: &Scalings, out: &mut [f64], w: &mut LaneScratch) {
+    p2m_body(x, q, c, h, s, out, w)
+}
+
+/// [`l2p_body`] for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn l2p_avx512(
+    local: &[f64],
+    y: &[[f64; 3]],
+    c: [f64; 3],
+    h: f64,
+    s: &Scalings,
+    pot: &mut [f64],
+    grad: Option<&mut [[f64; 3]]>,
+    w: &mut LaneScratch,
+) {
+    l2p_body(local, y, c, h, s, pot, grad, w)
+}
+
+/// [`p2m`] for a whole box, [`LANES`] sources at a time in vector code (AVX-512 where `isa`
+/// says so and the CPU has it): adds the multipole of the charges `q` at `x` to `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn p2m_box(isa: Isa, x: &[[f64; 3]], q: &[f64], c: [f64; 3], h: f64, s: &Scalings, out: &mut [f64], w: &mut LaneScratch) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.available() {
+        // SAFETY: `available()` checked AVX-512F, AVX-512VL, AVX2 and FMA.
+        return unsafe { p2m_avx512(x, q, c, h, s, out, w) };
+    }
+    let _ = isa;
+    p2m_body(x, q, c, h, s, out, w)
+}
+
+/// [`l2p`] for a whole box, [`LANES`] targets at a time in vector code: adds the local
+/// expansion's potential at `y` to `pot` and, if given, its gradient to `grad`.
+#[allow(clippy::too_many_arguments)]
+pub fn l2p_box(
+    isa: Isa,
+    local: &[f64],
+    y: &[[f64; 3]],
+    c: [f64; 3],
+    h: f64,
+    s: &Scalings,
+    pot: &mut [f64],
+    grad: Option<&mut [[f64; 3]]>,
+    w: &mut LaneScratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.available() {
+        // SAFETY: `available()` checked AVX-512F, AVX-512VL, AVX2 and FMA.
+        return unsafe { l2p_avx512(local, y, c, h, s, pot, grad, w) };
+    }
+    let _ = isa;
+    l2p_body(local, y, c, h, s, pot, grad, w)
 }

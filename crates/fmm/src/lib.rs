@@ -11,20 +11,20 @@
 //! - [`octree`]: adaptive octrees by Morton keys, empty boxes skipped.
 //! - [`traversal`]: the dual traversal with the paper's error bound as admissibility and its
 //!   modified stencil as splitting order, into M2L and P2P lists.
-//! - [`p2p`]: the near field, potential and gradient, in vector lanes.
+//! - [`cost`]: the cost model that chooses the leaf size per backend.
 //! - [`evaluate`]: one evaluation end to end.
 
 pub mod basis;
+pub mod cost;
 pub mod evaluate;
 pub mod expansion;
 pub mod octree;
-pub mod p2p;
 pub mod rotation;
 pub mod translate;
 pub mod traversal;
 
 pub use basis::{idx, regular, Scalings, MAX_ORDER};
-pub use evaluate::{evaluate, FmmOutput, FmmParams, FmmStage, FmmStats};
+pub use evaluate::{evaluate, for_tolerance, FmmOutput, FmmParams, FmmStage, FmmStats, TOLERANCE_TABLE};
 pub use octree::{OctBox, Octree, RootCube};
 pub use translate::{Geometry, Op, Operators, Scratch};
 pub use traversal::{traverse, Lists, M2lEntry, TraversalParams};

@@ -125,36 +125,36 @@ fn spread(v: u64) -> u64 {
     (x | (x << 2)) & 0x1249249249249249
 }
 
-/// An octree over one point set.
+/// Points sorted by Morton key: the expensive half of a tree, from which trees of any leaf
+/// size are cut in `O(boxes)` ([`SortedPoints::tree`], [`SortedPoints::leaf_counts`]).
 #[derive(Clone, Debug)]
-pub struct Octree {
-    /// The root cube.
-    pub cube: RootCube,
-    /// Boxes, breadth first.
-    pub boxes: Vec<OctBox>,
-    /// Boxes of level `l` are `levels[l]..levels[l + 1]`.
-    pub levels: Vec<usize>,
-    /// `order[i]`: the caller's index of sorted point `i`.
-    pub order: Vec<usize>,
-    /// Points in sorted order.
-    pub points: Vec<[f64; 3]>,
+pub struct SortedPoints {
+    cube: RootCube,
+    keys: Vec<u64>,
+    order: Vec<usize>,
+    points: Vec<[f64; 3]>,
 }
 
-impl Octree {
-    /// Builds the tree of `points` in `cube`, splitting boxes with more than `max_leaf`
-    /// points (down to [`MAX_LEVEL`]).
-    pub fn build(points: &[[f64; 3]], cube: RootCube, max_leaf: usize) -> Self {
-        let mut keyed: Vec<(u64, usize)> =
-            (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
+impl SortedPoints {
+    /// Sorts `points` by their keys in `cube`.
+    pub fn new(points: &[[f64; 3]], cube: RootCube) -> Self {
+        let mut keyed: Vec<(u64, usize)> = (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
         keyed.par_sort_unstable();
         let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
         let sorted: Vec<[f64; 3]> = order.iter().map(|&i| points[i]).collect();
         let keys: Vec<u64> = keyed.iter().map(|k| k.0).collect();
+        Self { cube, keys, order, points: sorted }
+    }
+
+    /// The boxes of the tree with leaves of at most `max_leaf` points, breadth first, and the
+    /// level offsets.
+    fn boxes(&self, max_leaf: usize) -> (Vec<OctBox>, Vec<usize>) {
+        let keys = &self.keys;
         let mut boxes = vec![OctBox {
             level: 0,
             anchor: [0; 3],
             begin: 0,
-            end: points.len(),
+            end: keys.len(),
             first_child: 0,
             children: 0,
             parent: 0,
@@ -196,9 +196,47 @@ impl Octree {
             levels.push(boxes.len());
             level += 1;
         }
-        Self { cube, boxes, levels, order, points: sorted }
+        (boxes, levels)
     }
 
+    /// The point counts of the leaves of the tree with leaves of at most `max_leaf` points,
+    /// and the number of its boxes.
+    pub fn leaf_counts(&self, max_leaf: usize) -> (Vec<usize>, usize) {
+        let (boxes, _) = self.boxes(max_leaf);
+        (boxes.iter().filter(|b| b.is_leaf()).map(|b| b.count()).collect(), boxes.len())
+    }
+
+    /// The tree with leaves of at most `max_leaf` points.
+    pub fn tree(&self, max_leaf: usize) -> Octree {
+        let (boxes, levels) = self.boxes(max_leaf);
+        Octree { cube: self.cube, boxes, levels, order: self.order.clone(), points: self.points.clone() }
+    }
+}
+
+/// An octree over one point set.
+#[derive(Clone, Debug)]
+pub struct Octree {
+    /// The root cube.
+    pub cube: RootCube,
+    /// Boxes, breadth first.
+    pub boxes: Vec<OctBox>,
+    /// Boxes of level `l` are `levels[l]..levels[l + 1]`.
+    pub levels: Vec<usize>,
+    /// `order[i]`: the caller's index of sorted point `i`.
+    pub order: Vec<usize>,
+    /// Points in sorted order.
+    pub points: Vec<[f64; 3]>,
+}
+
+impl Octree {
+    /// Builds the tree of `points` in `cube`, splitting boxes with more than `max_leaf`
+    /// points (down to [`MAX_LEVEL`]).
+    pub fn build(points: &[[f64; 3]], cube: RootCube, max_leaf: usize) -> Self {
+        let sorted = SortedPoints::new(points, cube);
+        sorted.tree(max_leaf)
+    }
+
+    /// Number of levels (the deepest box's level plus one).
     /// Number of levels (the deepest box's level plus one).
     pub fn depth(&self) -> usize {
         self.levels.len() - 1

@@ -145,7 +145,7 @@ pub fn angle_table_from(c1: f64, s1: f64, p: usize, out: &mut [(f64, f64)]) {
 /// `cs[m] = (cos m g, sin m g)`:
 /// `(W^T v)_m = cos(mg) v_m - sin(mg) v_-m`, `(W^T v)_-m = sin(mg) v_m + cos(mg) v_-m`, and the
 /// transposed signs for `W v`.
-#[inline]
+#[inline(always)]
 pub fn rotate_z(v: &mut [f64], q: usize, cs: &[(f64, f64)], transpose: bool) {
     let sign = if transpose { -1.0 } else { 1.0 };
     for n in 1..q {
@@ -160,13 +160,15 @@ pub fn rotate_z(v: &mut [f64], q: usize, cs: &[(f64, f64)], transpose: bool) {
 }
 
 /// `W_n(R_y(b))` for `n < p` in its two parity blocks: per degree the `(n+1) x (n+1)` block of
-/// `m = 0..=n` and the `n x n` block of `m = -1..=-n` (rows and columns by `|m|`), row-major.
+/// `m = 0..=n` and the `n x n` block of `m = -1..=-n` (rows and columns by `|m|`), each stored
+/// by rows and by columns so that both `W v` and `W^T v` run as multiply-adds along
+/// contiguous memory.
 #[derive(Clone, Debug)]
 pub struct YRotation {
     p: usize,
-    /// Per degree, the even block then the odd block.
+    /// Per degree: the even block by rows, by columns, then the odd block by rows, by columns.
     data: Vec<f64>,
-    /// Offset of degree `n`'s even block in `data`.
+    /// Offset of degree `n`'s data.
     offsets: Vec<usize>,
 }
 
@@ -204,14 +206,18 @@ impl YRotation {
             }
             let full = |a: usize, b2: usize| (0..d).map(|c| t[a * d + c] * wpn[b2 * d + c]).sum::<f64>();
             offsets.push(data.len());
-            for i in 0..=n {
-                for j in 0..=n {
-                    data.push(full(n + i, n + j));
+            let even = |i: usize, j: usize| full(n + i, n + j);
+            let odd = |i: usize, j: usize| full(n - 1 - i, n - 1 - j);
+            for (blk, size) in [(&even as &dyn Fn(usize, usize) -> f64, n + 1), (&odd, n)] {
+                for i in 0..size {
+                    for j in 0..size {
+                        data.push(blk(i, j));
+                    }
                 }
-            }
-            for i in 1..=n {
-                for j in 1..=n {
-                    data.push(full(n - i, n - j));
+                for j in 0..size {
+                    for i in 0..size {
+                        data.push(blk(i, j));
+                    }
                 }
             }
         }
@@ -225,39 +231,31 @@ impl YRotation {
 
     /// `v <- W_n(R_y(b))^T v` (`transpose`) or `W_n(R_y(b)) v` for the degrees `n < q`, through
     /// `tmp` (at least `2q` values).
-    #[inline]
+    #[inline(always)]
     pub fn apply(&self, v: &mut [f64], q: usize, transpose: bool, tmp: &mut [f64]) {
         for n in 1..q {
             let c0 = idx(n, 0);
-            let even = &self.data[self.offsets[n]..self.offsets[n] + (n + 1) * (n + 1)];
-            let odd = &self.data[self.offsets[n] + (n + 1) * (n + 1)..self.offsets[n] + (n + 1) * (n + 1) + n * n];
             let e = n + 1;
+            let base = self.offsets[n];
+            let (even_rows, even_cols) = (base, base + e * e);
+            let (odd_rows, odd_cols) = (base + 2 * e * e, base + 2 * e * e + n * n);
+            // W^T v = sum_j v_j (row j of W); W v = sum_j v_j (column j of W).
+            let (ev, od) = if transpose { (even_rows, odd_rows) } else { (even_cols, odd_cols) };
             let (te, to) = tmp.split_at_mut(e);
-            if transpose {
-                te[..e].fill(0.0);
-                for j in 0..e {
-                    let vj = v[c0 + j];
-                    let row = &even[j * e..(j + 1) * e];
-                    for (t, &w) in te[..e].iter_mut().zip(row) {
-                        *t = w.mul_add(vj, *t);
-                    }
+            te[..e].fill(0.0);
+            for j in 0..e {
+                let vj = v[c0 + j];
+                let line = &self.data[ev + j * e..ev + (j + 1) * e];
+                for (t, &w) in te[..e].iter_mut().zip(line) {
+                    *t = w.mul_add(vj, *t);
                 }
-                to[..n].fill(0.0);
-                for j in 0..n {
-                    let vj = v[c0 - 1 - j];
-                    let row = &odd[j * n..(j + 1) * n];
-                    for (t, &w) in to[..n].iter_mut().zip(row) {
-                        *t = w.mul_add(vj, *t);
-                    }
-                }
-            } else {
-                for (i, t) in te[..e].iter_mut().enumerate() {
-                    let row = &even[i * e..(i + 1) * e];
-                    *t = row.iter().enumerate().map(|(j, &w)| w * v[c0 + j]).sum();
-                }
-                for (i, t) in to[..n].iter_mut().enumerate() {
-                    let row = &odd[i * n..(i + 1) * n];
-                    *t = row.iter().enumerate().map(|(j, &w)| w * v[c0 - 1 - j]).sum();
+            }
+            to[..n].fill(0.0);
+            for j in 0..n {
+                let vj = v[c0 - 1 - j];
+                let line = &self.data[od + j * n..od + (j + 1) * n];
+                for (t, &w) in to[..n].iter_mut().zip(line) {
+                    *t = w.mul_add(vj, *t);
                 }
             }
             v[c0..c0 + e].copy_from_slice(&te[..e]);

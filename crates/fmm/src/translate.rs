@@ -23,31 +23,34 @@
 //! below the design value `eta*` is done at order `q = ceil(p ln eta* / ln eta) <= p` in and
 //! out, so that its error bound `C eta^q` stays at `C eta*^p`.
 
+use parki_core::isa::Isa;
+
 use crate::basis::{fact_pair, idx, Scalings};
 use crate::rotation::{angle_table_from, rot_x, rotate_z, rotation_by_quadrature, YRotation};
 
-/// The three unit coaxial operators, per `k = |m|` a `(p-k) x (p-k)` row-major block over
-/// `n, n' = k..p`.
+/// The three unit coaxial operators, per `k = |m|` a `(p-k) x (p-k)` block over
+/// `n, n' = k..p`, stored by columns (entry `(n, n')` at `(n' - k) (p - k) + n - k`), so that
+/// the product runs as multiply-adds along contiguous columns.
 #[derive(Clone, Debug)]
 struct Coaxial {
-    blocks: Vec<Vec<f64>>,
+    columns: Vec<Vec<f64>>,
 }
 
 impl Coaxial {
     fn new(p: usize, entry: impl Fn(usize, usize, usize) -> f64) -> Self {
-        let blocks = (0..p)
+        let columns = (0..p)
             .map(|k| {
                 let d = p - k;
                 let mut b = vec![0.0; d * d];
-                for i in 0..d {
-                    for j in 0..d {
-                        b[i * d + j] = entry(k, k + i, k + j);
+                for j in 0..d {
+                    for i in 0..d {
+                        b[j * d + i] = entry(k, k + i, k + j);
                     }
                 }
                 b
             })
             .collect();
-        Self { blocks }
+        Self { columns }
     }
 }
 
@@ -86,6 +89,7 @@ pub struct Scratch {
     cs: Vec<(f64, f64)>,
     pow_in: Vec<f64>,
     pow_out: Vec<f64>,
+    col: [Vec<f64>; 4],
 }
 
 impl Scratch {
@@ -98,6 +102,7 @@ impl Scratch {
             cs: vec![(1.0, 0.0); p + 1],
             pow_in: vec![0.0; p],
             pow_out: vec![0.0; p],
+            col: [vec![0.0; p], vec![0.0; p], vec![0.0; p], vec![0.0; p]],
         }
     }
 }
@@ -114,6 +119,7 @@ pub struct Operators {
     ss: Coaxial,
     rr: Coaxial,
     wp: Vec<Vec<f64>>,
+    isa: Isa,
 }
 
 impl Operators {
@@ -140,7 +146,7 @@ impl Operators {
             ratio(n, np) * fact_pair(np, k) / fact_pair(n, k) / fact(np - n)
         });
         let wp = rotation_by_quadrature(&rot_x(std::f64::consts::FRAC_PI_2), &scalings);
-        Self { p, scalings, sr, ss, rr, wp }
+        Self { p, scalings, sr, ss, rr, wp, isa: Isa::detect() }
     }
 
     /// The `y` rotation by `-beta` for a translation of polar angle `beta`.
@@ -149,69 +155,139 @@ impl Operators {
     }
 
     /// Adds the translation `op` of the first `q` degrees of `input` (a box's stored
-    /// coefficients) to `output`: rotate `t` onto `+z`, coaxial translation, rotate back.
+    /// coefficients) to `output`: rotate `t` onto `+z`, coaxial translation, rotate back. Runs
+    /// the vector code of the widest instruction set this CPU has.
     pub fn translate(&self, op: Op, g: &Geometry<'_>, q: usize, input: &[f64], output: &mut [f64], s: &mut Scratch) {
-        let q = q.min(self.p);
-        let nq = q * q;
-        let a = &mut s.a[..nq];
-        a.copy_from_slice(&input[..nq]);
-        // W(R_z(-alpha))^T: cos and sin of m (-alpha).
-        let (ca, sa) = g.azimuth;
-        angle_table_from(ca, -sa, q, &mut s.cs);
-        rotate_z(a, q, &s.cs, true);
-        g.yrot.apply(a, q, true, &mut s.tmp);
-        // Powers of the scaling.
-        let (coax, x_in, x_out, pre) = match op {
-            Op::M2L => (&self.sr, g.h_in / g.t, g.h_out / g.t, 1.0 / g.t),
-            Op::M2M => (&self.ss, g.h_in / g.t, g.t / g.h_out, 1.0),
-            Op::L2L => (&self.rr, g.t / g.h_in, g.h_out / g.t, 1.0),
-        };
-        let (mut u, mut v) = (1.0, pre);
-        for n in 0..q {
-            s.pow_in[n] = u;
-            s.pow_out[n] = v;
-            u *= x_in;
-            v *= x_out;
-        }
-        for n in 0..q {
-            let f = s.pow_in[n];
-            for x in &mut a[idx(n, 0) - n..=idx(n, 0) + n] {
-                *x *= f;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.isa == Isa::Avx512 {
+                // SAFETY: `isa` is `Avx512` only where `Isa::detect` found AVX-512F, AVX-512VL,
+                // AVX2 and FMA, the features `translate_avx512` enables.
+                return unsafe { translate_avx512(self, op, g, q, input, output, s) };
+            }
+            if self.isa == Isa::Avx2 {
+                // SAFETY: `isa` is `Avx2` only where `Isa::detect` found AVX2 and FMA.
+                return unsafe { translate_avx2(self, op, g, q, input, output, s) };
             }
         }
-        let b = &mut s.b[..nq];
-        b.fill(0.0);
-        for k in 0..q {
-            let d = self.p - k;
-            let block = &coax.blocks[k];
-            for i in 0..q - k {
-                let n = k + i;
-                let row = &block[i * d..i * d + d];
-                // S|S is lower and R|R upper triangular.
-                let (j0, j1) = match op {
-                    Op::M2M => (0, i + 1),
-                    Op::L2L => (i, q - k),
-                    Op::M2L => (0, q - k),
-                };
-                let (mut sp, mut sm) = (0.0, 0.0);
-                for (j, &w) in row.iter().enumerate().take(j1).skip(j0) {
-                    let np = k + j;
-                    sp = w.mul_add(a[idx(np, k as isize)], sp);
-                    if k > 0 {
-                        sm = w.mul_add(a[idx(np, -(k as isize))], sm);
-                    }
-                }
-                let f = s.pow_out[n];
-                b[idx(n, k as isize)] = sp * f;
-                if k > 0 {
-                    b[idx(n, -(k as isize))] = sm * f;
-                }
+        translate_body(self, op, g, q, input, output, s)
+    }
+}
+
+/// [`translate_body`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn translate_avx512(
+    ops: &Operators,
+    op: Op,
+    g: &Geometry<'_>,
+    q: usize,
+    input: &[f64],
+    output: &mut [f64],
+    s: &mut Scratch,
+) {
+    translate_body(ops, op, g, q, input, output, s)
+}
+
+/// [`translate_body`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn translate_avx2(
+    ops: &Operators,
+    op: Op,
+    g: &Geometry<'_>,
+    q: usize,
+    input: &[f64],
+    output: &mut [f64],
+    s: &mut Scratch,
+) {
+    translate_body(ops, op, g, q, input, output, s)
+}
+
+/// `y[i] += a x[i]`.
+#[inline(always)]
+fn axpy(y: &mut [f64], x: &[f64], a: f64) {
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi = xi.mul_add(a, *yi);
+    }
+}
+
+/// The translation: rotations, scaled coaxial product by columns, rotations back.
+#[inline(always)]
+fn translate_body(
+    ops: &Operators,
+    op: Op,
+    g: &Geometry<'_>,
+    q: usize,
+    input: &[f64],
+    output: &mut [f64],
+    s: &mut Scratch,
+) {
+    let q = q.min(ops.p);
+    let nq = q * q;
+    let a = &mut s.a[..nq];
+    a.copy_from_slice(&input[..nq]);
+    // W(R_z(-alpha))^T: cos and sin of m (-alpha).
+    let (ca, sa) = g.azimuth;
+    angle_table_from(ca, -sa, q, &mut s.cs);
+    rotate_z(a, q, &s.cs, true);
+    g.yrot.apply(a, q, true, &mut s.tmp);
+    // Powers of the scaling.
+    let (coax, x_in, x_out, pre) = match op {
+        Op::M2L => (&ops.sr, g.h_in / g.t, g.h_out / g.t, 1.0 / g.t),
+        Op::M2M => (&ops.ss, g.h_in / g.t, g.t / g.h_out, 1.0),
+        Op::L2L => (&ops.rr, g.t / g.h_in, g.h_out / g.t, 1.0),
+    };
+    let (mut u, mut v) = (1.0, pre);
+    for n in 0..q {
+        s.pow_in[n] = u;
+        s.pow_out[n] = v;
+        u *= x_in;
+        v *= x_out;
+    }
+    let b = &mut s.b[..nq];
+    let [ap, am, bp, bm] = &mut s.col;
+    for k in 0..q {
+        let d = ops.p - k;
+        let m = q - k;
+        let cols = &coax.columns[k];
+        for j in 0..m {
+            let f = s.pow_in[k + j];
+            ap[j] = a[idx(k + j, k as isize)] * f;
+            am[j] = a[idx(k + j, -(k as isize))] * f;
+        }
+        bp[..m].fill(0.0);
+        bm[..m].fill(0.0);
+        for j in 0..m {
+            // S|S is lower and R|R upper triangular.
+            let (i0, i1) = match op {
+                Op::M2M => (j, m),
+                Op::L2L => (0, j + 1),
+                Op::M2L => (0, m),
+            };
+            let col = &cols[j * d + i0..j * d + i1];
+            axpy(&mut bp[i0..i1], col, ap[j]);
+            if k > 0 {
+                axpy(&mut bm[i0..i1], col, am[j]);
             }
         }
-        g.yrot.apply(b, q, false, &mut s.tmp);
-        rotate_z(b, q, &s.cs, false);
-        for (o, x) in output[..nq].iter_mut().zip(b.iter()) {
-            *o += x;
+        for i in 0..m {
+            let f = s.pow_out[k + i];
+            b[idx(k + i, k as isize)] = bp[i] * f;
+            if k > 0 {
+                b[idx(k + i, -(k as isize))] = bm[i] * f;
+            }
         }
+    }
+    g.yrot.apply(b, q, false, &mut s.tmp);
+    rotate_z(b, q, &s.cs, false);
+    for (o, x) in output[..nq].iter_mut().zip(b.iter()) {
+        *o += x;
     }
 }

@@ -76,7 +76,7 @@ fn accuracy_decreases_with_order_on_every_distribution() {
         let q: Vec<f64> = (0..n).map(|_| r.next() - 0.5).collect();
         let mut last = 1.0;
         for (p, bound) in [(4usize, 1.5e-2), (8, 8e-4), (12, 8e-5), (20, 2e-6)] {
-            let out = evaluate(&x, &q, None, &FmmParams::new(p, 64), Isa::detect(), Par::Rayon(2)).unwrap();
+            let out = evaluate(&x, &q, None, &FmmParams::new(p, Some(64)), Isa::detect(), Par::Rayon(2)).unwrap();
             let (ep, eg) = errors(&x, &q, &x, &out.potential, &out.gradient, 97);
             eprintln!(
                 "{kind} p {p}: potential {ep:.2e} gradient {eg:.2e} ({} M2L, depth {:?})",
@@ -94,7 +94,7 @@ fn separate_targets_and_sequential_agree() {
     let x = points("gaussian", 5000, 7);
     let y = points("uniform", 3001, 8);
     let q: Vec<f64> = (0..x.len()).map(|i| if i % 2 == 0 { 1.0 } else { -0.7 }).collect();
-    let params = FmmParams::new(16, 40);
+    let params = FmmParams::new(16, Some(40));
     let a = evaluate(&x, &q, Some(&y), &params, Isa::detect(), Par::Rayon(2)).unwrap();
     let b = evaluate(&x, &q, Some(&y), &params, Isa::Scalar, Par::Seq).unwrap();
     let (ep, eg) = errors(&x, &q, &y, &a.potential, &a.gradient, 7);
@@ -151,4 +151,22 @@ fn stencil_counts_of_the_paper() {
     d2.sort();
     d2.dedup();
     assert_eq!((d1.len(), d2.len()), (10, 4));
+}
+
+#[test]
+fn the_tolerance_holds_on_sets_outside_the_table() {
+    // The table was measured on the uniform cube and the Plummer sphere; check a Gaussian
+    // cloud and a sphere shell, and a larger set than the table's for the loosest tolerance.
+    for (kind, n, tol) in [("gaussian", 20_000, 1e-3), ("sphere", 20_000, 1e-6), ("gaussian", 20_000, 1e-9), ("sphere", 8_000, 1e-12)] {
+        let x = points(kind, n, 21);
+        let mut r = Lcg(22);
+        let q: Vec<f64> = (0..n).map(|_| r.normal()).collect();
+        let (order, _) = parki_fmm::for_tolerance(tol).unwrap();
+        let out = evaluate(&x, &q, None, &FmmParams::new(order, None), Isa::detect(), Par::Rayon(2)).unwrap();
+        let (ep, eg) = errors(&x, &q, &x, &out.potential, &out.gradient, 53);
+        eprintln!("{kind} tol {tol:e}: p {order}, leaf {:?}: {ep:.2e} {eg:.2e}", out.stats.max_leaf);
+        assert!(ep <= tol && eg <= tol, "{kind} tol {tol:e}: {ep:e} {eg:e}");
+        assert!(ep >= tol * 1e-4 || tol <= 1e-12, "{kind} tol {tol:e}: {ep:e} far below the tolerance");
+    }
+    assert!(parki_fmm::for_tolerance(1e-13).is_err() && parki_fmm::for_tolerance(f64::NAN).is_err());
 }

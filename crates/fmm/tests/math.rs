@@ -2,8 +2,9 @@
 //! `1/|r - r0|`, the gradient, the rotations, and every translation against direct evaluation
 //! with an error below `C eta^p`.
 
-use parki_fmm::basis::{add_gradient, idx, regular, Scalings};
-use parki_fmm::expansion::{l2p, m2p, p2m};
+use parki_fmm::basis::{add_gradient, gradient_coefficients, idx, regular, regular_lanes, Scalings, LANES};
+use parki_core::isa::Isa;
+use parki_fmm::expansion::{l2p, l2p_box, m2p, p2m, p2m_box, LaneScratch};
 use parki_fmm::rotation::{angle_table, rot_y, rot_z, rotate_z, rotation_by_quadrature, YRotation};
 use parki_fmm::translate::{Geometry, Op, Operators, Scratch};
 
@@ -268,4 +269,53 @@ fn p2m_m2p_and_every_translation_against_direct_sums() {
         }
         assert!(eta_star < 0.77);
     }
+}
+
+#[test]
+fn vectorised_p2m_and_l2p_equal_the_scalar_ones() {
+    let p = 14;
+    let s = Scalings::new(p);
+    let mut rng = Lcg(5);
+    let c = [0.1, 0.2, 0.3];
+    let x: Vec<[f64; 3]> = (0..21).map(|_| rng.point(c, 1.0)).collect();
+    let q: Vec<f64> = (0..21).map(|_| rng.next() - 0.5).collect();
+    let mut reg = vec![0.0; p * p];
+    let mut a = vec![0.0; p * p];
+    p2m(&x, &q, c, 1.0, &s, &mut a, &mut reg);
+    let mut w = LaneScratch::new(p);
+    for isa in [Isa::detect(), Isa::Scalar] {
+        let mut b = vec![0.0; p * p];
+        p2m_box(isa, &x, &q, c, 1.0, &s, &mut b, &mut w);
+        for i in 0..p * p {
+            assert!((a[i] - b[i]).abs() < 1e-13 * a[i].abs().max(1e-3), "P2M {isa:?} {i}");
+        }
+        let local: Vec<f64> = (0..p * p).map(|_| rng.next() - 0.5).collect();
+        let mut pot = vec![0.0; x.len()];
+        let mut grad = vec![[0.0; 3]; x.len()];
+        l2p_box(isa, &local, &x, c, 1.0, &s, &mut pot, Some(&mut grad), &mut w);
+        let mut d = vec![0.0; p * p];
+        for (j, y) in x.iter().enumerate() {
+            let mut g = [0.0; 3];
+            let phi = l2p(&local, *y, c, 1.0, &s, Some(&mut g), &mut d, &mut reg);
+            assert!((phi - pot[j]).abs() < 1e-12 * phi.abs().max(1.0), "L2P {isa:?}");
+            for k in 0..3 {
+                assert!((g[k] - grad[j][k]).abs() < 1e-11 * g[k].abs().max(1.0), "L2P gradient {isa:?}");
+            }
+        }
+    }
+    // The gradient coefficients reproduce the sparse rules.
+    let dd: Vec<f64> = (0..p * p).map(|_| rng.next() - 0.5).collect();
+    let mut gc: [Vec<f64>; 3] = Default::default();
+    gradient_coefficients(&dd, p, &mut gc);
+    let v = [0.2, -0.3, 0.1];
+    regular(v, p, &mut reg);
+    let mut g = [0.0; 3];
+    add_gradient(&dd, &reg, p, &mut g);
+    for k in 0..3 {
+        let e: f64 = gc[k].iter().zip(&reg).map(|(a, b)| a * b).sum();
+        assert!((e - g[k]).abs() < 1e-13 * g[k].abs().max(1.0));
+    }
+    let mut lanes = vec![[0.0; LANES]; p * p];
+    regular_lanes(&[[v[0]; LANES], [v[1]; LANES], [v[2]; LANES]], p, &mut lanes);
+    assert!(lanes.iter().zip(&reg).all(|(a, b)| a.iter().all(|x| x == b)));
 }

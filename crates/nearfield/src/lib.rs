@@ -13,11 +13,13 @@
 mod erfc_coeffs;
 
 pub mod cells;
+pub mod free;
 pub mod p2p;
 pub mod simd;
 pub mod special;
 
 pub use cells::{CellGrid, PaddedSources, SortedTargets};
+pub use free::{FreeReal, FreeSources};
 pub use p2p::{evaluated_pairs, p2p, p2p_at, P2pFlops, P2pReal, SourceRuns};
 pub use simd::{Isa, IsaToken};
 pub use special::{KernelReal, PairAccuracy};

@@ -1,0 +1,118 @@
+//! The cost model that chooses the leaf size (seed 001, §5): the far field costs
+//! `N (A1 + A2/s)` and the near field `B1 N s` for `s` points per leaf, so there is an optimum
+//! `s_opt = sqrt(A2/B1)`, and it differs between backends (the paper's CPU optimum is 60-80
+//! points per box, its GPU's 256; digest §5).
+//!
+//! parki-dist does not assume a uniform tree: it sorts the points once, cuts the trees of the
+//! candidate leaf sizes from the sorted keys (`O(boxes)` each, [`SortedPoints::leaf_counts`]),
+//! and prices each with the backend's measured unit costs:
+//!
+//! - P2P: `sum_leaves 27 n_leaf^2` pairs times the time per pair;
+//! - M2L: `119 boxes` translations (the stencil's average, §3.5) times `w p^3` times the time per
+//!   unit (`w` the measured share of eq. (24)'s variable order, about 0.65);
+//! - P2M and L2P: `N p^2` times the time per point and coefficient, and the same per box for
+//!   M2M and L2L (`p^3`).
+//!
+//! The unit costs are per thread ([`CostModel::cpu`], measured on the machine of
+//! docs/fmm.md; [`CostModel::measure`] measures them where the code runs).
+
+use std::time::Instant;
+
+use parki_core::isa::Isa;
+
+use crate::basis::MAX_ORDER;
+use crate::expansion::{p2m_box, LaneScratch};
+use crate::octree::SortedPoints;
+use crate::rotation::YRotation;
+use crate::translate::{Geometry, Op, Operators, Scratch};
+
+/// Seconds per unit of work on one thread of a backend.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// One source-target pair of the near field (potential and gradient).
+    pub p2p_pair: f64,
+    /// One translation of order `p`, divided by `p^3`.
+    pub translation: f64,
+    /// One point and coefficient of P2M or L2P.
+    pub expansion: f64,
+}
+
+/// Candidate leaf sizes: 8 to 2048, by factors of about 1.4.
+pub const LEAF_CANDIDATES: [usize; 17] =
+    [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048];
+
+impl CostModel {
+    /// The CPU's unit costs, measured with [`CostModel::measure`] on the AVX-512 machine of
+    /// docs/fmm.md (one thread).
+    pub fn cpu() -> Self {
+        Self { p2p_pair: 0.75e-9, translation: 2.2e-9, expansion: 1.5e-9 }
+    }
+
+    /// Measures the unit costs of this CPU on one thread at order `p` (a few tens of
+    /// milliseconds): a 2000 x 2000 near field, 400 M2L translations, P2M of 4000 points.
+    pub fn measure(isa: Isa, p: usize) -> Self {
+        let p = p.clamp(2, MAX_ORDER);
+        let n = 2000;
+        let pts: Vec<[f64; 3]> = (0..n)
+            .map(|i| {
+                let f = i as f64;
+                [(f * 0.618).fract(), (f * 0.414).fract(), (f * 0.732).fract()]
+            })
+            .collect();
+        let q = vec![1.0; n];
+        let src = parki_nearfield::free::FreeSources::<f64>::new(&pts, &q);
+        let t: [Vec<f64>; 3] = [0, 1, 2].map(|a| pts.iter().map(|x| x[a]).collect());
+        let mut pot = vec![0.0; n];
+        let mut grad = vec![[0.0; 3]; n];
+        let clock = Instant::now();
+        parki_nearfield::free::laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, Some(&mut grad));
+        let p2p_pair = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        let ops = Operators::new(p);
+        let yr: YRotation = ops.y_rotation(0.9);
+        let g = Geometry { yrot: &yr, azimuth: (0.6, 0.8), t: 3.0, h_in: 1.0, h_out: 1.0 };
+        let input = vec![0.01; p * p];
+        let mut out = vec![0.0; p * p];
+        let mut s = Scratch::new(p);
+        let reps = 400;
+        let clock = Instant::now();
+        for _ in 0..reps {
+            ops.translate(Op::M2L, &g, p, &input, &mut out, &mut s);
+        }
+        let translation = clock.elapsed().as_secs_f64() / (reps * p * p * p) as f64;
+        let mut w = LaneScratch::new(p);
+        let x4: Vec<[f64; 3]> = pts.iter().chain(pts.iter()).copied().collect();
+        let q4 = vec![1.0; x4.len()];
+        let clock = Instant::now();
+        p2m_box(isa, &x4, &q4, [0.5; 3], 1.0, &ops.scalings, &mut out, &mut w);
+        let expansion = clock.elapsed().as_secs_f64() / (x4.len() * p * p) as f64;
+        std::hint::black_box((&pot, &grad, &out));
+        Self { p2p_pair, translation, expansion }
+    }
+
+    /// Estimated seconds (one thread) of an evaluation with the given leaf counts and box count,
+    /// order `p`, and `work` the M2L share of eq. (24).
+    pub fn estimate(&self, leaf_counts: &[usize], boxes: usize, p: usize, work: f64) -> f64 {
+        let pairs: f64 = leaf_counts.iter().map(|&n| 27.0 * (n * n) as f64).sum();
+        let points: usize = leaf_counts.iter().sum();
+        let p3 = (p * p * p) as f64;
+        self.p2p_pair * pairs
+            + self.translation * p3 * (119.0 * work + 2.0) * boxes as f64
+            + 2.0 * self.expansion * (points * p * p) as f64
+    }
+
+    /// The leaf size of [`LEAF_CANDIDATES`] with the smallest estimate for `sorted` at order
+    /// `p`, and the estimates of every candidate (`(leaf, seconds)`).
+    pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64) -> (usize, Vec<(usize, f64)>) {
+        let mut best = (LEAF_CANDIDATES[0], f64::INFINITY);
+        let mut all = Vec::with_capacity(LEAF_CANDIDATES.len());
+        for &leaf in &LEAF_CANDIDATES {
+            let (counts, boxes) = sorted.leaf_counts(leaf);
+            let t = self.estimate(&counts, boxes, p, work);
+            all.push((leaf, t));
+            if t < best.1 {
+                best = (leaf, t);
+            }
+        }
+        (best.0, all)
+    }
+}
