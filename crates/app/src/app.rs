@@ -95,15 +95,16 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let log = Log { on: !args.quiet && comm.rank() == 0 };
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| Error::Io { path: args.config.clone(), message: e.to_string() });
-    let kind = text.and_then(|t| {
-        Ok((crate::config::equation(&t, &args.config)?, crate::treecode::is_treecode(&t, &args.config)?))
-    });
-    let (equation, treecode) = comm.agree(kind)?;
+    let kind =
+        text.and_then(|t| Ok((crate::config::equation(&t, &args.config)?, crate::treecode::method(&t, &args.config)?)));
+    let (equation, method) = comm.agree(kind)?;
     if equation.as_deref() == Some("poisson") {
         return crate::poisson::run(args, comm);
     }
-    if treecode {
-        return comm.agree(crate::treecode::run(args, comm));
+    match method.as_deref() {
+        Some("treecode") => return comm.agree(crate::treecode::run(args, comm)),
+        Some("fmm") => return comm.agree(crate::fmm::run(args, comm)),
+        _ => {}
     }
     let cfg = comm.agree(RunConfig::load(&args.config))?;
     let popts = comm.agree(parallel_options(&cfg.parallel).and_then(|p| check_grid(p, comm.size())))?;

@@ -218,7 +218,9 @@ impl RunConfig {
             return Err(Error::OutOfRange {
                 field: "problem.method".into(),
                 value: format!("\"{m}\""),
-                allowed: "\"ewald\" (spectral Ewald, the default) or \"treecode\" (free-space BLDTT)".into(),
+                allowed: "\"ewald\" (spectral Ewald, the default), \"treecode\" (free-space BLDTT) or \"fmm\" \
+                          (free-space FMM)"
+                    .into(),
             });
         }
         three_entries("problem.box", p.box_lengths.len(), format!("{:?}", p.box_lengths))?;

@@ -149,6 +149,34 @@ The free-space treecode (BLDTT; examples/treecode), on any number of ranks (RCB 
   threads = 2
   check = 1000                # error against the direct sum on 1000 targets
   repeat = 1
+
+The free-space fast multipole method (examples/fmm), on one rank:
+
+  [problem]
+  method = \"fmm\"
+  kernel = \"laplace\"         # or \"stokeslet\" (four harmonic FMMs)
+  tolerance = 1e-8            # relative l2 of the potential (and field): sets the order
+  periodic = [false, false, false]   # optional; free space only
+
+  [sources]                   # positions and charges (laplace) or forces (stokeslet), or generate
+  generate = { distribution = \"plummer\", count = 1000000, seed = 1 }
+  [targets]                   # optional: positions, or generate
+
+  [fmm]                       # optional: each key overrides the tolerance's or the cost model's choice
+  order = 12                  # expansion order p (p^2 coefficients)
+  max_leaf = 256              # points per leaf (default: the cost model's choice)
+  stencil = true              # the paper's modified stencil (false: the 189-box list)
+  isa = \"avx512\"            # or avx2, scalar
+
+  [output]
+  potential = \"u.npy\"         # (M,) laplace, (M, 3) stokeslet velocity
+  field = \"e.npy\"             # laplace: E = -grad u, (M, 3)
+  report = \"report.json\"
+
+  [run]
+  threads = 2
+  check = 1000
+  repeat = 1
 ";
 
 #[derive(Parser, Debug)]

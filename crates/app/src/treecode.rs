@@ -135,10 +135,14 @@ pub struct TreeRun {
 /// Whether a run.toml's `[problem]` names `method = "treecode"` (read before the rest, as
 /// [`crate::config::equation`]).
 pub fn is_treecode(text: &str, path: &Path) -> Result<bool> {
+    Ok(method(text, path)?.as_deref() == Some("treecode"))
+}
+
+/// The `[problem] method` a run.toml names, if any (read before the rest).
+pub fn method(text: &str, path: &Path) -> Result<Option<String>> {
     let table: toml::Table =
         toml::from_str(text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
-    let method = table.get("problem").and_then(|p| p.get("method")).and_then(|m| m.as_str());
-    Ok(method == Some("treecode"))
+    Ok(table.get("problem").and_then(|p| p.get("method")).and_then(|m| m.as_str()).map(str::to_string))
 }
 
 /// The parameters: the tolerance's row, then the `[treecode]` overrides; and where each came
@@ -186,21 +190,21 @@ fn parameters(cfg: &TreecodeConfig) -> Result<(TreecodeParams, Value)> {
 }
 
 /// This rank's rows of one particle set.
-struct Rows {
+pub(crate) struct Rows {
     /// Particles over all ranks.
-    total: usize,
+    pub total: usize,
     /// This rank's rows of them.
-    rows: Range<usize>,
+    pub rows: Range<usize>,
     /// Their positions.
-    positions: Vec<[f64; 3]>,
+    pub positions: Vec<[f64; 3]>,
     /// The kernel's inputs (row-major, `input_width` each; empty for targets).
-    inputs: Vec<f64>,
+    pub inputs: Vec<f64>,
 }
 
 /// Rows of one particle set on this rank: `split_range(total, ranks, rank)` of every input,
 /// generated or read (only those bytes of each `.npy`), so that the ranks together hold the
 /// set one process reads.
-fn particles(
+pub(crate) fn particles(
     sec: &ParticleSection,
     field: &str,
     config: &Path,
@@ -375,7 +379,7 @@ fn setup(args: &RunArgs) -> Result<Setup> {
 }
 
 /// `(min, avg, max)` of `v` over the ranks.
-fn spread(comm: &Comm, v: f64) -> (f64, f64, f64) {
+pub(crate) fn spread(comm: &Comm, v: f64) -> (f64, f64, f64) {
     (comm.min(v), comm.sum(v) / comm.size() as f64, comm.max(v))
 }
 
@@ -384,7 +388,7 @@ fn spread(comm: &Comm, v: f64) -> (f64, f64, f64) {
 /// are summed over the ranks (each rank fills its own), each rank adds its sources' direct sum
 /// at them, and the sums are reduced. Collective; every rank gets the same numbers.
 #[allow(clippy::too_many_arguments)]
-fn check_error(
+pub(crate) fn check_error(
     comm: &Comm,
     pool: &rayon::ThreadPool,
     kernel: TreeKernel,

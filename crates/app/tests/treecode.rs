@@ -174,7 +174,7 @@ fn bad_treecode_runs_are_named() {
     // a particle run names the methods it knows
     let cfg = dir.file(
         "run.toml",
-        "[problem]\nmethod = \"fmm\"\nkernel = \"laplace\"\nbox = [1.0, 1.0, 1.0]\ntolerance = 1e-6\n[sources]\ngenerate = { distribution = \"uniform\", count = 100 }\n",
+        "[problem]\nmethod = \"barnes-hut\"\nkernel = \"laplace\"\nbox = [1.0, 1.0, 1.0]\ntolerance = 1e-6\n[sources]\ngenerate = { distribution = \"uniform\", count = 100 }\n",
     );
-    assert_error(&run(&cfg), &["problem.method", "fmm", "treecode"]);
+    assert_error(&run(&cfg), &["problem.method", "barnes-hut", "treecode", "fmm"]);
 }

@@ -88,7 +88,12 @@ pub struct LaneScratch {
 impl LaneScratch {
     /// Scratch for order `p`.
     pub fn new(p: usize) -> Self {
-        Self { reg: vec![[0.0; LANES]; p * p], acc: vec![[0.0; LANES]; p * p], d: vec![0.0; p * p], g: Default::default() }
+        Self {
+            reg: vec![[0.0; LANES]; p * p],
+            acc: vec![[0.0; LANES]; p * p],
+            d: vec![0.0; p * p],
+            g: Default::default(),
+        }
     }
 }
 
@@ -141,8 +146,8 @@ fn l2p_body(
     let p = s.p;
     let p2 = p * p;
     let inv = 1.0 / h;
-    for i in 0..p2 {
-        w.d[i] = local[i] * s.l2p[i];
+    for ((d, &l), &c) in w.d[..p2].iter_mut().zip(&local[..p2]).zip(&s.l2p) {
+        *d = l * c;
     }
     let with_grad = grad.is_some();
     if with_grad {
@@ -165,10 +170,10 @@ fn l2p_body(
         }
         if let Some(g) = grad.as_deref_mut() {
             let mut ga = [[0.0; LANES]; 3];
-            for a in 0..3 {
-                for (r, &gi) in w.reg[..q2].iter().zip(&w.g[a][..q2]) {
+            for (gaa, gc) in ga.iter_mut().zip(&w.g) {
+                for (r, &gi) in w.reg[..q2].iter().zip(&gc[..q2]) {
                     for l in 0..LANES {
-                        ga[a][l] = gi.mul_add(r[l], ga[a][l]);
+                        gaa[l] = gi.mul_add(r[l], gaa[l]);
                     }
                 }
             }
@@ -187,7 +192,15 @@ fn l2p_body(
 /// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-unsafe fn p2m_avx512(x: &[[f64; 3]], q: &[f64], c: [f64; 3], h: f64, s: &Scalings, out: &mut [f64], w: &mut LaneScratch) {
+unsafe fn p2m_avx512(
+    x: &[[f64; 3]],
+    q: &[f64],
+    c: [f64; 3],
+    h: f64,
+    s: &Scalings,
+    out: &mut [f64],
+    w: &mut LaneScratch,
+) {
     p2m_body(x, q, c, h, s, out, w)
 }
 
@@ -214,7 +227,16 @@ unsafe fn l2p_avx512(
 /// [`p2m`] for a whole box, [`LANES`] sources at a time in vector code (AVX-512 where `isa`
 /// says so and the CPU has it): adds the multipole of the charges `q` at `x` to `out`.
 #[allow(clippy::too_many_arguments)]
-pub fn p2m_box(isa: Isa, x: &[[f64; 3]], q: &[f64], c: [f64; 3], h: f64, s: &Scalings, out: &mut [f64], w: &mut LaneScratch) {
+pub fn p2m_box(
+    isa: Isa,
+    x: &[[f64; 3]],
+    q: &[f64],
+    c: [f64; 3],
+    h: f64,
+    s: &Scalings,
+    out: &mut [f64],
+    w: &mut LaneScratch,
+) {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && isa.available() {
         // SAFETY: `available()` checked AVX-512F, AVX-512VL, AVX2 and FMA.

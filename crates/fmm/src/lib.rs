@@ -24,7 +24,10 @@ pub mod translate;
 pub mod traversal;
 
 pub use basis::{idx, regular, Scalings, MAX_ORDER};
-pub use evaluate::{evaluate, for_tolerance, FmmOutput, FmmParams, FmmStage, FmmStats, TOLERANCE_TABLE};
+pub use evaluate::{
+    evaluate, evaluate_stokeslet, for_tolerance, for_tolerance_of, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats,
+    StokesletOutput, TOLERANCE_TABLE,
+};
 pub use octree::{OctBox, Octree, RootCube};
 pub use translate::{Geometry, Op, Operators, Scratch};
 pub use traversal::{traverse, Lists, M2lEntry, TraversalParams};

@@ -138,7 +138,8 @@ pub struct SortedPoints {
 impl SortedPoints {
     /// Sorts `points` by their keys in `cube`.
     pub fn new(points: &[[f64; 3]], cube: RootCube) -> Self {
-        let mut keyed: Vec<(u64, usize)> = (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
+        let mut keyed: Vec<(u64, usize)> =
+            (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
         keyed.par_sort_unstable();
         let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
         let sorted: Vec<[f64; 3]> = order.iter().map(|&i| points[i]).collect();

@@ -5,7 +5,7 @@ use parki_core::isa::Isa;
 use parki_core::Par;
 use parki_fmm::octree::{Octree, RootCube};
 use parki_fmm::traversal::{traverse, TraversalParams};
-use parki_fmm::{evaluate, FmmParams};
+use parki_fmm::{evaluate, evaluate_stokeslet, FmmParams};
 
 struct Lcg(u64);
 impl Lcg {
@@ -157,7 +157,9 @@ fn stencil_counts_of_the_paper() {
 fn the_tolerance_holds_on_sets_outside_the_table() {
     // The table was measured on the uniform cube and the Plummer sphere; check a Gaussian
     // cloud and a sphere shell, and a larger set than the table's for the loosest tolerance.
-    for (kind, n, tol) in [("gaussian", 20_000, 1e-3), ("sphere", 20_000, 1e-6), ("gaussian", 20_000, 1e-9), ("sphere", 8_000, 1e-12)] {
+    for (kind, n, tol) in
+        [("gaussian", 20_000, 1e-3), ("sphere", 20_000, 1e-6), ("gaussian", 20_000, 1e-9), ("sphere", 8_000, 1e-12)]
+    {
         let x = points(kind, n, 21);
         let mut r = Lcg(22);
         let q: Vec<f64> = (0..n).map(|_| r.normal()).collect();
@@ -166,7 +168,56 @@ fn the_tolerance_holds_on_sets_outside_the_table() {
         let (ep, eg) = errors(&x, &q, &x, &out.potential, &out.gradient, 53);
         eprintln!("{kind} tol {tol:e}: p {order}, leaf {:?}: {ep:.2e} {eg:.2e}", out.stats.max_leaf);
         assert!(ep <= tol && eg <= tol, "{kind} tol {tol:e}: {ep:e} {eg:e}");
-        assert!(ep >= tol * 1e-4 || tol <= 1e-12, "{kind} tol {tol:e}: {ep:e} far below the tolerance");
+        assert!(ep >= tol * 1e-5 || tol <= 1e-12, "{kind} tol {tol:e}: {ep:e} far below the tolerance");
     }
     assert!(parki_fmm::for_tolerance(1e-13).is_err() && parki_fmm::for_tolerance(f64::NAN).is_err());
+}
+
+/// Relative l2 error of Stokeslet velocities at every `stride`-th target.
+fn stokeslet_error(x: &[[f64; 3]], f: &[[f64; 3]], y: &[[f64; 3]], u: &[[f64; 3]], stride: usize) -> f64 {
+    let (mut e, mut nrm) = (0.0, 0.0);
+    for j in (0..y.len()).step_by(stride) {
+        let mut w = [0.0; 3];
+        for (xi, fi) in x.iter().zip(f) {
+            let d = [y[j][0] - xi[0], y[j][1] - xi[1], y[j][2] - xi[2]];
+            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            if r2 == 0.0 {
+                continue;
+            }
+            let r = r2.sqrt();
+            let fd = fi[0] * d[0] + fi[1] * d[1] + fi[2] * d[2];
+            for a in 0..3 {
+                w[a] += fi[a] / r + fd * d[a] / (r2 * r);
+            }
+        }
+        for a in 0..3 {
+            e += (u[j][a] - w[a]).powi(2);
+            nrm += w[a] * w[a];
+        }
+    }
+    (e / nrm).sqrt()
+}
+
+#[test]
+fn stokeslet_by_four_harmonic_fmms() {
+    for (kind, tol) in [("uniform", 1e-3), ("plummer", 1e-6), ("sphere", 1e-9)] {
+        let n = 8000;
+        let x: Vec<[f64; 3]> = points(kind, n, 31).iter().map(|p| [p[0] + 3.0, p[1] - 2.0, p[2]]).collect();
+        let mut r = Lcg(32);
+        let f: Vec<[f64; 3]> = (0..n).map(|_| [r.normal(), r.normal(), r.normal()]).collect();
+        let (order, _) = parki_fmm::for_tolerance_of(parki_fmm::FmmKernel::Stokeslet, tol).unwrap();
+        let out =
+            evaluate_stokeslet(&x, &f, None, &FmmParams::new(order, Some(64)), Isa::detect(), Par::Rayon(2)).unwrap();
+        let e = stokeslet_error(&x, &f, &x, &out.velocity, 41);
+        eprintln!("stokeslet {kind} tol {tol:e} p {order}: {e:.2e}");
+        assert!(e <= tol && e > tol * 1e-6, "stokeslet {kind} tol {tol:e}: {e:e}");
+    }
+    // Separate targets.
+    let x = points("gaussian", 3000, 33);
+    let y = points("uniform", 1001, 34);
+    let f: Vec<[f64; 3]> = (0..x.len()).map(|i| [1.0, -0.5 * (i % 3) as f64, 0.25]).collect();
+    let out =
+        evaluate_stokeslet(&x, &f, Some(&y), &FmmParams::new(24, Some(50)), Isa::detect(), Par::Rayon(2)).unwrap();
+    let e = stokeslet_error(&x, &f, &y, &out.velocity, 3);
+    assert!(e < 1e-7, "stokeslet at separate targets: {e:e}");
 }

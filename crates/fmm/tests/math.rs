@@ -2,8 +2,8 @@
 //! `1/|r - r0|`, the gradient, the rotations, and every translation against direct evaluation
 //! with an error below `C eta^p`.
 
-use parki_fmm::basis::{add_gradient, gradient_coefficients, idx, regular, regular_lanes, Scalings, LANES};
 use parki_core::isa::Isa;
+use parki_fmm::basis::{add_gradient, gradient_coefficients, idx, regular, regular_lanes, Scalings, LANES};
 use parki_fmm::expansion::{l2p, l2p_box, m2p, p2m, p2m_box, LaneScratch};
 use parki_fmm::rotation::{angle_table, rot_y, rot_z, rotate_z, rotation_by_quadrature, YRotation};
 use parki_fmm::translate::{Geometry, Op, Operators, Scratch};

@@ -24,8 +24,10 @@ pub struct FreeSources<T> {
     pub y: Vec<T>,
     /// z coordinates (padded).
     pub z: Vec<T>,
-    /// Charges (padded with zeros).
+    /// Charges (padded with zeros); for the Stokeslet, the force's x component.
     pub q: Vec<T>,
+    /// The force's y and z components (Stokeslet sources only; padded with zeros).
+    pub f: [Vec<T>; 2],
     len: usize,
 }
 
@@ -41,6 +43,7 @@ impl<T: Real> FreeSources<T> {
             y: Vec::with_capacity(n + Self::PAD),
             z: Vec::with_capacity(n + Self::PAD),
             q: Vec::with_capacity(n + Self::PAD),
+            f: [Vec::new(), Vec::new()],
             len: n,
         };
         for (p, &c) in points.iter().zip(q) {
@@ -54,6 +57,17 @@ impl<T: Real> FreeSources<T> {
             s.y.push(T::ZERO);
             s.z.push(T::ZERO);
             s.q.push(T::ZERO);
+        }
+        s
+    }
+
+    /// Stokeslet sources: positions and forces.
+    pub fn with_forces(points: &[[f64; 3]], forces: &[[f64; 3]]) -> Self {
+        let fx: Vec<f64> = forces.iter().map(|f| f[0]).collect();
+        let mut s = Self::new(points, &fx);
+        for c in 0..2 {
+            s.f[c] =
+                forces.iter().map(|f| T::from_f64(f[c + 1])).chain(std::iter::repeat_n(T::ZERO, Self::PAD)).collect();
         }
         s
     }
@@ -108,6 +122,115 @@ where
         }
     }
     acc
+}
+
+/// `NT` targets against the runs of Stokeslet sources: `acc[t] = [ux, uy, uz, -]`,
+/// `u += f / r + (f . d) d / r^3`, `d = y - x`.
+#[inline(always)]
+fn stokeslet_block<V: Simd, const NT: usize>(
+    p: [[V; 3]; NT],
+    src: &FreeSources<V::Scalar>,
+    runs: &[(usize, usize)],
+    iota: V,
+) -> [[V; 4]; NT]
+where
+    V::Scalar: KernelReal,
+{
+    let zero = V::splat(V::Scalar::ZERO);
+    let mut acc = [[zero; 4]; NT];
+    for &(a, b) in runs {
+        let mut j = a;
+        while j < b {
+            let (sx, sy, sz) = (V::load(&src.x[j..]), V::load(&src.y[j..]), V::load(&src.z[j..]));
+            let mut f = [V::load(&src.q[j..]), V::load(&src.f[0][j..]), V::load(&src.f[1][j..])];
+            if j + V::LANES > b {
+                let m = V::splat(V::Scalar::from_f64((b - j) as f64)) - iota;
+                for v in f.iter_mut() {
+                    *v = V::select_positive(m, *v, zero);
+                }
+            }
+            for t in 0..NT {
+                let d = [p[t][0] - sx, p[t][1] - sy, p[t][2] - sz];
+                let r2 = d[2].mul_add(d[2], d[1].mul_add(d[1], d[0] * d[0]));
+                let inv = V::select_positive(r2, r2.rsqrt(), zero);
+                let fd = f[2].mul_add(d[2], f[1].mul_add(d[1], f[0] * d[0]));
+                let c = fd * inv * inv * inv;
+                for a in 0..3 {
+                    acc[t][a] = f[a].mul_add(inv, c.mul_add(d[a], acc[t][a]));
+                }
+            }
+            j += V::LANES;
+        }
+    }
+    acc
+}
+
+/// All targets, four at a time: the Stokeslet.
+#[inline(always)]
+fn stokeslet_kernel<V: Simd>(
+    targets: [&[V::Scalar]; 3],
+    src: &FreeSources<V::Scalar>,
+    runs: &[(usize, usize)],
+    u: &mut [[V::Scalar; 3]],
+) where
+    V::Scalar: KernelReal,
+{
+    const NT: usize = 4;
+    let iota = V::load(&<V::Scalar as KernelReal>::IOTA);
+    let n = targets[0].len();
+    let mut t = 0;
+    while t + NT <= n {
+        let p: [[V; 3]; NT] = std::array::from_fn(|i| [0, 1, 2].map(|a| V::splat(targets[a][t + i])));
+        let acc = stokeslet_block::<V, NT>(p, src, runs, iota);
+        for (i, a) in acc.iter().enumerate() {
+            for c in 0..3 {
+                u[t + i][c] += a[c].reduce_add();
+            }
+        }
+        t += NT;
+    }
+    while t < n {
+        let p: [[V; 3]; 1] = [[0, 1, 2].map(|a| V::splat(targets[a][t]))];
+        let acc = stokeslet_block::<V, 1>(p, src, runs, iota);
+        for c in 0..3 {
+            u[t][c] += acc[0][c].reduce_add();
+        }
+        t += 1;
+    }
+}
+
+/// [`stokeslet_kernel`] in AVX-512F vectors.
+///
+/// # Safety
+/// The CPU must have AVX-512F and FMA (an [`IsaToken`] for `Isa::Avx512`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn stokeslet_avx512<V: Simd>(
+    targets: [&[V::Scalar]; 3],
+    src: &FreeSources<V::Scalar>,
+    runs: &[(usize, usize)],
+    u: &mut [[V::Scalar; 3]],
+) where
+    V::Scalar: KernelReal,
+{
+    stokeslet_kernel::<V>(targets, src, runs, u)
+}
+
+/// [`stokeslet_kernel`] in AVX2 vectors.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA (an [`IsaToken`] for `Isa::Avx2`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn stokeslet_avx2<V: Simd>(
+    targets: [&[V::Scalar]; 3],
+    src: &FreeSources<V::Scalar>,
+    runs: &[(usize, usize)],
+    u: &mut [[V::Scalar; 3]],
+) where
+    V::Scalar: KernelReal,
+{
+    stokeslet_kernel::<V>(targets, src, runs, u)
 }
 
 /// All targets, four at a time.
@@ -199,6 +322,14 @@ pub trait FreeReal: KernelReal {
         pot: &mut [Self],
         grad: &mut [[Self; 3]],
     );
+    #[doc(hidden)]
+    fn run_stokeslet(
+        token: IsaToken,
+        targets: [&[Self]; 3],
+        src: &FreeSources<Self>,
+        runs: &[(usize, usize)],
+        u: &mut [[Self; 3]],
+    );
 }
 
 macro_rules! impl_free_real {
@@ -232,6 +363,26 @@ macro_rules! impl_free_real {
                     at!(true)
                 } else {
                     at!(false)
+                }
+            }
+
+            fn run_stokeslet(
+                token: IsaToken,
+                targets: [&[Self]; 3],
+                src: &FreeSources<Self>,
+                runs: &[(usize, usize)],
+                u: &mut [[Self; 3]],
+            ) {
+                match token.isa() {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: a token for `Avx512` exists only if `IsaToken::new` found AVX-512F
+                    // and FMA on this CPU, the features `stokeslet_avx512` enables.
+                    Isa::Avx512 => unsafe { stokeslet_avx512::<$v512>(targets, src, runs, u) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: a token for `Avx2` exists only if `IsaToken::new` found AVX2 and
+                    // FMA on this CPU, the features `stokeslet_avx2` enables.
+                    Isa::Avx2 => unsafe { stokeslet_avx2::<$v256>(targets, src, runs, u) },
+                    _ => stokeslet_kernel::<$t>(targets, src, runs, u),
                 }
             }
         }
@@ -271,15 +422,34 @@ pub fn laplace<T: FreeReal>(
     }
 }
 
+/// Adds the Stokeslet velocity `u(y) += sum_j f_j / r + (f_j . d) d / r^3` (`d = y - x_j`,
+/// `r = |d|`, no prefactor, `r = 0` skipped) of the source runs `runs` of `src` (made by
+/// [`FreeSources::with_forces`]) at `targets` into `u`.
+pub fn stokeslet<T: FreeReal>(
+    isa: Isa,
+    targets: [&[T]; 3],
+    src: &FreeSources<T>,
+    runs: &[(usize, usize)],
+    u: &mut [[T; 3]],
+) {
+    let n = targets[0].len();
+    assert!(targets[1].len() == n && targets[2].len() == n && u.len() >= n, "target arrays");
+    assert!(src.f[0].len() == src.q.len(), "Stokeslet sources need forces (FreeSources::with_forces)");
+    assert!(runs.iter().all(|r| r.0 <= r.1 && r.1 <= src.len()), "runs inside the sources");
+    let token = IsaToken::new(isa).unwrap_or_else(IsaToken::scalar);
+    T::run_stokeslet(token, targets, src, runs, u)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{laplace, FreeSources};
+    use super::{laplace, stokeslet, FreeSources};
     use parki_core::isa::Isa;
 
     #[test]
     fn every_isa_matches_the_scalar_sum() {
         let n = 37;
-        let x: Vec<[f64; 3]> = (0..n).map(|i| [(i as f64 * 0.37).sin(), (i as f64 * 0.91).cos(), i as f64 * 0.01]).collect();
+        let x: Vec<[f64; 3]> =
+            (0..n).map(|i| [(i as f64 * 0.37).sin(), (i as f64 * 0.91).cos(), i as f64 * 0.01]).collect();
         let q: Vec<f64> = (0..n).map(|i| if i % 3 == 0 { 1.0 } else { -0.4 }).collect();
         let src = FreeSources::<f64>::new(&x, &q);
         let tx: Vec<f64> = x.iter().map(|p| p[0]).collect();
@@ -309,7 +479,44 @@ mod tests {
             for i in 0..n {
                 assert!((pot[i] - want[i][0]).abs() < 1e-12 * want[i][0].abs().max(1.0), "{isa:?} potential {i}");
                 for a in 0..3 {
-                    assert!((grad[i][a] - want[i][a + 1]).abs() < 1e-11 * want[i][a + 1].abs().max(1.0), "{isa:?} gradient {i}");
+                    assert!(
+                        (grad[i][a] - want[i][a + 1]).abs() < 1e-11 * want[i][a + 1].abs().max(1.0),
+                        "{isa:?} gradient {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stokeslet_matches_the_scalar_sum() {
+        let n = 29;
+        let x: Vec<[f64; 3]> =
+            (0..n).map(|i| [(i as f64 * 0.37).sin(), (i as f64 * 0.91).cos(), i as f64 * 0.02]).collect();
+        let f: Vec<[f64; 3]> = (0..n).map(|i| [1.0 - i as f64 * 0.1, 0.3, (i as f64).cos()]).collect();
+        let src = FreeSources::<f64>::with_forces(&x, &f);
+        let t: [Vec<f64>; 3] = [0, 1, 2].map(|a| x.iter().map(|p| p[a]).collect());
+        let runs = [(0, 7), (8, 29)];
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
+            let mut u = vec![[0.0; 3]; n];
+            stokeslet(isa, [&t[0], &t[1], &t[2]], &src, &runs, &mut u);
+            for i in 0..n {
+                let mut w = [0.0; 3];
+                for &(a, b) in &runs {
+                    for j in a..b {
+                        let d = [x[i][0] - x[j][0], x[i][1] - x[j][1], x[i][2] - x[j][2]];
+                        let r2: f64 = d.iter().map(|v| v * v).sum();
+                        if r2 > 0.0 {
+                            let r = r2.sqrt();
+                            let fd = f[j][0] * d[0] + f[j][1] * d[1] + f[j][2] * d[2];
+                            for c in 0..3 {
+                                w[c] += f[j][c] / r + fd * d[c] / (r2 * r);
+                            }
+                        }
+                    }
+                }
+                for c in 0..3 {
+                    assert!((u[i][c] - w[c]).abs() < 1e-12 * w[c].abs().max(1.0), "{isa:?} {i} {c}");
                 }
             }
         }

@@ -1,0 +1,145 @@
+//! `parki-dist run` for `method = "fmm"`: inputs from files, potential and field written in the
+//! targets' order and equal to the library's, the order from the tolerance (Laplace and
+//! Stokeslet) with the check against the direct sum, and errors that name the field and the
+//! value, including a run on several ranks.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use parki_app::npy;
+use parki_core::isa::Isa;
+use parki_core::Par;
+use parki_fmm::{evaluate, FmmParams};
+use parki_reference::generate::Cloud;
+
+mod common;
+use common::{assert_error, mpirun_run as mpirun, succeeded, Dir};
+
+fn run(config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "2"])
+        .output()
+        .unwrap()
+}
+
+fn report(dir: &Dir) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn files_in_potential_and_field_out_as_the_library_computes() {
+    let dir = Dir::new("fmm-files");
+    let sources = Cloud::Gaussian.points(3, 0..20000);
+    let targets = Cloud::Uniform.points(4, 0..5000);
+    let q: Vec<f64> = (0..20000).map(|k| ((k * 7919) % 1000) as f64 / 500.0 - 1.0).collect();
+    npy::write(&dir.path("x.npy"), &[20000, 3], &sources.concat()).unwrap();
+    npy::write(&dir.path("q.npy"), &[20000], &q).unwrap();
+    npy::write(&dir.path("t.npy"), &[5000, 3], &targets.concat()).unwrap();
+    let cfg = dir.file(
+        "run.toml",
+        r#"
+[problem]
+method = "fmm"
+kernel = "laplace"
+periodic = [false, false, false]
+
+[sources]
+positions = "x.npy"
+charges = "q.npy"
+
+[targets]
+positions = "t.npy"
+
+[fmm]
+order = 14
+max_leaf = 100
+
+[output]
+potential = "u.npy"
+field = "e.npy"
+report = "report.json"
+
+[run]
+check = 100
+"#,
+    );
+    let text = succeeded(&run(&cfg));
+    assert!(text.contains("M2L") && text.contains("order 14, leaves of 100 (run.toml)"), "timing table: {text}");
+    let u = npy::read(&dir.path("u.npy"), "u").unwrap();
+    let e = npy::read(&dir.path("e.npy"), "e").unwrap();
+    assert_eq!((u.shape.clone(), e.shape.clone()), (vec![5000], vec![5000, 3]));
+    let out =
+        evaluate(&sources, &q, Some(&targets), &FmmParams::new(14, Some(100)), Isa::detect(), Par::Rayon(2)).unwrap();
+    let du = u.data.iter().zip(&out.potential).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let de = e
+        .data
+        .chunks(3)
+        .zip(&out.gradient)
+        .map(|(a, g)| (0..3).map(|k| (a[k] + g[k]).abs()).fold(0.0, f64::max))
+        .fold(0.0, f64::max);
+    assert!(du < 1e-12 && de < 1e-12, "run and library differ by {du:.3e}, {de:.3e}");
+    let r = report(&dir);
+    assert_eq!(r["method"], "fmm");
+    assert_eq!(r["fmm"]["order"], 14);
+    assert_eq!(r["fmm"]["chosen_by"]["max_leaf"], "run.toml");
+    assert!(r["error"]["relative_l2"].as_f64().unwrap() < 1e-5);
+    assert!(r["interactions"]["m2l"].as_u64().unwrap() > 0 && r["timings_seconds"]["M2L"]["max"].as_f64().is_some());
+}
+
+#[test]
+fn tolerance_chooses_the_order_and_is_met() {
+    let dir = Dir::new("fmm-tolerance");
+    for (kernel, tol) in [("laplace", 1e-7), ("stokeslet", 1e-5)] {
+        let cfg = dir.file(
+            "run.toml",
+            &format!(
+                r#"
+[problem]
+method = "fmm"
+kernel = "{kernel}"
+tolerance = {tol:e}
+
+[sources]
+generate = {{ distribution = "plummer", count = 20000, seed = 5 }}
+
+[output]
+potential = "u.npy"
+report = "report.json"
+
+[run]
+check = 200
+"#
+            ),
+        );
+        succeeded(&run(&cfg));
+        let r = report(&dir);
+        assert_eq!(r["fmm"]["chosen_by"]["order"], "tolerance table", "{kernel}");
+        assert_eq!(r["fmm"]["chosen_by"]["max_leaf"], "cost model", "{kernel}");
+        let e = r["error"]["relative_l2"].as_f64().unwrap();
+        assert!(e < tol && e > tol * 1e-5, "{kernel}: error {e:.3e} against the tolerance {tol:e}");
+    }
+}
+
+#[test]
+fn bad_fmm_runs_are_named() {
+    let dir = Dir::new("fmm-errors");
+    let base = |problem: &str, extra: &str| {
+        format!("[problem]\nmethod = \"fmm\"\n{problem}\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 100 }}\n{extra}")
+    };
+    let cases: [(String, &[&str]); 6] = [
+        (base("kernel = \"yukawa\"\ntolerance = 1e-6", ""), &["problem.kernel", "yukawa", "treecode"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-6\nperiodic = [true, false, false]", ""), &["problem.periodic"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-14", ""), &["problem.tolerance"]),
+        (base("kernel = \"laplace\"", ""), &["fmm.order"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-6", "[fmm]\norder = 99"), &["fmm.order", "99"]),
+        (base("kernel = \"stokeslet\"\ntolerance = 1e-6", "[output]\nfield = \"e.npy\""), &["output.field", "laplace"]),
+    ];
+    for (text, needles) in cases {
+        let cfg = dir.file("run.toml", &text);
+        assert_error(&run(&cfg), needles);
+    }
+    let cfg = dir.file("run.toml", &base("kernel = \"laplace\"\ntolerance = 1e-6", ""));
+    assert_error(&mpirun(2, &cfg), &["fmm", "2 ranks", "one rank"]);
+}
