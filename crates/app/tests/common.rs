@@ -63,3 +63,18 @@ pub fn mpirun_run(ranks: usize, config: &std::path::Path) -> std::process::Outpu
         .output()
         .expect("mpirun must be installed (openmpi-bin); see README")
 }
+
+/// `parki-dist run config --quiet --threads 2` in one process.
+pub fn run_app(config: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "2"])
+        .output()
+        .unwrap()
+}
+
+/// The JSON report `report.json` of a run in `dir`.
+pub fn read_report(dir: &Dir) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap()
+}

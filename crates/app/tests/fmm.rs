@@ -3,9 +3,6 @@
 //! Stokeslet) with the check against the direct sum, and errors that name the field and the
 //! value, including a run on several ranks.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use parki_app::npy;
 use parki_core::isa::Isa;
 use parki_core::Par;
@@ -13,20 +10,7 @@ use parki_fmm::{evaluate, FmmParams};
 use parki_reference::generate::Cloud;
 
 mod common;
-use common::{assert_error, mpirun_run as mpirun, succeeded, Dir};
-
-fn run(config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parki-dist"))
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "2"])
-        .output()
-        .unwrap()
-}
-
-fn report(dir: &Dir) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.path("report.json")).unwrap()).unwrap()
-}
+use common::{assert_error, mpirun_run as mpirun, read_report as report, run_app as run, succeeded, Dir};
 
 #[test]
 fn files_in_potential_and_field_out_as_the_library_computes() {

@@ -241,12 +241,7 @@ fn mpirun_app(ranks: usize, config: &Path) -> Output {
 }
 
 fn app_one_process(config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_parki-dist"))
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "2"])
-        .output()
-        .unwrap()
+    common::run_app(config)
 }
 
 fn succeeded(out: &Output, what: &str) -> String {

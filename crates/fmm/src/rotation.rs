@@ -55,6 +55,17 @@ fn apply_transpose(q: &Mat3, x: [f64; 3]) -> [f64; 3] {
     y
 }
 
+/// `(P_k(z), P_{k-1}(z))` for `k >= 1` by the three-term recurrence.
+fn legendre_pair(k: usize, z: f64) -> (f64, f64) {
+    let (mut p0, mut p1) = (1.0, z);
+    for j in 2..=k {
+        let p2 = ((2 * j - 1) as f64 * z * p1 - (j - 1) as f64 * p0) / j as f64;
+        p0 = p1;
+        p1 = p2;
+    }
+    (p1, p0)
+}
+
 /// Gauss-Legendre nodes and weights on `[-1, 1]` (Newton on `P_k`), exact to degree `2k - 1`.
 pub fn gauss_legendre(k: usize) -> (Vec<f64>, Vec<f64>) {
     let mut x = vec![0.0; k];
@@ -62,29 +73,16 @@ pub fn gauss_legendre(k: usize) -> (Vec<f64>, Vec<f64>) {
     for i in 0..k {
         let mut z = (std::f64::consts::PI * (i as f64 + 0.75) / (k as f64 + 0.5)).cos();
         for _ in 0..100 {
-            let (mut p0, mut p1) = (1.0, z);
-            for j in 2..=k {
-                let p2 = ((2 * j - 1) as f64 * z * p1 - (j - 1) as f64 * p0) / j as f64;
-                p0 = p1;
-                p1 = p2;
-            }
-            let (pk, pkm1) = if k == 1 { (z, 1.0) } else { (p1, p0) };
-            let dp = k as f64 * (z * pk - pkm1) / (z * z - 1.0);
-            let dz = pk / dp;
+            let (pk, pkm1) = legendre_pair(k, z);
+            let dz = pk / (k as f64 * (z * pk - pkm1) / (z * z - 1.0));
             z -= dz;
             if dz.abs() < 1e-16 {
-                let (mut q0, mut q1) = (1.0, z);
-                for j in 2..=k {
-                    let q2 = ((2 * j - 1) as f64 * z * q1 - (j - 1) as f64 * q0) / j as f64;
-                    q0 = q1;
-                    q1 = q2;
-                }
-                let (qk, qkm1) = if k == 1 { (z, 1.0) } else { (q1, q0) };
-                let d = k as f64 * (z * qk - qkm1) / (z * z - 1.0);
-                w[i] = 2.0 / ((1.0 - z * z) * d * d);
                 break;
             }
         }
+        let (pk, pkm1) = legendre_pair(k, z);
+        let d = k as f64 * (z * pk - pkm1) / (z * z - 1.0);
+        w[i] = 2.0 / ((1.0 - z * z) * d * d);
         x[i] = z;
     }
     (x, w)
