@@ -31,8 +31,8 @@ struct Cli {
     /// Clouds: uniform, gaussian, plummer, slab, rod, shell.
     #[arg(long, value_delimiter = ',', default_value = "uniform")]
     cloud: Vec<String>,
-    /// Expansion orders p.
-    #[arg(long, value_delimiter = ',', default_value = "8")]
+    /// Expansion orders p (default 8 unless --tolerance is given).
+    #[arg(long, value_delimiter = ',')]
     order: Vec<usize>,
     /// Leaf sizes (0: chosen by the cost model).
     #[arg(long, value_delimiter = ',', default_value = "0")]
@@ -58,6 +58,13 @@ struct Cli {
     /// Charges uniform in (0, 1) as in the paper (default: standard normal).
     #[arg(long)]
     positive: bool,
+    /// Orders from these tolerances (the tolerance table; added to --order).
+    #[arg(long, value_delimiter = ',')]
+    tolerance: Vec<f64>,
+    /// Sources (= targets) and charges from a file of little-endian f64 rows `x y z q` instead
+    /// of a cloud (a peer's points: bench/fmm_vs_fmm3d.sh).
+    #[arg(long)]
+    points: Option<std::path::PathBuf>,
     /// Print the cost model's unit costs measured on this machine (one thread) at each order
     /// and the built-in CPU model, then exit.
     #[arg(long)]
@@ -111,7 +118,8 @@ fn main() {
         println!("# unit costs (s per pair, per p^3 translation, per point-coefficient), one thread, isa {isa:?}");
         println!("built-in {:?}", CostModel::cpu());
         for &p in &cli.order {
-            let m = (0..3).map(|_| CostModel::measure(isa, p)).min_by(|a, b| a.translation.total_cmp(&b.translation));
+            let m =
+                (0..3).map(|_| CostModel::measure(isa, p)).min_by(|a, b| a.translation_p2.total_cmp(&b.translation_p2));
             println!("p {p:>2}: {:?}", m.expect("three measurements"));
         }
         return;
@@ -135,26 +143,47 @@ fn main() {
         stages.join(" | "),
         "direct/x"
     );
-    for cloud_name in &cli.cloud {
-        let cloud = Cloud::from_name(cloud_name, "--cloud").expect("cloud");
-        for &n in &cli.n {
-            let x = cloud.points(cli.seed, 0..n);
-            let q: Vec<f64> = (0..n)
-                .map(|j| {
-                    let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
-                    if cli.positive {
-                        g.uniform()
-                    } else {
-                        g.normal()
-                    }
-                })
-                .collect();
+    let mut orders = if cli.order.is_empty() && cli.tolerance.is_empty() { vec![8] } else { cli.order.clone() };
+    for &tol in &cli.tolerance {
+        let (p, _) = parki_fmm::for_tolerance(tol).expect("--tolerance in [1e-12, 1)");
+        println!("# tolerance {tol:e}: order {p}");
+        orders.push(p);
+    }
+    let file = cli.points.as_ref().map(|path| {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("--points {}: {e}", path.display()));
+        let v: Vec<f64> = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+        let x: Vec<[f64; 3]> = v.chunks_exact(4).map(|r| [r[0], r[1], r[2]]).collect();
+        let q: Vec<f64> = v.chunks_exact(4).map(|r| r[3]).collect();
+        (x, q)
+    });
+    let clouds: Vec<String> = if file.is_some() { vec!["file".into()] } else { cli.cloud.clone() };
+    let sizes: Vec<usize> = file.as_ref().map_or(cli.n.clone(), |f| vec![f.0.len()]);
+    for cloud_name in &clouds {
+        for &n in &sizes {
+            let (x, q) = match &file {
+                Some((x, q)) => (x.clone(), q.clone()),
+                None => {
+                    let cloud = Cloud::from_name(cloud_name, "--cloud").expect("cloud");
+                    let x = cloud.points(cli.seed, 0..n);
+                    let q: Vec<f64> = (0..n)
+                        .map(|j| {
+                            let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
+                            if cli.positive {
+                                g.uniform()
+                            } else {
+                                g.normal()
+                            }
+                        })
+                        .collect();
+                    (x, q)
+                }
+            };
             let step = (n / cli.sample.max(1)).max(1);
             let sample: Vec<usize> = (0..n).step_by(step).collect();
             let clock = Instant::now();
             let reference = direct(&x, &q, &sample);
             let direct_all = clock.elapsed().as_secs_f64() * n as f64 / sample.len() as f64;
-            for &order in &cli.order {
+            for &order in &orders {
                 for &leaf in &cli.leaf {
                     let mut params = FmmParams::new(order, (leaf > 0).then_some(leaf));
                     params.traversal = TraversalParams {

@@ -8,8 +8,9 @@
 //! and prices each with the backend's measured unit costs:
 //!
 //! - P2P: `sum_leaves 27 n_leaf^2` pairs times the time per pair;
-//! - M2L: `119 boxes` translations (the stencil's average, §3.5) times `w p^3` times the time per
-//!   unit (`w` the measured share of eq. (24)'s variable order, about 0.65);
+//! - M2L: `119 boxes` translations (the stencil's average, §3.5), each `a p^3 + b p^2` (the
+//!   multiply-adds and the per-degree overheads), times `w` (the measured share of eq. (24)'s
+//!   variable order, about 0.65);
 //! - P2M and L2P: `N p^2` times the time per point and coefficient, and the same per box for
 //!   M2M and L2L (`p^3`).
 //!
@@ -31,8 +32,12 @@ use crate::translate::{Geometry, Op, Operators, Scratch};
 pub struct CostModel {
     /// One source-target pair of the near field (potential and gradient).
     pub p2p_pair: f64,
-    /// One translation of order `p`, divided by `p^3`.
-    pub translation: f64,
+    /// One translation of order `p` costs `translation_p3 p^3 + translation_p2 p^2`: the
+    /// multiply-adds, and the per-degree and per-column overheads that dominate below
+    /// `p` of about 50 (measured at `p` = 12 and 36: 3.8 and 46 us).
+    pub translation_p3: f64,
+    /// See `translation_p3`.
+    pub translation_p2: f64,
     /// One point and coefficient of P2M or L2P.
     pub expansion: f64,
 }
@@ -45,11 +50,12 @@ impl CostModel {
     /// The CPU's unit costs, measured with [`CostModel::measure`] on the AVX-512 machine of
     /// docs/fmm.md (one thread).
     pub fn cpu() -> Self {
-        Self { p2p_pair: 0.75e-9, translation: 2.2e-9, expansion: 1.5e-9 }
+        Self { p2p_pair: 0.95e-9, translation_p3: 0.4e-9, translation_p2: 25e-9, expansion: 1.1e-9 }
     }
 
-    /// Measures the unit costs of this CPU on one thread at order `p` (a few tens of
-    /// milliseconds): a 2000 x 2000 near field, 400 M2L translations, P2M of 4000 points.
+    /// Measures the unit costs of this CPU on one thread around order `p` (a few tens of
+    /// milliseconds): a 2000 x 2000 near field, 400 M2L translations at `p` and at `2p/3`
+    /// (the two terms of the translation's cost), P2M of 4000 points.
     pub fn measure(isa: Isa, p: usize) -> Self {
         let p = p.clamp(2, MAX_ORDER);
         let n = 2000;
@@ -67,18 +73,28 @@ impl CostModel {
         let clock = Instant::now();
         parki_nearfield::free::laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, Some(&mut grad));
         let p2p_pair = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        let per_translation = |p: usize| {
+            let ops = Operators::new(p);
+            let yr: YRotation = ops.y_rotation(0.9);
+            let g = Geometry { yrot: &yr, azimuth: (0.6, 0.8), t: 3.0, h_in: 1.0, h_out: 1.0 };
+            let input = vec![0.01; p * p];
+            let mut out = vec![0.0; p * p];
+            let mut s = Scratch::new(p);
+            let reps = 400;
+            let clock = Instant::now();
+            for _ in 0..reps {
+                ops.translate(Op::M2L, &g, p, &input, &mut out, &mut s);
+            }
+            std::hint::black_box(&out);
+            clock.elapsed().as_secs_f64() / reps as f64
+        };
+        let (p1, p0) = (p as f64, (2 * p / 3).max(2) as f64);
+        let (t1, t0) = (per_translation(p), per_translation(p0 as usize));
+        // t = a p^3 + b p^2 through both points
+        let translation_p3 = ((t1 / (p1 * p1) - t0 / (p0 * p0)) / (p1 - p0)).max(0.0);
+        let translation_p2 = (t1 / (p1 * p1) - translation_p3 * p1).max(0.0);
         let ops = Operators::new(p);
-        let yr: YRotation = ops.y_rotation(0.9);
-        let g = Geometry { yrot: &yr, azimuth: (0.6, 0.8), t: 3.0, h_in: 1.0, h_out: 1.0 };
-        let input = vec![0.01; p * p];
         let mut out = vec![0.0; p * p];
-        let mut s = Scratch::new(p);
-        let reps = 400;
-        let clock = Instant::now();
-        for _ in 0..reps {
-            ops.translate(Op::M2L, &g, p, &input, &mut out, &mut s);
-        }
-        let translation = clock.elapsed().as_secs_f64() / (reps * p * p * p) as f64;
         let mut w = LaneScratch::new(p);
         let x4: Vec<[f64; 3]> = pts.iter().chain(pts.iter()).copied().collect();
         let q4 = vec![1.0; x4.len()];
@@ -86,7 +102,7 @@ impl CostModel {
         p2m_box(isa, &x4, &q4, [0.5; 3], 1.0, &ops.scalings, &mut out, &mut w);
         let expansion = clock.elapsed().as_secs_f64() / (x4.len() * p * p) as f64;
         std::hint::black_box((&pot, &grad, &out));
-        Self { p2p_pair, translation, expansion }
+        Self { p2p_pair, translation_p3, translation_p2, expansion }
     }
 
     /// Estimated seconds (one thread) of an evaluation with the given leaf counts and box count,
@@ -94,9 +110,11 @@ impl CostModel {
     pub fn estimate(&self, leaf_counts: &[usize], boxes: usize, p: usize, work: f64) -> f64 {
         let pairs: f64 = leaf_counts.iter().map(|&n| 27.0 * (n * n) as f64).sum();
         let points: usize = leaf_counts.iter().sum();
-        let p3 = (p * p * p) as f64;
+        let pf = p as f64;
+        // eq. (24) lowers the order; work = mean q^3/p^3, taken for both terms
+        let translation = self.translation_p3 * pf.powi(3) + self.translation_p2 * pf * pf;
         self.p2p_pair * pairs
-            + self.translation * p3 * (119.0 * work + 2.0) * boxes as f64
+            + translation * (119.0 * work + 2.0) * boxes as f64
             + 2.0 * self.expansion * (points * p * p) as f64
     }
 
