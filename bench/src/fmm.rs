@@ -145,7 +145,7 @@ fn main() {
     );
     let mut orders = if cli.order.is_empty() && cli.tolerance.is_empty() { vec![8] } else { cli.order.clone() };
     for &tol in &cli.tolerance {
-        let (p, _) = parki_fmm::for_tolerance(tol).expect("--tolerance in [1e-12, 1)");
+        let (p, _) = parki_fmm::for_tolerance(tol, true).expect("--tolerance in [1e-12, 1)");
         println!("# tolerance {tol:e}: order {p}");
         orders.push(p);
     }

@@ -7,7 +7,7 @@
 //! [problem]
 //! method = "fmm"
 //! kernel = "laplace"         # or "stokeslet"
-//! tolerance = 1e-8           # or fix the order in [fmm]
+//! tolerance = 1e-8           # of the potential (and of the field when it is written)
 //! periodic = [false, false, false]
 //!
 //! [sources]
@@ -176,7 +176,7 @@ fn setup(args: &RunArgs, ranks: usize) -> Result<Setup> {
     };
     let f = &cfg.fmm;
     let row = match p.tolerance {
-        Some(tol) => Some(for_tolerance_of(kernel, tol)?),
+        Some(tol) => Some(for_tolerance_of(kernel, tol, cfg.output.field.is_some())?),
         None => None,
     };
     let order = f.order.or(row.map(|r| r.0)).ok_or_else(|| Error::Missing {

@@ -9,8 +9,8 @@
 //!
 //! - P2P: `sum_leaves 27 n_leaf^2` pairs times the time per pair;
 //! - M2L: `119 boxes` translations (the stencil's average, §3.5), each `a p^3 + b p^2` (the
-//!   multiply-adds and the per-degree overheads), times `w` (the measured share of eq. (24)'s
-//!   variable order, about 0.65);
+//!   multiply-adds and the per-degree overheads, in the eight-lane batches of the M2L stage),
+//!   times `w` (the measured share of eq. (24)'s variable order, about 0.65);
 //! - P2M and L2P: `N p^2` times the time per point and coefficient, and the same per box for
 //!   M2M and L2L (`p^3`).
 //!
@@ -25,16 +25,17 @@ use crate::basis::MAX_ORDER;
 use crate::expansion::{p2m_box, LaneScratch};
 use crate::octree::SortedPoints;
 use crate::rotation::YRotation;
-use crate::translate::{Geometry, Op, Operators, Scratch};
+use crate::translate::{Geometry, LaneScratch8, Op, Operators};
 
 /// Seconds per unit of work on one thread of a backend.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
     /// One source-target pair of the near field (potential and gradient).
     pub p2p_pair: f64,
-    /// One translation of order `p` costs `translation_p3 p^3 + translation_p2 p^2`: the
-    /// multiply-adds, and the per-degree and per-column overheads that dominate below
-    /// `p` of about 50 (measured at `p` = 12 and 36: 3.8 and 46 us).
+    /// One translation of order `p` (in the eight-lane batches of the M2L stage) costs
+    /// `translation_p3 p^3 + translation_p2 p^2`: the multiply-adds, and the per-degree and
+    /// per-column overheads that dominate up to `p` of about 100 (measured at `p` = 12, 22 and
+    /// 38: 1.2, 4.3 and 13 us).
     pub translation_p3: f64,
     /// See `translation_p3`.
     pub translation_p2: f64,
@@ -50,7 +51,7 @@ impl CostModel {
     /// The CPU's unit costs, measured with [`CostModel::measure`] on the AVX-512 machine of
     /// docs/fmm.md (one thread).
     pub fn cpu() -> Self {
-        Self { p2p_pair: 0.95e-9, translation_p3: 0.4e-9, translation_p2: 25e-9, expansion: 1.1e-9 }
+        Self { p2p_pair: 0.95e-9, translation_p3: 0.04e-9, translation_p2: 7.5e-9, expansion: 1.1e-9 }
     }
 
     /// Measures the unit costs of this CPU on one thread around order `p` (a few tens of
@@ -77,16 +78,15 @@ impl CostModel {
             let ops = Operators::new(p);
             let yr: YRotation = ops.y_rotation(0.9);
             let g = Geometry { yrot: &yr, azimuth: (0.6, 0.8), t: 3.0, h_in: 1.0, h_out: 1.0 };
-            let input = vec![0.01; p * p];
-            let mut out = vec![0.0; p * p];
-            let mut s = Scratch::new(p);
-            let reps = 400;
+            let mut s = LaneScratch8::new(p);
+            s.input.fill([0.01; 8]);
+            let reps = 50;
             let clock = Instant::now();
             for _ in 0..reps {
-                ops.translate(Op::M2L, &g, p, &input, &mut out, &mut s);
+                ops.translate_lanes(Op::M2L, &g, p, &mut s);
             }
-            std::hint::black_box(&out);
-            clock.elapsed().as_secs_f64() / reps as f64
+            std::hint::black_box(&s.output);
+            clock.elapsed().as_secs_f64() / (8 * reps) as f64
         };
         let (p1, p0) = (p as f64, (2 * p / 3).max(2) as f64);
         let (t1, t0) = (per_translation(p), per_translation(p0 as usize));

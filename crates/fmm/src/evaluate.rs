@@ -1,19 +1,23 @@
 //! One FMM evaluation on one process (seed 001, §2): trees, P2M, M2M, the dual traversal,
 //! M2L, L2L, L2P and P2P, results in the caller's order with per-stage times.
 
+use std::collections::HashMap;
+
 use parki_core::isa::Isa;
 use parki_core::par::DisjointSlice;
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
 use parki_nearfield::free::{laplace, stokeslet, FreeSources};
-use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
+use rayon::prelude::{
+    IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
+};
 
 use crate::basis::MAX_ORDER;
 use crate::cost::CostModel;
 use crate::expansion::{l2p_box, p2m_box, LaneScratch};
 use crate::octree::{OctBox, RootCube, SortedPoints};
 use crate::rotation::YRotation;
-use crate::translate::{Geometry, Op, Operators, Scratch};
+use crate::translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
 use crate::traversal::{traverse, Lists, TraversalParams};
 
 /// The FMM's parameters.
@@ -60,50 +64,52 @@ impl FmmParams {
     }
 }
 
-/// Measured `(error, order)`, loosest first (see [`for_tolerance`]): for each order, the worst
-/// of the relative l2 errors of the potential and of the gradient, on the uniform cube and on
-/// the Plummer sphere (1e5 points, standard normal charges, 300 sampled targets, the leaf size
-/// of the CPU's cost model, the default traversal; docs/fmm.md §2). The Plummer sphere is the
-/// worse at every order (up to 60x at p = 40): its deep, uneven tree has more translations
-/// between boxes of different sizes near the admissibility bound.
-pub const TOLERANCE_TABLE: [(f64, usize); 26] = [
-    (9.8e-3, 4),
-    (1.6e-3, 6),
-    (2.5e-4, 8),
-    (7.3e-5, 10),
-    (3.7e-5, 12),
-    (1.1e-5, 14),
-    (3.9e-6, 16),
-    (1.1e-6, 18),
-    (5.5e-7, 20),
-    (7.4e-8, 22),
-    (3.3e-8, 24),
-    (1.3e-8, 26),
-    (6.0e-9, 30),
-    (2.4e-9, 32),
-    (9.2e-10, 34),
-    (4.3e-10, 36),
-    (2.1e-10, 38),
-    (1.1e-10, 40),
-    (4.9e-11, 42),
-    (2.1e-11, 44),
-    (8.8e-12, 46),
-    (3.7e-12, 48),
-    (1.6e-12, 50),
-    (7.2e-13, 52),
-    (1.8e-13, 56),
-    (4.4e-14, 60),
+/// Measured `(order, potential error, gradient error)`, loosest first (see [`for_tolerance`]):
+/// for each order, the worst of the relative l2 errors on the uniform cube and the Plummer
+/// sphere at 1e5 points (seed 1) and at 2e4 points (seeds 1 and 5 for Plummer), standard normal
+/// charges, 300-500 sampled targets, the leaf size of the CPU's cost model, the default
+/// traversal (docs/fmm.md §2; `parki-bench-fmm --n N --cloud uniform,plummer --order 4,6,...,60
+/// --seed S`). The Plummer sphere is the worst at every order, and the smaller set: at p = 24
+/// its potential's error is 8.2e-8 at 2e4 points, 3.3e-8 at 1e5 and 8.8e-9 at 4e5.
+pub const TOLERANCE_TABLE: [(usize, f64, f64); 27] = [
+    (4, 5.8e-03, 9.8e-03),
+    (6, 7.9e-04, 1.6e-03),
+    (8, 1.8e-04, 3.2e-04),
+    (10, 6.7e-05, 8.1e-05),
+    (12, 2.2e-05, 3.7e-05),
+    (14, 7.9e-06, 1.2e-05),
+    (16, 2.7e-06, 4.3e-06),
+    (18, 1.1e-06, 1.2e-06),
+    (20, 5.1e-07, 5.3e-07),
+    (22, 2.0e-07, 3.4e-07),
+    (24, 8.2e-08, 1.6e-07),
+    (26, 3.4e-08, 6.7e-08),
+    (28, 1.2e-08, 2.0e-08),
+    (30, 4.8e-09, 1.0e-08),
+    (32, 1.9e-09, 5.3e-09),
+    (34, 8.1e-10, 2.6e-09),
+    (36, 3.6e-10, 9.8e-10),
+    (38, 2.0e-10, 3.8e-10),
+    (40, 6.8e-11, 1.8e-10),
+    (42, 3.0e-11, 9.2e-11),
+    (44, 1.5e-11, 4.1e-11),
+    (46, 7.2e-12, 1.5e-11),
+    (48, 3.3e-12, 5.8e-12),
+    (50, 1.6e-12, 8.6e-13),
+    (52, 6.9e-13, 4.2e-13),
+    (56, 1.1e-13, 9.7e-14),
+    (60, 2.1e-14, 2.7e-14),
 ];
 
-/// The order for a relative l2 tolerance (of the potential, and of the gradient when it is
-/// computed): the first row of [`TOLERANCE_TABLE`] whose measured error is at most a quarter
-/// of `tol`, and the row's index. The leaf size is left to the cost model. (The margin of 4:
-/// on clustered sets the error on a few hundred sampled targets varies by 3x with the sample
-/// and the set's size: Plummer, 2e4 points, p = 24 measured 3.8e-8 and 1.2e-7.)
+/// The order for a relative l2 tolerance of the potential and, with `gradient`, of the
+/// gradient too: the first row of [`TOLERANCE_TABLE`] whose measured errors are at most a
+/// quarter of `tol`, and the row's index. The leaf size is left to the cost model. (The margin
+/// of 4: on clustered sets the error on a few hundred sampled targets varies by 3x with the
+/// sample and the set's size: Plummer, 2e4 points, p = 24 measured 3.8e-8 and 1.2e-7.)
 ///
 /// # Errors
 /// [`Error::OutOfRange`] naming `problem.tolerance` outside `[1e-12, 1)`.
-pub fn for_tolerance(tol: f64) -> Result<(usize, usize)> {
+pub fn for_tolerance(tol: f64, gradient: bool) -> Result<(usize, usize)> {
     if !(tol.is_finite() && (1e-12..1.0).contains(&tol)) {
         return Err(Error::OutOfRange {
             field: "problem.tolerance".into(),
@@ -111,22 +117,25 @@ pub fn for_tolerance(tol: f64) -> Result<(usize, usize)> {
             allowed: "1e-12 <= tolerance < 1".into(),
         });
     }
-    let row = TOLERANCE_TABLE.iter().position(|r| r.0 <= 0.25 * tol).unwrap_or(TOLERANCE_TABLE.len() - 1);
-    Ok((TOLERANCE_TABLE[row].1, row))
+    let row = TOLERANCE_TABLE
+        .iter()
+        .position(|r| r.1 <= 0.25 * tol && (!gradient || r.2 <= 0.25 * tol))
+        .unwrap_or(TOLERANCE_TABLE.len() - 1);
+    Ok((TOLERANCE_TABLE[row].0, row))
 }
 
 /// The order for a tolerance and a kernel: [`for_tolerance`] for Laplace; for the Stokeslet,
 /// whose velocity combines four harmonic potentials and gradients with cancellation (measured
-/// up to 8x the harmonic errors at one order, docs/fmm.md), the order of `tol / 10`.
+/// up to 8x the harmonic errors at one order, docs/fmm.md), the gradient's order of `tol / 10`.
 ///
 /// # Errors
 /// As [`for_tolerance`].
-pub fn for_tolerance_of(kernel: FmmKernel, tol: f64) -> Result<(usize, usize)> {
-    for_tolerance(tol)?;
+pub fn for_tolerance_of(kernel: FmmKernel, tol: f64, gradient: bool) -> Result<(usize, usize)> {
+    for_tolerance(tol, gradient)?;
     match kernel {
-        FmmKernel::Laplace => for_tolerance(tol),
-        FmmKernel::Stokeslet => Ok(for_tolerance((tol / 10.0).max(1e-12))
-            .unwrap_or((TOLERANCE_TABLE[TOLERANCE_TABLE.len() - 1].1, TOLERANCE_TABLE.len() - 1))),
+        FmmKernel::Laplace => for_tolerance(tol, gradient),
+        FmmKernel::Stokeslet => Ok(for_tolerance((tol / 10.0).max(1e-12), true)
+            .unwrap_or((TOLERANCE_TABLE[TOLERANCE_TABLE.len() - 1].0, TOLERANCE_TABLE.len() - 1))),
     }
 }
 
@@ -436,7 +445,7 @@ fn run_with(
     let cube = stree.cube;
     stats.boxes = [stree.boxes.len(), ttree.boxes.len()];
     stats.depth = [stree.depth(), ttree.depth()];
-    let ops = Operators::new(p);
+    let ops = Operators::shared(p);
     let dens: Vec<Vec<f64>> = densities.iter().map(|d| stree.order.iter().map(|&i| d[i]).collect()).collect();
     let src = match forces {
         Some(f) => {
@@ -501,25 +510,50 @@ fn run_with(
     stats.m2l_work =
         lists.m2l.iter().map(|e| (e.order as f64 / p as f64).powi(3)).sum::<f64>() / lists.m2l.len().max(1) as f64;
 
-    // M2L into every target box.
+    // M2L by classes of one geometry (the same levels, offset and order): eight box pairs of a
+    // class per translation, every operation eight lanes wide. Within a class every target box
+    // appears once, so its pairs run in parallel; the classes run one after the other, in the
+    // order of their first appearance (the sums are the same at any thread count).
     let mut locals = vec![0.0; ttree.boxes.len() * bs];
     times.time(FmmStage::M2L, || {
         let yrots: Vec<YRotation> =
             lists.betas.clone().into_par_iter().with_min_len(split).map(|b| ops.y_rotation(b)).collect();
-        locals.par_chunks_mut(bs).with_min_len(split).enumerate().for_each_init(
-            || Scratch::new(p),
-            |scr, (i, out)| {
-                let tb = &ttree.boxes[i];
-                for e in lists.m2l_of(i) {
-                    let sb = &stree.boxes[e.source as usize];
-                    let g = geometry(&cube, sb, tb, &yrots[e.beta as usize]);
-                    let s = e.source as usize;
-                    for (o, m) in out.chunks_mut(p2).zip(multipoles[s * bs..(s + 1) * bs].chunks(p2)) {
-                        ops.translate(Op::M2L, &g, e.order as usize, m, o, scr);
+        let classes = m2l_classes(&lists, ttree, &stree);
+        let locals_w = DisjointSlice::new(&mut locals);
+        for class in &classes {
+            let (t0, s0) = class.pairs[0];
+            let g = geometry(&cube, &stree.boxes[s0 as usize], &ttree.boxes[t0 as usize], &yrots[class.beta as usize]);
+            let q = class.order as usize;
+            let nq = q * q;
+            class.pairs.par_chunks(8).with_min_len(if split == 1 { 4 } else { split }).for_each_init(
+                || LaneScratch8::new(p),
+                |w, chunk| {
+                    for c in 0..nc {
+                        for (l, &(_, sb)) in chunk.iter().enumerate() {
+                            let m = &multipoles[sb as usize * bs + c * p2..];
+                            for (x, &v) in w.input[..nq].iter_mut().zip(&m[..nq]) {
+                                x[l] = v;
+                            }
+                        }
+                        for l in chunk.len()..8 {
+                            for x in &mut w.input[..nq] {
+                                x[l] = 0.0;
+                            }
+                        }
+                        ops.translate_lanes(Op::M2L, &g, q, w);
+                        for (l, &(tb, _)) in chunk.iter().enumerate() {
+                            let o = tb as usize * bs + c * p2;
+                            // SAFETY: a class holds each target box once and its chunks are
+                            // disjoint, so no two tasks write one box's coefficients.
+                            let out = unsafe { locals_w.range_mut(o, o + nq) };
+                            for (y, x) in out.iter_mut().zip(&w.output[..nq]) {
+                                *y += x[l];
+                            }
+                        }
                     }
-                }
-            },
-        );
+                },
+            );
+        }
     });
 
     // Downward pass: L2L level by level.
@@ -650,6 +684,34 @@ fn run_with(
     }
     stats.times = times;
     Core { values, order: ttree.order.clone(), stats }
+}
+
+/// M2L translations of one geometry: target and source levels, offset, order.
+struct M2lClass {
+    beta: u32,
+    order: u8,
+    /// `(target box, source box)`, each target once.
+    pairs: Vec<(u32, u32)>,
+}
+
+/// The M2L entries grouped by geometry, classes in the order of their first entry.
+fn m2l_classes(lists: &Lists, ttree: &crate::octree::Octree, stree: &crate::octree::Octree) -> Vec<M2lClass> {
+    let mut index: HashMap<(u8, u8, [i64; 3], u8), usize> = HashMap::new();
+    let mut classes: Vec<M2lClass> = Vec::new();
+    for (i, tb) in ttree.boxes.iter().enumerate() {
+        let ct = RootCube::centre_units(tb);
+        for e in lists.m2l_of(i) {
+            let sb = &stree.boxes[e.source as usize];
+            let cs = RootCube::centre_units(sb);
+            let key = (tb.level, sb.level, [ct[0] - cs[0], ct[1] - cs[1], ct[2] - cs[2]], e.order);
+            let k = *index.entry(key).or_insert_with(|| {
+                classes.push(M2lClass { beta: e.beta, order: e.order, pairs: Vec::new() });
+                classes.len() - 1
+            });
+            classes[k].pairs.push((i as u32, e.source));
+        }
+    }
+    classes
 }
 
 /// Parallel iteration over a slice with rayon's minimum split length.

@@ -29,5 +29,5 @@ pub use evaluate::{
     StokesletOutput, TOLERANCE_TABLE,
 };
 pub use octree::{OctBox, Octree, RootCube};
-pub use translate::{Geometry, Op, Operators, Scratch};
+pub use translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
 pub use traversal::{traverse, Lists, M2lEntry, TraversalParams};

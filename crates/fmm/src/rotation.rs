@@ -263,3 +263,146 @@ impl YRotation {
         }
     }
 }
+
+/// Eight expansions side by side: coefficient `i` of expansion `l` at `v[i][l]`.
+pub type Lanes8 = [f64; 8];
+
+/// The two eight-lane operations of the batched translations, written per instruction set so
+/// that the lanes (not the coefficients, with gathers) are what the vector registers hold.
+pub trait Ops8: Copy {
+    /// `acc += w x`.
+    fn fma(self, w: f64, x: &Lanes8, acc: &mut Lanes8);
+    /// `a x + b y`.
+    fn lincomb(self, a: f64, x: &Lanes8, b: f64, y: &Lanes8) -> Lanes8;
+}
+
+/// Portable eight-lane operations.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Portable8;
+
+impl Ops8 for Portable8 {
+    #[inline(always)]
+    fn fma(self, w: f64, x: &Lanes8, acc: &mut Lanes8) {
+        for l in 0..8 {
+            acc[l] = w.mul_add(x[l], acc[l]);
+        }
+    }
+    #[inline(always)]
+    fn lincomb(self, a: f64, x: &Lanes8, b: f64, y: &Lanes8) -> Lanes8 {
+        let mut o = [0.0; 8];
+        for l in 0..8 {
+            o[l] = a.mul_add(x[l], b * y[l]);
+        }
+        o
+    }
+}
+
+/// AVX-512F eight-lane operations: one `zmm` register per lane group. A value exists only where
+/// the CPU has AVX-512F ([`Avx512x8::new`] checks), so its methods never execute an instruction
+/// the CPU lacks; they become vector code inside the `#[target_feature]` functions that use it.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx512x8 {
+    _checked: (),
+}
+
+impl Avx512x8 {
+    /// The operations, if this CPU has AVX-512F and FMA.
+    pub fn new() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+                return Some(Self { _checked: () });
+            }
+        }
+        None
+    }
+}
+
+impl Ops8 for Avx512x8 {
+    #[inline(always)]
+    fn fma(self, w: f64, x: &Lanes8, acc: &mut Lanes8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm512_fmadd_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_storeu_pd};
+            // SAFETY: `self` exists only on a CPU with AVX-512F (checked in `new`); the loads
+            // and the store touch exactly the 8 f64 of `x` and `acc`.
+            unsafe {
+                let r = _mm512_fmadd_pd(_mm512_set1_pd(w), _mm512_loadu_pd(x.as_ptr()), _mm512_loadu_pd(acc.as_ptr()));
+                _mm512_storeu_pd(acc.as_mut_ptr(), r);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Portable8.fma(w, x, acc)
+    }
+    #[inline(always)]
+    fn lincomb(self, a: f64, x: &Lanes8, b: f64, y: &Lanes8) -> Lanes8 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{
+                _mm512_fmadd_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_storeu_pd,
+            };
+            let mut o = [0.0; 8];
+            // SAFETY: as in `fma`; the loads and the store touch exactly `x`, `y` and `o`.
+            unsafe {
+                let by = _mm512_mul_pd(_mm512_set1_pd(b), _mm512_loadu_pd(y.as_ptr()));
+                let r = _mm512_fmadd_pd(_mm512_set1_pd(a), _mm512_loadu_pd(x.as_ptr()), by);
+                _mm512_storeu_pd(o.as_mut_ptr(), r);
+            }
+            o
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Portable8.lincomb(a, x, b, y)
+    }
+}
+
+/// [`rotate_z`] of eight expansions at once (one angle for all).
+#[inline(always)]
+pub fn rotate_z_lanes<O: Ops8>(o: O, v: &mut [Lanes8], q: usize, cs: &[(f64, f64)], transpose: bool) {
+    let sign = if transpose { -1.0 } else { 1.0 };
+    for n in 1..q {
+        let c0 = idx(n, 0);
+        for (k, &(c, s)) in cs.iter().enumerate().take(n + 1).skip(1) {
+            let s = sign * s;
+            let (vp, vm) = (v[c0 + k], v[c0 - k]);
+            v[c0 + k] = o.lincomb(c, &vp, s, &vm);
+            v[c0 - k] = o.lincomb(c, &vm, -s, &vp);
+        }
+    }
+}
+
+impl YRotation {
+    /// [`YRotation::apply`] of eight expansions at once, through `tmp` (at least `2q` lane
+    /// groups).
+    #[inline(always)]
+    pub fn apply_lanes<O: Ops8>(&self, o: O, v: &mut [Lanes8], q: usize, transpose: bool, tmp: &mut [Lanes8]) {
+        for n in 1..q {
+            let c0 = idx(n, 0);
+            let e = n + 1;
+            let base = self.offsets[n];
+            let (even_rows, even_cols) = (base, base + e * e);
+            let (odd_rows, odd_cols) = (base + 2 * e * e, base + 2 * e * e + n * n);
+            let (ev, od) = if transpose { (even_rows, odd_rows) } else { (even_cols, odd_cols) };
+            let (te, to) = tmp.split_at_mut(e);
+            te[..e].fill([0.0; 8]);
+            for j in 0..e {
+                let vj = v[c0 + j];
+                let line = &self.data[ev + j * e..ev + (j + 1) * e];
+                for (t, &w) in te[..e].iter_mut().zip(line) {
+                    o.fma(w, &vj, t);
+                }
+            }
+            to[..n].fill([0.0; 8]);
+            for j in 0..n {
+                let vj = v[c0 - 1 - j];
+                let line = &self.data[od + j * n..od + (j + 1) * n];
+                for (t, &w) in to[..n].iter_mut().zip(line) {
+                    o.fma(w, &vj, t);
+                }
+            }
+            v[c0..c0 + e].copy_from_slice(&te[..e]);
+            for j in 0..n {
+                v[c0 - 1 - j] = to[j];
+            }
+        }
+    }
+}

@@ -163,14 +163,15 @@ fn the_tolerance_holds_on_sets_outside_the_table() {
         let x = points(kind, n, 21);
         let mut r = Lcg(22);
         let q: Vec<f64> = (0..n).map(|_| r.normal()).collect();
-        let (order, _) = parki_fmm::for_tolerance(tol).unwrap();
+        let (order, _) = parki_fmm::for_tolerance(tol, true).unwrap();
         let out = evaluate(&x, &q, None, &FmmParams::new(order, None), Isa::detect(), Par::Rayon(2)).unwrap();
         let (ep, eg) = errors(&x, &q, &x, &out.potential, &out.gradient, 53);
         eprintln!("{kind} tol {tol:e}: p {order}, leaf {:?}: {ep:.2e} {eg:.2e}", out.stats.max_leaf);
         assert!(ep <= tol && eg <= tol, "{kind} tol {tol:e}: {ep:e} {eg:e}");
         assert!(ep >= tol * 1e-5 || tol <= 1e-12, "{kind} tol {tol:e}: {ep:e} far below the tolerance");
     }
-    assert!(parki_fmm::for_tolerance(1e-13).is_err() && parki_fmm::for_tolerance(f64::NAN).is_err());
+    assert!(parki_fmm::for_tolerance(1e-13, true).is_err() && parki_fmm::for_tolerance(f64::NAN, false).is_err());
+    assert!(parki_fmm::for_tolerance(1e-6, false).unwrap().0 < parki_fmm::for_tolerance(1e-6, true).unwrap().0);
 }
 
 /// Relative l2 error of Stokeslet velocities at every `stride`-th target.
@@ -205,7 +206,7 @@ fn stokeslet_by_four_harmonic_fmms() {
         let x: Vec<[f64; 3]> = points(kind, n, 31).iter().map(|p| [p[0] + 3.0, p[1] - 2.0, p[2]]).collect();
         let mut r = Lcg(32);
         let f: Vec<[f64; 3]> = (0..n).map(|_| [r.normal(), r.normal(), r.normal()]).collect();
-        let (order, _) = parki_fmm::for_tolerance_of(parki_fmm::FmmKernel::Stokeslet, tol).unwrap();
+        let (order, _) = parki_fmm::for_tolerance_of(parki_fmm::FmmKernel::Stokeslet, tol, true).unwrap();
         let out =
             evaluate_stokeslet(&x, &f, None, &FmmParams::new(order, Some(64)), Isa::detect(), Par::Rayon(2)).unwrap();
         let e = stokeslet_error(&x, &f, &x, &out.velocity, 41);

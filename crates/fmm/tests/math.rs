@@ -6,7 +6,7 @@ use parki_core::isa::Isa;
 use parki_fmm::basis::{add_gradient, gradient_coefficients, idx, regular, regular_lanes, Scalings, LANES};
 use parki_fmm::expansion::{l2p, l2p_box, m2p, p2m, p2m_box, LaneScratch};
 use parki_fmm::rotation::{angle_table, rot_y, rot_z, rotate_z, rotation_by_quadrature, YRotation};
-use parki_fmm::translate::{Geometry, Op, Operators, Scratch};
+use parki_fmm::translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
 
 /// Associated Legendre `P^_n^k(x)` without the Condon-Shortley phase, for `n < p`.
 fn legendre(x: f64, p: usize) -> Vec<Vec<f64>> {
@@ -318,4 +318,36 @@ fn vectorised_p2m_and_l2p_equal_the_scalar_ones() {
     let mut lanes = vec![[0.0; LANES]; p * p];
     regular_lanes(&[[v[0]; LANES], [v[1]; LANES], [v[2]; LANES]], p, &mut lanes);
     assert!(lanes.iter().zip(&reg).all(|(a, b)| a.iter().all(|x| x == b)));
+}
+
+#[test]
+fn eight_lane_translations_equal_the_single_ones() {
+    for p in [5usize, 13, 30] {
+        let ops = Operators::new(p);
+        let mut rng = Lcg(40 + p as u64);
+        let t = [2.0, -1.0, 3.0];
+        let yr = ops.y_rotation(polar(t));
+        let inputs: Vec<Vec<f64>> = (0..8).map(|_| (0..p * p).map(|_| rng.next() - 0.5).collect()).collect();
+        let mut lanes = LaneScratch8::new(p);
+        for op in [Op::M2L, Op::M2M, Op::L2L] {
+            for q in [p, p - 2] {
+                let g = geometry(&yr, t, 1.0, if op == Op::M2M { 2.0 } else { 0.5 });
+                for (i, c) in lanes.input.iter_mut().enumerate() {
+                    for l in 0..8 {
+                        c[l] = inputs[l][i];
+                    }
+                }
+                ops.translate_lanes(op, &g, q, &mut lanes);
+                let mut scratch = Scratch::new(p);
+                for (l, input) in inputs.iter().enumerate() {
+                    let mut out = vec![0.0; p * p];
+                    ops.translate(op, &g, q, input, &mut out, &mut scratch);
+                    for (i, (&o, y)) in out[..q * q].iter().zip(&lanes.output).enumerate() {
+                        let d = (o - y[l]).abs();
+                        assert!(d <= 1e-13 * o.abs().max(1e-3), "{op:?} p {p} q {q} lane {l} coef {i}: {d:e}");
+                    }
+                }
+            }
+        }
+    }
 }
