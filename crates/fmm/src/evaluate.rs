@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 
 use parki_core::isa::Isa;
-use parki_core::par::DisjointSlice;
+use parki_core::par::{DisjointSlice, ThreadScratch};
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
 use parki_nearfield::free::{laplace, stokeslet, FreeSources};
 use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
+    IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice,
+    ParallelSliceMut,
 };
 
 use crate::basis::MAX_ORDER;
@@ -310,7 +311,7 @@ pub fn evaluate(
 ) -> Result<FmmOutput> {
     params.validate()?;
     validate(sources, charges, targets.unwrap_or(sources))?;
-    let core = run(FmmKernel::Laplace, sources, &[charges], targets, params, isa, par);
+    let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par);
     let order = &core.order;
     let mut potential = vec![0.0; order.len()];
     for (k, &i) in order.iter().enumerate() {
@@ -387,18 +388,6 @@ struct Core {
     values: Vec<[f64; 4]>,
     order: Vec<usize>,
     stats: FmmStats,
-}
-
-fn run(
-    kernel: FmmKernel,
-    sources: &[[f64; 3]],
-    densities: &[&[f64]],
-    targets: Option<&[[f64; 3]]>,
-    params: &FmmParams,
-    isa: Isa,
-    par: Par,
-) -> Core {
-    run_with(kernel, sources, densities, None, targets, params, isa, par)
 }
 
 /// The evaluation: trees, the far field of every harmonic density, the near field of the
@@ -520,39 +509,43 @@ fn run_with(
             lists.betas.clone().into_par_iter().with_min_len(split).map(|b| ops.y_rotation(b)).collect();
         let classes = m2l_classes(&lists, ttree, &stree);
         let locals_w = DisjointSlice::new(&mut locals);
+        // One lane scratch per worker, made once for all classes.
+        let scratch = ThreadScratch::<LaneScratch8>::new(rayon::current_num_threads() + 1);
         for class in &classes {
             let (t0, s0) = class.pairs[0];
             let g = geometry(&cube, &stree.boxes[s0 as usize], &ttree.boxes[t0 as usize], &yrots[class.beta as usize]);
             let q = class.order as usize;
             let nq = q * q;
-            class.pairs.par_chunks(8).with_min_len(if split == 1 { 4 } else { split }).for_each_init(
-                || LaneScratch8::new(p),
-                |w, chunk| {
-                    for c in 0..nc {
-                        for (l, &(_, sb)) in chunk.iter().enumerate() {
-                            let m = &multipoles[sb as usize * bs + c * p2..];
-                            for (x, &v) in w.input[..nq].iter_mut().zip(&m[..nq]) {
-                                x[l] = v;
-                            }
-                        }
-                        for l in chunk.len()..8 {
-                            for x in &mut w.input[..nq] {
-                                x[l] = 0.0;
-                            }
-                        }
-                        ops.translate_lanes(Op::M2L, &g, q, w);
-                        for (l, &(tb, _)) in chunk.iter().enumerate() {
-                            let o = tb as usize * bs + c * p2;
-                            // SAFETY: a class holds each target box once and its chunks are
-                            // disjoint, so no two tasks write one box's coefficients.
-                            let out = unsafe { locals_w.range_mut(o, o + nq) };
-                            for (y, x) in out.iter_mut().zip(&w.output[..nq]) {
-                                *y += x[l];
-                            }
+            class.pairs.par_chunks(8).with_min_len(if split == 1 { 4 } else { split }).for_each(|chunk| {
+                let mut slot = scratch.slot(rayon::current_thread_index().map_or(0, |i| i + 1));
+                if slot.is_empty() {
+                    slot.push(LaneScratch8::new(p));
+                }
+                let w = &mut slot[0];
+                for c in 0..nc {
+                    for (l, &(_, sb)) in chunk.iter().enumerate() {
+                        let m = &multipoles[sb as usize * bs + c * p2..];
+                        for (x, &v) in w.input[..nq].iter_mut().zip(&m[..nq]) {
+                            x[l] = v;
                         }
                     }
-                },
-            );
+                    for l in chunk.len()..8 {
+                        for x in &mut w.input[..nq] {
+                            x[l] = 0.0;
+                        }
+                    }
+                    ops.translate_lanes(Op::M2L, &g, q, w);
+                    for (l, &(tb, _)) in chunk.iter().enumerate() {
+                        let o = tb as usize * bs + c * p2;
+                        // SAFETY: a class holds each target box once and its chunks are
+                        // disjoint, so no two tasks write one box's coefficients.
+                        let out = unsafe { locals_w.range_mut(o, o + nq) };
+                        for (y, x) in out.iter_mut().zip(&w.output[..nq]) {
+                            *y += x[l];
+                        }
+                    }
+                }
+            });
         }
     });
 
@@ -586,7 +579,7 @@ fn run_with(
         let out_w = DisjointSlice::new(&mut values);
         let with_grad = params.gradient;
         times.time(FmmStage::L2P, || {
-            leaves.par_iter_chunks(split).for_each_init(
+            leaves.par_iter().with_min_len(split).for_each_init(
                 || (LaneScratch::new(p), Vec::<f64>::new(), Vec::<[f64; 3]>::new()),
                 |(w, pot, grad), &li| {
                     let b = &ttree.boxes[li];
@@ -637,7 +630,8 @@ fn run_with(
         });
         let p2p_counts = times.time(FmmStage::P2P, || {
             leaves
-                .par_iter_chunks(split)
+                .par_iter()
+                .with_min_len(split)
                 .map_init(
                     || (Vec::new(), Vec::<f64>::new(), Vec::<[f64; 3]>::new()),
                     |(ranges, pot, grad): &mut LeafScratch, &li| {
@@ -712,16 +706,4 @@ fn m2l_classes(lists: &Lists, ttree: &crate::octree::Octree, stree: &crate::octr
         }
     }
     classes
-}
-
-/// Parallel iteration over a slice with rayon's minimum split length.
-trait ParIterChunks<T: Sync> {
-    fn par_iter_chunks(&self, min: usize) -> rayon::iter::MinLen<rayon::slice::Iter<'_, T>>;
-}
-
-impl<T: Sync> ParIterChunks<T> for Vec<T> {
-    fn par_iter_chunks(&self, min: usize) -> rayon::iter::MinLen<rayon::slice::Iter<'_, T>> {
-        use rayon::prelude::IntoParallelRefIterator;
-        self.par_iter().with_min_len(min)
-    }
 }

@@ -152,7 +152,6 @@ fn rotations_are_orthogonal_and_agree() {
             }
         }
     }
-    let _ = YRotation::new(0.3, &rotation_by_quadrature(&rot_z(0.0), &s), 3).order();
 }
 
 /// The direct potential of `(x, q)` at `y`.
@@ -190,7 +189,6 @@ fn polar(t: [f64; 3]) -> f64 {
 
 #[test]
 fn p2m_m2p_and_every_translation_against_direct_sums() {
-    let eta_star = 3f64.sqrt() / (4.0 - 3f64.sqrt());
     for p in [4usize, 8, 12, 16, 24] {
         let ops = Operators::new(p);
         let s = &ops.scalings;
@@ -267,7 +265,6 @@ fn p2m_m2p_and_every_translation_against_direct_sums() {
                 assert!((a - b).abs() < 1e-12 * b.abs().max(1.0), "L2L p {p}: {a} vs {b}");
             }
         }
-        assert!(eta_star < 0.77);
     }
 }
 
