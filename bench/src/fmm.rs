@@ -4,8 +4,13 @@
 //! the direct sum, and the ratio to the direct sum's time measured in the same process on those
 //! samples and scaled to every target.
 //!
+//! On several ranks (`mpirun`), each rank passes its block of rows to the distributed FMM
+//! (Morton partition, shared boxes, LET); times are the maximum over ranks and the errors are
+//! of the values in the caller's order.
+//!
 //! ```text
 //! parki-bench-fmm --n 100000,1000000 --order 8,12 --leaf 64
+//! mpirun -n 2 parki-bench-fmm --n 1000000 --tolerance 1e-6 --threads 1   # bench/fmm_scaling.sh
 //! ```
 //!
 //! Each run prints a table row and a JSON line (prefixed `json `) for the scripts.
@@ -13,12 +18,14 @@
 use std::time::Instant;
 
 use clap::Parser;
+use parki_comm::{ReduceOp, Universe};
 use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
 use parki_core::Par;
+use parki_decomp::split_range;
 use parki_fmm::cost::CostModel;
 use parki_fmm::traversal::TraversalParams;
-use parki_fmm::{evaluate, FmmOutput, FmmParams, FmmStage};
+use parki_fmm::{evaluate_distributed, FmmOutput, FmmParams, FmmStage};
 use parki_reference::generate::{particle_rng, Cloud};
 use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
@@ -94,13 +101,15 @@ fn direct(x: &[[f64; 3]], q: &[f64], sample: &[usize]) -> Vec<[f64; 4]> {
         .collect()
 }
 
-fn errors(out: &FmmOutput, reference: &[[f64; 4]], sample: &[usize]) -> (f64, f64) {
+/// The relative l2 errors of the potential and the gradient at the sampled targets
+/// (`values[k]`: sample `k`'s `[phi, grad]`).
+fn errors(values: &[[f64; 4]], reference: &[[f64; 4]]) -> (f64, f64) {
     let (mut ep, mut np, mut eg, mut ng) = (0.0, 0.0, 0.0, 0.0);
-    for (r, &j) in reference.iter().zip(sample) {
-        ep += (out.potential[j] - r[0]).powi(2);
+    for (r, v) in reference.iter().zip(values) {
+        ep += (v[0] - r[0]).powi(2);
         np += r[0] * r[0];
         for a in 0..3 {
-            eg += (out.gradient[j][a] - r[a + 1]).powi(2);
+            eg += (v[a + 1] - r[a + 1]).powi(2);
             ng += r[a + 1] * r[a + 1];
         }
     }
@@ -109,6 +118,14 @@ fn errors(out: &FmmOutput, reference: &[[f64; 4]], sample: &[usize]) -> (f64, f6
 
 fn main() {
     let cli = Cli::parse();
+    let universe = Universe::init().expect("MPI at MPI_THREAD_SERIALIZED");
+    let comm = universe.world();
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let say = |line: String| {
+        if rank == 0 {
+            println!("{line}");
+        }
+    };
     let threads =
         if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
@@ -124,12 +141,12 @@ fn main() {
         }
         return;
     }
-    println!(
-        "# parki-bench-fmm: {threads} threads, isa {isa:?}, stencil {}, variable order {}; times in s, errors relative l2 (potential, gradient)",
+    say(format!(
+        "# parki-bench-fmm: {ranks} rank(s) x {threads} threads, isa {isa:?}, stencil {}, variable order {}; times in s (max over ranks), errors relative l2 (potential, gradient)",
         !cli.no_stencil, !cli.fixed_order
-    );
+    ));
     let stages: Vec<&str> = FmmStage::ALL.iter().map(|s| s.name()).collect();
-    println!(
+    say(format!(
         "{:>9} {:>9} {:>3} {:>5} {:>8} {:>9} {:>9} {:>10} {:>6} {} {:>9}",
         "cloud",
         "N",
@@ -142,11 +159,11 @@ fn main() {
         "work",
         stages.join(" | "),
         "direct/x"
-    );
+    ));
     let mut orders = if cli.order.is_empty() && cli.tolerance.is_empty() { vec![8] } else { cli.order.clone() };
     for &tol in &cli.tolerance {
         let (p, _) = parki_fmm::for_tolerance(tol, true).expect("--tolerance in [1e-12, 1)");
-        println!("# tolerance {tol:e}: order {p}");
+        say(format!("# tolerance {tol:e}: order {p}"));
         orders.push(p);
     }
     let file = cli.points.as_ref().map(|path| {
@@ -180,9 +197,11 @@ fn main() {
             };
             let step = (n / cli.sample.max(1)).max(1);
             let sample: Vec<usize> = (0..n).step_by(step).collect();
+            // the direct sum on rank 0 (its time is the baseline of the ratio)
             let clock = Instant::now();
-            let reference = direct(&x, &q, &sample);
+            let reference = if rank == 0 { direct(&x, &q, &sample) } else { Vec::new() };
             let direct_all = clock.elapsed().as_secs_f64() * n as f64 / sample.len() as f64;
+            let rows = split_range(n, ranks, rank);
             for &order in &orders {
                 for &leaf in &cli.leaf {
                     let mut params = FmmParams::new(order, (leaf > 0).then_some(leaf));
@@ -193,17 +212,37 @@ fn main() {
                     };
                     let mut best: Option<(f64, FmmOutput)> = None;
                     for _ in 0..cli.repeat.max(1) {
+                        comm.barrier();
                         let clock = Instant::now();
-                        let out = evaluate(&x, &q, None, &params, isa, par).expect("fmm");
-                        let t = clock.elapsed().as_secs_f64();
+                        let out =
+                            evaluate_distributed(&comm, &x[rows.clone()], &q[rows.clone()], None, &params, isa, par)
+                                .expect("fmm");
+                        let t = comm.max(clock.elapsed().as_secs_f64());
                         if best.as_ref().is_none_or(|b| t < b.0) {
                             best = Some((t, out));
                         }
                     }
                     let (total, out) = best.expect("one evaluation");
-                    let (ep, eg) = errors(&out, &reference, &sample);
+                    // the sampled values, summed from the ranks holding them
+                    let mut at_sample = vec![[0.0; 4]; sample.len()];
+                    for (v, &j) in at_sample.iter_mut().zip(&sample) {
+                        if rows.contains(&j) {
+                            let g = out.gradient[j - rows.start];
+                            *v = [out.potential[j - rows.start], g[0], g[1], g[2]];
+                        }
+                    }
+                    let mut flat: Vec<f64> = at_sample.iter().flatten().copied().collect();
+                    comm.all_reduce(&mut flat, ReduceOp::Sum);
+                    let at_sample: Vec<[f64; 4]> = flat.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
                     let st = &out.stats;
-                    let per: Vec<String> = FmmStage::ALL.iter().map(|&s| format!("{:.3}", st.times.get(s))).collect();
+                    let mut stage_max: Vec<f64> = FmmStage::ALL.iter().map(|&s| st.times.get(s)).collect();
+                    comm.all_reduce(&mut stage_max, ReduceOp::Max);
+                    let let_mb = comm.sum(st.let_tree.bytes) as f64 / 1e6;
+                    if rank != 0 {
+                        continue;
+                    }
+                    let (ep, eg) = errors(&at_sample, &reference);
+                    let per: Vec<String> = stage_max.iter().map(|t| format!("{t:.3}")).collect();
                     println!(
                         "{:>9} {:>9} {:>3} {:>5} {:>8.3} {:>9.2e} {:>9.2e} {:>10} {:>6.3} {} {:>9.1}",
                         cloud_name,
@@ -218,10 +257,13 @@ fn main() {
                         per.join(" | "),
                         direct_all / total
                     );
-                    let stage_json: Vec<String> =
-                        FmmStage::ALL.iter().map(|&s| format!("\"{}\": {:.6}", s.name(), st.times.get(s))).collect();
+                    let stage_json: Vec<String> = FmmStage::ALL
+                        .iter()
+                        .zip(&stage_max)
+                        .map(|(&s, t)| format!("\"{}\": {t:.6}", s.name()))
+                        .collect();
                     println!(
-                        "json {{\"cloud\": \"{cloud_name}\", \"n\": {n}, \"order\": {order}, \"leaf\": {}, \"leaf_chosen\": {}, \"threads\": {threads}, \
+                        "json {{\"cloud\": \"{cloud_name}\", \"n\": {n}, \"order\": {order}, \"leaf\": {}, \"leaf_chosen\": {}, \"ranks\": {ranks}, \"threads\": {threads}, \"let_mb\": {let_mb:.3}, \
                          \"seconds\": {total:.6}, \"error_potential\": {ep:.4e}, \"error_gradient\": {eg:.4e}, \"m2l\": {}, \
                          \"m2l_work\": {:.4}, \"p2p_pairs\": {}, \"boxes\": {}, \"depth\": {}, \"direct_seconds\": {direct_all:.3}, \
                          \"stages\": {{{}}}}}",

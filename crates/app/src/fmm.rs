@@ -23,9 +23,10 @@
 //! stencil = true             # the paper's modified stencil (false: the 189-box list)
 //! ```
 //!
-//! The FMM runs on one rank in this version: a run on several ranks is refused with a clear
-//! error (the distributed FMM is the next step of its issue; `method = "treecode"` runs on any
-//! number of ranks).
+//! On several ranks each reads (or generates) its rows of every input, the distributed FMM
+//! ([`parki_fmm::distributed`]: Morton partition, shared boxes, the LET by one-sided MPI) sums
+//! over every rank's sources, and each rank writes its rows of the outputs; the report adds the
+//! LET's traffic.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
@@ -34,7 +35,9 @@ use parki_comm::{Comm, StageStats};
 use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
 use parki_fmm::traversal::TraversalParams;
-use parki_fmm::{evaluate, evaluate_stokeslet, for_tolerance_of, FmmKernel, FmmParams, FmmStats};
+use parki_fmm::{
+    evaluate_distributed, evaluate_stokeslet_distributed, for_tolerance_of, FmmKernel, FmmParams, FmmStats,
+};
 use parki_treecode::TreeKernel;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -126,7 +129,7 @@ struct Setup {
 }
 
 /// Reads and checks the run.toml (no collective calls).
-fn setup(args: &RunArgs, ranks: usize) -> Result<Setup> {
+fn setup(args: &RunArgs) -> Result<Setup> {
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| Error::Io { path: args.config.clone(), message: e.to_string() })?;
     let cfg: FmmConfig =
@@ -136,14 +139,6 @@ fn setup(args: &RunArgs, ranks: usize) -> Result<Setup> {
     }
     if args.repeat == Some(0) {
         return Err(repeat_error("--repeat"));
-    }
-    if ranks > 1 {
-        return Err(Error::Unsupported {
-            what: format!(
-                "method = \"fmm\" on {ranks} ranks: the FMM runs on one rank in this version (run it without mpirun, \
-                 or use method = \"treecode\", which runs on any number of ranks)"
-            ),
-        });
     }
     let p = &cfg.problem;
     if let Some(e) = p.equation.as_deref().filter(|&e| e != "particles") {
@@ -219,12 +214,13 @@ fn setup(args: &RunArgs, ranks: usize) -> Result<Setup> {
     Ok(Setup { cfg, kernel, params, choice, isa, threads, paths })
 }
 
-/// Runs an FMM run.toml (one rank; collective so that every rank agrees on the refusal).
+/// Runs an FMM run.toml over the ranks of `comm` (collective; every error is agreed on).
 pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let log = Log { on: !args.quiet && comm.rank() == 0 };
-    let Setup { cfg, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args, comm.size()))?;
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let Setup { cfg, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
     let p = &cfg.problem;
     if paths.is_empty() && !args.json {
         warn(
@@ -238,23 +234,27 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         FmmKernel::Laplace => TreeKernel::Coulomb,
         FmmKernel::Stokeslet => TreeKernel::Stokeslet,
     };
-    let src = particles(&cfg.sources, "sources", &args.config, Some(tk), 0, 1)?;
+    let src = comm.agree(particles(&cfg.sources, "sources", &args.config, Some(tk), rank, ranks))?;
     let (ns, sources, q) = (src.total, src.positions, src.inputs);
-    let targets = match &cfg.targets {
-        Some(t) => Some(particles(t, "targets", &args.config, None, 0, 1)?.positions),
-        None => None,
+    let (nt, trows, targets) = match &cfg.targets {
+        Some(t) => {
+            let r = comm.agree(particles(t, "targets", &args.config, None, rank, ranks))?;
+            (r.total, r.rows, Some(r.positions))
+        }
+        None => (ns, src.rows, None),
     };
-    let nt = targets.as_ref().map_or(ns, |t| t.len());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Resource { message: format!("a pool of {threads} threads: {e}") })?;
+    let pool = comm.agree(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| Error::Resource { message: format!("a pool of {threads} threads: {e}") }),
+    )?;
     let par = Par::with_threads(threads);
     log.line(&format!(
-        "fmm: {ns} sources, {nt} targets, kernel {}, order {}, {} x {threads} thread{}, {}",
+        "fmm: {ns} sources, {nt} targets, kernel {}, order {}, {ranks} rank{} x {threads} thread{}, {}",
         p.kernel,
         params.order,
-        "1 rank",
+        plural(ranks),
         plural(threads),
         isa.name()
     ));
@@ -270,12 +270,13 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         let out = pool.install(|| -> Result<(Vec<f64>, Vec<[f64; 3]>, FmmStats)> {
             match kernel {
                 FmmKernel::Laplace => {
-                    let o = evaluate(&sources, &q, targets.as_deref(), &params, isa, par)?;
+                    let o = evaluate_distributed(comm, &sources, &q, targets.as_deref(), &params, isa, par)?;
                     let field: Vec<[f64; 3]> = o.gradient.iter().map(|g| [-g[0], -g[1], -g[2]]).collect();
                     Ok((o.potential, field, o.stats))
                 }
                 FmmKernel::Stokeslet => {
-                    let o = evaluate_stokeslet(&sources, &forces, targets.as_deref(), &params, isa, par)?;
+                    let o =
+                        evaluate_stokeslet_distributed(comm, &sources, &forces, targets.as_deref(), &params, isa, par)?;
                     Ok((o.velocity.iter().flatten().copied().collect(), Vec::new(), o.stats))
                 }
             }
@@ -288,7 +289,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let check = args.check.or(cfg.run.check);
     let tgt = targets.as_deref().unwrap_or(&sources);
     let error = check.filter(|&k| k > 0).map(|k| {
-        let (m, l2, max) = check_error(comm, &pool, tk, &sources, &q, tgt, &(0..nt), nt, &u, k);
+        let (m, l2, max) = check_error(comm, &pool, tk, &sources, &q, tgt, &trows, nt, &u, k);
         log.line(&format!("check on {m} targets against the direct sum: relative l2 {l2:.3e}, relative max {max:.3e}"));
         json!({"targets": m, "relative_l2": l2, "relative_max": max, "tolerance": p.tolerance})
     });
@@ -307,25 +308,29 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
         let offset = outputs::create_npy(comm, path, &shape)?;
-        npy::write_rows(path, offset, 0, nv, &u)?;
+        let written = if trows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, trows.start, nv, &u) };
+        comm.agree(written)?;
     }
     if let Some(path) = staged.field() {
         let offset = outputs::create_npy(comm, path, &[nt, 3])?;
         let flat: Vec<f64> = field.iter().flatten().copied().collect();
-        npy::write_rows(path, offset, 0, 3, &flat)?;
+        let written = if trows.is_empty() { Ok(()) } else { npy::write_rows(path, offset, trows.start, 3, &flat) };
+        comm.agree(written)?;
     }
     let table_stats = StageStats::reduce(comm, &stats.times);
     let timings: serde_json::Map<String, Value> =
         table_stats.rows.iter().map(|&(s, lo, avg, hi)| (s.name().to_string(), min_avg_max((lo, avg, hi)))).collect();
     let total = table_stats.total.2;
-    let provenance = Provenance::new(&args.config, &args.command_line, started, 1);
+    // interaction counts summed over ranks (a box shared by several ranks counts on each)
+    let (m2l, p2p) = (comm.sum(stats.m2l as u64), comm.sum(stats.p2p[1]));
+    let provenance = Provenance::new(&args.config, &args.command_line, started, ranks);
     let report_json = json!({
         "provenance": provenance.to_json(),
         "method": "fmm",
         "kernel": p.kernel,
         "sources": ns,
         "targets": nt,
-        "ranks": 1,
+        "ranks": ranks,
         "tolerance": p.tolerance,
         "fmm": {
             "order": params.order,
@@ -341,7 +346,17 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "threads": threads,
         "boxes": {"sources": stats.boxes[0], "targets": stats.boxes[1]},
         "depth": {"sources": stats.depth[0], "targets": stats.depth[1]},
-        "interactions": {"m2l": stats.m2l, "m2l_work": stats.m2l_work, "p2p_leaf_pairs": stats.p2p[0], "p2p_pairs": stats.p2p[1]},
+        "let": {
+            "bytes": comm.sum(stats.let_tree.bytes),
+            "messages": comm.sum(stats.let_tree.messages),
+            "boxes_read": comm.sum(stats.let_tree.boxes as u64),
+            "multipoles_read": comm.sum(stats.let_tree.multipoles as u64),
+            "particles_read": comm.sum(stats.let_tree.particles as u64),
+            "shared_boxes": stats.let_tree.shared,
+            "rounds_max": comm.max(stats.let_tree.rounds as u64),
+            "owned_sources_min_max": [comm.min(stats.owned[0] as u64), comm.max(stats.owned[0] as u64)],
+        },
+        "interactions": {"m2l": m2l, "m2l_work": stats.m2l_work, "p2p_leaf_pairs": comm.sum(stats.p2p[0]), "p2p_pairs": p2p},
         "evaluations": repeat,
         "timings_seconds": timings,
         "evaluation_seconds": total,
@@ -358,9 +373,9 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         stats.max_leaf.0,
         if stats.max_leaf.1 { "cost model" } else { "run.toml" },
         stats.depth[0],
-        stats.m2l,
+        m2l,
         stats.m2l_work,
-        stats.p2p[1] as f64,
+        p2p as f64,
         nt as f64 / total.max(f64::MIN_POSITIVE)
     );
     if let Some(e) = &error {

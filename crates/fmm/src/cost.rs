@@ -121,16 +121,24 @@ impl CostModel {
     /// The leaf size of [`LEAF_CANDIDATES`] with the smallest estimate for `sorted` at order
     /// `p`, and the estimates of every candidate (`(leaf, seconds)`).
     pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64) -> (usize, Vec<(usize, f64)>) {
-        let mut best = (LEAF_CANDIDATES[0], f64::INFINITY);
-        let mut all = Vec::with_capacity(LEAF_CANDIDATES.len());
-        for &leaf in &LEAF_CANDIDATES {
-            let (counts, boxes) = sorted.leaf_counts(leaf);
-            let t = self.estimate(&counts, boxes, p, work);
-            all.push((leaf, t));
-            if t < best.1 {
-                best = (leaf, t);
-            }
-        }
-        (best.0, all)
+        let all: Vec<(usize, f64)> = LEAF_CANDIDATES
+            .iter()
+            .map(|&leaf| {
+                let (counts, boxes) = sorted.leaf_counts(leaf);
+                (leaf, self.estimate(&counts, boxes, p, work))
+            })
+            .collect();
+        (best_leaf(&all), all)
     }
+}
+
+/// The leaf size of the smallest estimate (the first of equal ones).
+pub fn best_leaf(estimates: &[(usize, f64)]) -> usize {
+    let mut best = (LEAF_CANDIDATES[0], f64::INFINITY);
+    for &(leaf, t) in estimates {
+        if t < best.1 {
+            best = (leaf, t);
+        }
+    }
+    best.0
 }

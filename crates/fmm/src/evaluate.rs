@@ -16,7 +16,7 @@ use rayon::prelude::{
 use crate::basis::MAX_ORDER;
 use crate::cost::CostModel;
 use crate::expansion::{l2p_box, p2m_box, LaneScratch};
-use crate::octree::{OctBox, RootCube, SortedPoints};
+use crate::octree::{OctBox, Octree, RootCube, SortedPoints};
 use crate::rotation::YRotation;
 use crate::translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
 use crate::traversal::{traverse, Lists, TraversalParams};
@@ -144,6 +144,8 @@ pub fn for_tolerance_of(kernel: FmmKernel, tol: f64, gradient: bool) -> Result<(
 /// tree and the traversal, which the paper leaves untimed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FmmStage {
+    /// Distributed: the root cube, the splitters and the particles to their ranks.
+    Partition,
     /// Source and target octrees.
     TreeBuild,
     /// Multipole expansions of the leaves ("S exp").
@@ -160,10 +162,14 @@ pub enum FmmStage {
     L2P,
     /// The near field ("Sparse").
     P2P,
+    /// Distributed: the shared boxes' sums and the reads of remote boxes, multipoles and
+    /// particles (the traversal's own time is under `Traversal`).
+    Let,
 }
 
 impl StageKind for FmmStage {
     const ALL: &'static [Self] = &[
+        FmmStage::Partition,
         FmmStage::TreeBuild,
         FmmStage::P2M,
         FmmStage::M2M,
@@ -171,11 +177,13 @@ impl StageKind for FmmStage {
         FmmStage::M2L,
         FmmStage::L2L,
         FmmStage::L2P,
+        FmmStage::Let,
         FmmStage::P2P,
     ];
 
     fn name(self) -> &'static str {
         match self {
+            FmmStage::Partition => "partition",
             FmmStage::TreeBuild => "tree build",
             FmmStage::P2M => "P2M",
             FmmStage::M2M => "M2M",
@@ -184,6 +192,7 @@ impl StageKind for FmmStage {
             FmmStage::L2L => "L2L",
             FmmStage::L2P => "L2P",
             FmmStage::P2P => "P2P",
+            FmmStage::Let => "LET",
         }
     }
 }
@@ -210,6 +219,29 @@ pub struct FmmStats {
     pub p2p: [u64; 2],
     /// Seconds per stage.
     pub times: StageTimes<FmmStage>,
+    /// Distributed: sources and targets this rank owned after the partition.
+    pub owned: [usize; 2],
+    /// Distributed: what the locally essential tree moved.
+    pub let_tree: LetStats,
+}
+
+/// What the locally essential tree of one rank moved (all zero on one process).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LetStats {
+    /// Boxes shared by several ranks (summed by one all-reduce).
+    pub shared: usize,
+    /// Remote box records read (the frontier's all-gather included).
+    pub boxes: usize,
+    /// Remote multipole expansions read.
+    pub multipoles: usize,
+    /// Remote particles read.
+    pub particles: usize,
+    /// Bytes read by one-sided gets.
+    pub bytes: u64,
+    /// One-sided gets.
+    pub messages: u64,
+    /// Traversal rounds that waited for remote children.
+    pub rounds: usize,
 }
 
 /// The result of an evaluation, in the caller's order.
@@ -223,7 +255,7 @@ pub struct FmmOutput {
     pub stats: FmmStats,
 }
 
-fn validate(sources: &[[f64; 3]], charges: &[f64], targets: &[[f64; 3]]) -> Result<()> {
+pub(crate) fn validate(sources: &[[f64; 3]], charges: &[f64], targets: &[[f64; 3]]) -> Result<()> {
     if charges.len() != sources.len() {
         return Err(Error::LengthMismatch {
             field: "sources.charges".into(),
@@ -340,6 +372,42 @@ pub fn evaluate_stokeslet(
     isa: Isa,
     par: Par,
 ) -> Result<StokesletOutput> {
+    validate_stokeslet(sources, forces, targets, params)?;
+    let cube = match targets {
+        Some(t) => RootCube::around(&[sources, t]),
+        None => RootCube::around(&[sources]),
+    };
+    let [f0, f1, f2, psi] = stokeslet_densities(sources, forces, &cube);
+    let mut p = *params;
+    p.gradient = true;
+    let core = run_with(FmmKernel::Stokeslet, sources, &[&f0, &f1, &f2, &psi], Some(forces), targets, &p, isa, par);
+    let mut velocity = vec![[0.0; 3]; core.order.len()];
+    for (k, &i) in core.order.iter().enumerate() {
+        velocity[i] = [core.values[k][0], core.values[k][1], core.values[k][2]];
+    }
+    Ok(StokesletOutput { velocity, stats: core.stats })
+}
+
+/// The four harmonic densities of the Stokeslet ([`FmmKernel::Stokeslet`]): the force
+/// components and `f . (x - c)`, `c` the centre of `cube`.
+pub(crate) fn stokeslet_densities(sources: &[[f64; 3]], forces: &[[f64; 3]], cube: &RootCube) -> [Vec<f64>; 4] {
+    let c = [0, 1, 2].map(|a| cube.origin[a] + 0.5 * cube.size);
+    let psi: Vec<f64> = sources
+        .iter()
+        .zip(forces)
+        .map(|(x, f)| f[0] * (x[0] - c[0]) + f[1] * (x[1] - c[1]) + f[2] * (x[2] - c[2]))
+        .collect();
+    let [f0, f1, f2] = [0, 1, 2].map(|a| forces.iter().map(|f| f[a]).collect());
+    [f0, f1, f2, psi]
+}
+
+/// The checks of [`evaluate_stokeslet`].
+pub(crate) fn validate_stokeslet(
+    sources: &[[f64; 3]],
+    forces: &[[f64; 3]],
+    targets: Option<&[[f64; 3]]>,
+    params: &FmmParams,
+) -> Result<()> {
     params.validate()?;
     if forces.len() != sources.len() {
         return Err(Error::LengthMismatch {
@@ -358,26 +426,7 @@ pub fn evaluate_stokeslet(
             }
         }
     }
-    let cube = match targets {
-        Some(t) => RootCube::around(&[sources, t]),
-        None => RootCube::around(&[sources]),
-    };
-    let c = [0, 1, 2].map(|a| cube.origin[a] + 0.5 * cube.size);
-    let fk: [Vec<f64>; 3] = [0, 1, 2].map(|a| forces.iter().map(|f| f[a]).collect());
-    let psi: Vec<f64> = sources
-        .iter()
-        .zip(forces)
-        .map(|(x, f)| f[0] * (x[0] - c[0]) + f[1] * (x[1] - c[1]) + f[2] * (x[2] - c[2]))
-        .collect();
-    let mut p = *params;
-    p.gradient = true;
-    let core =
-        run_with(FmmKernel::Stokeslet, sources, &[&fk[0], &fk[1], &fk[2], &psi], Some(forces), targets, &p, isa, par);
-    let mut velocity = vec![[0.0; 3]; core.order.len()];
-    for (k, &i) in core.order.iter().enumerate() {
-        velocity[i] = [core.values[k][0], core.values[k][1], core.values[k][2]];
-    }
-    Ok(StokesletOutput { velocity, stats: core.stats })
+    Ok(())
 }
 
 /// Per-thread buffers of the P2P stage: source runs, potentials and gradients of one leaf.
@@ -404,9 +453,6 @@ fn run_with(
     par: Par,
 ) -> Core {
     let p = params.order;
-    let p2 = p * p;
-    let nc = densities.len();
-    let split = min_len(par);
     let mut stats = FmmStats::default();
     let mut times = StageTimes::<FmmStage>::default();
 
@@ -431,10 +477,8 @@ fn run_with(
         (s, t)
     });
     let ttree = ttree_own.as_ref().unwrap_or(&stree);
-    let cube = stree.cube;
     stats.boxes = [stree.boxes.len(), ttree.boxes.len()];
     stats.depth = [stree.depth(), ttree.depth()];
-    let ops = Operators::shared(p);
     let dens: Vec<Vec<f64>> = densities.iter().map(|d| stree.order.iter().map(|&i| d[i]).collect()).collect();
     let src = match forces {
         Some(f) => {
@@ -442,18 +486,48 @@ fn run_with(
         }
         None => FreeSources::<f64>::new(&stree.points, &dens[0]),
     };
-    let txyz: [Vec<f64>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| y[a]).collect());
+    let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
+    let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+    let values =
+        far_and_near(kernel, ttree, &stree.boxes, &lists, &multipoles, &src, params, isa, par, &mut times, &mut stats);
+    stats.times = times;
+    Core { values, order: ttree.order.clone(), stats }
+}
 
-    // Rotations of the parent-child translations: polar angle acos(+-1/sqrt 3) of t.
-    let b0 = (1.0 / 3f64.sqrt()).acos();
-    let updown = [ops.y_rotation(b0), ops.y_rotation(std::f64::consts::PI - b0)];
-    let rot_for = |from: &OctBox, to: &OctBox| {
+/// The rotations of the parent-child translations (polar angle `acos(+-1/sqrt 3)` of `t`).
+struct ParentChild {
+    updown: [YRotation; 2],
+}
+
+impl ParentChild {
+    fn new(ops: &Operators) -> Self {
+        let b0 = (1.0 / 3f64.sqrt()).acos();
+        Self { updown: [ops.y_rotation(b0), ops.y_rotation(std::f64::consts::PI - b0)] }
+    }
+
+    /// The rotation of the translation from box `from` to box `to` (parent and child).
+    fn rot(&self, from: &OctBox, to: &OctBox) -> &YRotation {
         let up = RootCube::centre_units(to)[2] > RootCube::centre_units(from)[2];
-        &updown[if up { 0 } else { 1 }]
-    };
-    let bs = nc * p2;
+        &self.updown[if up { 0 } else { 1 }]
+    }
+}
 
-    // Upward pass: P2M at the leaves, then M2M level by level.
+/// The upward pass of `stree` for the densities `dens` (each in tree order): P2M at the leaves,
+/// then M2M level by level. Returns `densities * p^2` coefficients per box.
+pub(crate) fn upward(
+    stree: &Octree,
+    dens: &[Vec<f64>],
+    p: usize,
+    isa: Isa,
+    par: Par,
+    times: &mut StageTimes<FmmStage>,
+) -> Vec<f64> {
+    let p2 = p * p;
+    let bs = dens.len() * p2;
+    let split = min_len(par);
+    let cube = stree.cube;
+    let ops = Operators::shared(p);
+    let pc = ParentChild::new(&ops);
     let mut multipoles = vec![0.0; stree.boxes.len() * bs];
     times.time(FmmStage::P2M, || {
         multipoles.par_chunks_mut(bs).with_min_len(split).enumerate().for_each_init(
@@ -481,7 +555,7 @@ fn run_with(
                     let b = &stree.boxes[lo + j];
                     for ch in b.child_range() {
                         let child = &stree.boxes[ch];
-                        let g = geometry(&cube, child, b, rot_for(child, b));
+                        let g = geometry(&cube, child, b, pc.rot(child, b));
                         let cin = &below[(ch - hi) * bs..(ch - hi + 1) * bs];
                         for (o, i) in out.chunks_mut(p2).zip(cin.chunks(p2)) {
                             ops.translate(Op::M2M, &g, p, i, o, scr);
@@ -492,8 +566,38 @@ fn run_with(
         }
     });
 
-    // Dual traversal.
-    let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+    multipoles
+}
+
+/// M2L, L2L, L2P and P2P for the target tree `ttree` against the source boxes `sboxes` (of
+/// one root cube) with their `multipoles` ([`upward`]) and particles `src` (the boxes' point
+/// ranges), by the `lists` of a traversal. Returns the values per target in tree order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn far_and_near(
+    kernel: FmmKernel,
+    ttree: &Octree,
+    sboxes: &[OctBox],
+    lists: &Lists,
+    multipoles: &[f64],
+    src: &FreeSources<f64>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+    times: &mut StageTimes<FmmStage>,
+    stats: &mut FmmStats,
+) -> Vec<[f64; 4]> {
+    let p = params.order;
+    let p2 = p * p;
+    let nc = match kernel {
+        FmmKernel::Laplace => 1,
+        FmmKernel::Stokeslet => 4,
+    };
+    let bs = nc * p2;
+    let split = min_len(par);
+    let cube = ttree.cube;
+    let ops = Operators::shared(p);
+    let pc = ParentChild::new(&ops);
+    let txyz: [Vec<f64>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| y[a]).collect());
     stats.m2l = lists.m2l.len();
     stats.betas = lists.betas.len();
     stats.m2l_work =
@@ -507,13 +611,13 @@ fn run_with(
     times.time(FmmStage::M2L, || {
         let yrots: Vec<YRotation> =
             lists.betas.clone().into_par_iter().with_min_len(split).map(|b| ops.y_rotation(b)).collect();
-        let classes = m2l_classes(&lists, ttree, &stree);
+        let classes = m2l_classes(lists, ttree, sboxes);
         let locals_w = DisjointSlice::new(&mut locals);
         // One lane scratch per worker, made once for all classes.
         let scratch = ThreadScratch::<LaneScratch8>::new(rayon::current_num_threads() + 1);
         for class in &classes {
             let (t0, s0) = class.pairs[0];
-            let g = geometry(&cube, &stree.boxes[s0 as usize], &ttree.boxes[t0 as usize], &yrots[class.beta as usize]);
+            let g = geometry(&cube, &sboxes[s0 as usize], &ttree.boxes[t0 as usize], &yrots[class.beta as usize]);
             let q = class.order as usize;
             let nq = q * q;
             class.pairs.par_chunks(8).with_min_len(if split == 1 { 4 } else { split }).for_each(|chunk| {
@@ -561,7 +665,7 @@ fn run_with(
                     let b = &ttree.boxes[lo + j];
                     let pi = b.parent as usize;
                     let parent = &ttree.boxes[pi];
-                    let g = geometry(&cube, parent, b, rot_for(parent, b));
+                    let g = geometry(&cube, parent, b, pc.rot(parent, b));
                     for (o, i) in out.chunks_mut(p2).zip(above[pi * bs..(pi + 1) * bs].chunks(p2)) {
                         ops.translate(Op::L2L, &g, p, i, o, scr);
                     }
@@ -639,7 +743,7 @@ fn run_with(
                         let n = b.count();
                         ranges.clear();
                         ranges.extend(lists.p2p_of(li).iter().map(|&s| {
-                            let sb = &stree.boxes[s as usize];
+                            let sb = &sboxes[s as usize];
                             (sb.begin, sb.end)
                         }));
                         let pairs: u64 = ranges.iter().map(|r| ((r.1 - r.0) * n) as u64).sum();
@@ -652,7 +756,7 @@ fn run_with(
                         grad.resize(n, [0.0; 3]);
                         match kernel {
                             FmmKernel::Laplace => {
-                                laplace(isa, t, &src, ranges, pot, with_grad.then_some(&mut grad[..]));
+                                laplace(isa, t, src, ranges, pot, with_grad.then_some(&mut grad[..]));
                                 for k in 0..n {
                                     out[k][0] += pot[k];
                                     for i in 0..3 {
@@ -661,7 +765,7 @@ fn run_with(
                                 }
                             }
                             FmmKernel::Stokeslet => {
-                                stokeslet(isa, t, &src, ranges, grad);
+                                stokeslet(isa, t, src, ranges, grad);
                                 for k in 0..n {
                                     for i in 0..3 {
                                         out[k][i] += grad[k][i];
@@ -676,8 +780,7 @@ fn run_with(
         });
         stats.p2p = p2p_counts;
     }
-    stats.times = times;
-    Core { values, order: ttree.order.clone(), stats }
+    values
 }
 
 /// M2L translations of one geometry: target and source levels, offset, order.
@@ -689,13 +792,13 @@ struct M2lClass {
 }
 
 /// The M2L entries grouped by geometry, classes in the order of their first entry.
-fn m2l_classes(lists: &Lists, ttree: &crate::octree::Octree, stree: &crate::octree::Octree) -> Vec<M2lClass> {
+fn m2l_classes(lists: &Lists, ttree: &Octree, sboxes: &[OctBox]) -> Vec<M2lClass> {
     let mut index: HashMap<(u8, u8, [i64; 3], u8), usize> = HashMap::new();
     let mut classes: Vec<M2lClass> = Vec::new();
     for (i, tb) in ttree.boxes.iter().enumerate() {
         let ct = RootCube::centre_units(tb);
         for e in lists.m2l_of(i) {
-            let sb = &stree.boxes[e.source as usize];
+            let sb = &sboxes[e.source as usize];
             let cs = RootCube::centre_units(sb);
             let key = (tb.level, sb.level, [ct[0] - cs[0], ct[1] - cs[1], ct[2] - cs[2]], e.order);
             let k = *index.entry(key).or_insert_with(|| {

@@ -16,17 +16,21 @@
 
 pub mod basis;
 pub mod cost;
+pub mod distributed;
 pub mod evaluate;
 pub mod expansion;
+pub mod let_tree;
 pub mod octree;
+pub mod partition;
 pub mod rotation;
 pub mod translate;
 pub mod traversal;
 
 pub use basis::{idx, regular, Scalings, MAX_ORDER};
+pub use distributed::{evaluate_distributed, evaluate_stokeslet_distributed};
 pub use evaluate::{
     evaluate, evaluate_stokeslet, for_tolerance, for_tolerance_of, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats,
-    StokesletOutput, TOLERANCE_TABLE,
+    LetStats, StokesletOutput, TOLERANCE_TABLE,
 };
 pub use octree::{OctBox, Octree, RootCube};
 pub use translate::{Geometry, LaneScratch8, Op, Operators, Scratch};

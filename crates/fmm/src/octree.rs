@@ -46,6 +46,13 @@ impl OctBox {
     pub fn child_range(&self) -> std::ops::Range<usize> {
         self.first_child as usize..self.first_child as usize + self.children as usize
     }
+
+    /// The Morton keys of the box: `[first, last]` (every point of the box has a key in it).
+    pub fn key_range(&self) -> [u64; 2] {
+        let shift = 3 * (MAX_LEVEL - self.level as usize);
+        let k = spread(self.anchor[0] as u64) | spread(self.anchor[1] as u64) << 1 | spread(self.anchor[2] as u64) << 2;
+        [k << shift, (k << shift) | ((1u64 << shift) - 1)]
+    }
 }
 
 /// The root cube shared by the source and target trees.
@@ -61,16 +68,13 @@ impl RootCube {
     /// The smallest cube holding every point of `sets` (edge enlarged by a relative 1e-9 so
     /// that the largest coordinate falls inside; edge 1 for a single point).
     pub fn around(sets: &[&[[f64; 3]]]) -> Self {
-        let mut lo = [f64::INFINITY; 3];
-        let mut hi = [f64::NEG_INFINITY; 3];
-        for set in sets {
-            for x in set.iter() {
-                for a in 0..3 {
-                    lo[a] = lo[a].min(x[a]);
-                    hi[a] = hi[a].max(x[a]);
-                }
-            }
-        }
+        let [lo, hi] = bounds(sets);
+        Self::from_bounds(lo, hi)
+    }
+
+    /// The cube of [`RootCube::around`] for points within `[lo, hi]` (the bounds of
+    /// [`bounds`]; infinite bounds: no points).
+    pub fn from_bounds(lo: [f64; 3], hi: [f64; 3]) -> Self {
         if !lo[0].is_finite() {
             return Self { origin: [0.0; 3], size: 1.0 };
         }
@@ -115,6 +119,22 @@ impl RootCube {
     }
 }
 
+/// The componentwise minimum and maximum over the points of `sets` (`[inf; 3]` and `[-inf; 3]`
+/// for none).
+pub fn bounds(sets: &[&[[f64; 3]]]) -> [[f64; 3]; 2] {
+    let mut lo = [f64::INFINITY; 3];
+    let mut hi = [f64::NEG_INFINITY; 3];
+    for set in sets {
+        for x in set.iter() {
+            for a in 0..3 {
+                lo[a] = lo[a].min(x[a]);
+                hi[a] = hi[a].max(x[a]);
+            }
+        }
+    }
+    [lo, hi]
+}
+
 /// The 21 low bits of `v` spread to every third bit.
 fn spread(v: u64) -> u64 {
     let mut x = v & 0x1f_ffff;
@@ -147,9 +167,21 @@ impl SortedPoints {
         Self { cube, keys, order, points: sorted }
     }
 
+    /// The sorted keys.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// The number of points with keys in `[first, last]`.
+    pub fn count_keys(&self, first: u64, last: u64) -> usize {
+        self.keys.partition_point(|&k| k <= last) - self.keys.partition_point(|&k| k < first)
+    }
+
     /// The boxes of the tree with leaves of at most `max_leaf` points, breadth first, and the
-    /// level offsets.
-    fn boxes(&self, max_leaf: usize) -> (Vec<OctBox>, Vec<usize>) {
+    /// level offsets; a box whose keys strictly enclose one of the sorted `splitters` (a key
+    /// that is not its first) is split whatever its count (the local part of a distributed
+    /// tree, whose shared boxes hold more points on other ranks).
+    fn boxes(&self, max_leaf: usize, splitters: &[u64]) -> (Vec<OctBox>, Vec<usize>) {
         let keys = &self.keys;
         let mut boxes = vec![OctBox {
             level: 0,
@@ -167,7 +199,7 @@ impl SortedPoints {
             let shift = 3 * (MAX_LEVEL - level - 1);
             for bi in lo..hi {
                 let b = boxes[bi];
-                if b.count() <= max_leaf.max(1) {
+                if b.count() <= max_leaf.max(1) && !encloses(&b, splitters) {
                     continue;
                 }
                 let first = boxes.len();
@@ -203,15 +235,29 @@ impl SortedPoints {
     /// The point counts of the leaves of the tree with leaves of at most `max_leaf` points,
     /// and the number of its boxes.
     pub fn leaf_counts(&self, max_leaf: usize) -> (Vec<usize>, usize) {
-        let (boxes, _) = self.boxes(max_leaf);
+        let (boxes, _) = self.boxes(max_leaf, &[]);
         (boxes.iter().filter(|b| b.is_leaf()).map(|b| b.count()).collect(), boxes.len())
     }
 
     /// The tree with leaves of at most `max_leaf` points.
     pub fn tree(&self, max_leaf: usize) -> Octree {
-        let (boxes, levels) = self.boxes(max_leaf);
+        self.tree_split(max_leaf, &[])
+    }
+
+    /// The tree with leaves of at most `max_leaf` points in which, besides, every box strictly
+    /// enclosing one of the sorted keys `splitters` is split (see [`encloses`]).
+    pub fn tree_split(&self, max_leaf: usize, splitters: &[u64]) -> Octree {
+        let (boxes, levels) = self.boxes(max_leaf, splitters);
         Octree { cube: self.cube, boxes, levels, order: self.order.clone(), points: self.points.clone() }
     }
+}
+
+/// Whether one of the sorted `splitters` lies strictly inside the keys of `b` (after its first
+/// key): such a box holds points of two ranks of a distributed tree.
+pub fn encloses(b: &OctBox, splitters: &[u64]) -> bool {
+    let [first, last] = b.key_range();
+    let i = splitters.partition_point(|&s| s <= first);
+    i < splitters.len() && splitters[i] <= last
 }
 
 /// An octree over one point set.
@@ -237,7 +283,6 @@ impl Octree {
         sorted.tree(max_leaf)
     }
 
-    /// Number of levels (the deepest box's level plus one).
     /// Number of levels (the deepest box's level plus one).
     pub fn depth(&self) -> usize {
         self.levels.len() - 1

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use crate::octree::{Octree, RootCube, MAX_LEVEL};
+use crate::octree::{OctBox, Octree, RootCube, MAX_LEVEL};
 
 /// The default admissibility bound `sqrt 3 / (4 - sqrt 3)`.
 pub fn eta_star() -> f64 {
@@ -115,78 +115,130 @@ fn csr<T: Copy>(rows: usize, mut pairs: Vec<(u32, T)>) -> (Vec<T>, Vec<usize>) {
     (pairs.into_iter().map(|p| p.1).collect(), offsets)
 }
 
-/// Traverses `targets` against `sources` (trees of one [`RootCube`]) for expansions of order
-/// `p`.
-pub fn traverse(targets: &Octree, sources: &Octree, p: usize, params: TraversalParams) -> Lists {
-    let mut lists = Lists::default();
-    if targets.boxes[0].count() == 0 || sources.boxes[0].count() == 0 {
-        lists.m2l_offsets = vec![0; targets.boxes.len() + 1];
-        lists.p2p_offsets = vec![0; targets.boxes.len() + 1];
-        return lists;
+/// A source tree the traversal descends: an [`Octree`], or the locally essential tree of a
+/// distributed evaluation, whose remote boxes' children are read on demand.
+pub trait SourceBoxes {
+    /// Box `s`.
+    fn source_box(&self, s: u32) -> &OctBox;
+    /// The children of box `s` (a non-leaf), or `None` while they are not known here.
+    fn known_children(&self, s: u32) -> Option<std::ops::Range<usize>>;
+}
+
+impl SourceBoxes for Octree {
+    fn source_box(&self, s: u32) -> &OctBox {
+        &self.boxes[s as usize]
     }
-    let half_diag = |level: u8| 3f64.sqrt() * (1u64 << (MAX_LEVEL - level as usize)) as f64;
-    let ln_eta = params.order_reference.ln();
-    let mut beta_index: HashMap<(bool, u64, u64), u32> = HashMap::new();
-    let mut m2l: Vec<(u32, M2lEntry)> = Vec::new();
-    let mut p2p: Vec<(u32, u32)> = Vec::new();
-    let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
-    while let Some((ai, bi)) = stack.pop() {
-        let a = &targets.boxes[ai as usize];
-        let b = &sources.boxes[bi as usize];
-        let ca = RootCube::centre_units(a);
-        let cb = RootCube::centre_units(b);
-        let t = [ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2]];
-        let d2 = (t[0] as f64).powi(2) + (t[1] as f64).powi(2) + (t[2] as f64).powi(2);
-        let (ra, rb) = (half_diag(a.level), half_diag(b.level));
-        let d = d2.sqrt();
-        let (rmax, rmin) = if ra >= rb { (ra, rb) } else { (rb, ra) };
-        let admissible = d > ra + rb && rmax <= params.eta * (1.0 + 1e-12) * (d - rmin);
-        if admissible {
-            let eta = rmax / (d - rmin);
-            let order = if params.variable_order {
-                ((p as f64 * ln_eta / eta.ln()) * (1.0 - 1e-12)).ceil().clamp(1.0, p as f64) as usize
-            } else {
-                p
+    fn known_children(&self, s: u32) -> Option<std::ops::Range<usize>> {
+        Some(self.boxes[s as usize].child_range())
+    }
+}
+
+/// The state of a dual traversal that may stop at source boxes whose children are not known
+/// yet and resume once they are ([`Traverser::run`], [`Traverser::finish`]).
+pub struct Traverser {
+    p: usize,
+    params: TraversalParams,
+    betas: Vec<f64>,
+    beta_index: HashMap<(bool, u64, u64), u32>,
+    m2l: Vec<(u32, M2lEntry)>,
+    p2p: Vec<(u32, u32)>,
+}
+
+impl Traverser {
+    /// A traversal for expansions of order `p`.
+    pub fn new(p: usize, params: TraversalParams) -> Self {
+        Self { p, params, betas: Vec::new(), beta_index: HashMap::new(), m2l: Vec::new(), p2p: Vec::new() }
+    }
+
+    /// Processes the `(target, source)` pairs of `stack` and every pair they lead to; returns
+    /// the pairs that must split a source box whose children `sources` does not know.
+    pub fn run(&mut self, targets: &Octree, sources: &impl SourceBoxes, mut stack: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+        let params = self.params;
+        let p = self.p;
+        let half_diag = |level: u8| 3f64.sqrt() * (1u64 << (MAX_LEVEL - level as usize)) as f64;
+        let ln_eta = params.order_reference.ln();
+        let mut deferred = Vec::new();
+        while let Some((ai, bi)) = stack.pop() {
+            let a = &targets.boxes[ai as usize];
+            let b = sources.source_box(bi);
+            let ca = RootCube::centre_units(a);
+            let cb = RootCube::centre_units(b);
+            let t = [ca[0] - cb[0], ca[1] - cb[1], ca[2] - cb[2]];
+            let d2 = (t[0] as f64).powi(2) + (t[1] as f64).powi(2) + (t[2] as f64).powi(2);
+            let (ra, rb) = (half_diag(a.level), half_diag(b.level));
+            let d = d2.sqrt();
+            let (rmax, rmin) = if ra >= rb { (ra, rb) } else { (rb, ra) };
+            let admissible = d > ra + rb && rmax <= params.eta * (1.0 + 1e-12) * (d - rmin);
+            if admissible {
+                let eta = rmax / (d - rmin);
+                let order = if params.variable_order {
+                    ((p as f64 * ln_eta / eta.ln()) * (1.0 - 1e-12)).ceil().clamp(1.0, p as f64) as usize
+                } else {
+                    p
+                };
+                let tz2 = (t[2] * t[2]) as u64;
+                let n2 = (t[0] * t[0] + t[1] * t[1] + t[2] * t[2]) as u64;
+                let g = gcd(tz2, n2).max(1);
+                let key = (t[2] >= 0, tz2 / g, n2 / g);
+                let next = self.beta_index.len() as u32;
+                let betas = &mut self.betas;
+                let beta = *self.beta_index.entry(key).or_insert_with(|| {
+                    betas.push((t[2] as f64 / d).clamp(-1.0, 1.0).acos());
+                    next
+                });
+                self.m2l.push((ai, M2lEntry { source: bi, beta, order: order as u8 }));
+                continue;
+            }
+            // which box splits: the source (`Some(true)`), the target, or both
+            let split_source = match (a.is_leaf(), b.is_leaf()) {
+                (true, true) => {
+                    self.p2p.push((ai, bi));
+                    continue;
+                }
+                (true, false) => Some(true),
+                (false, true) => Some(false),
+                (false, false) if params.stencil => Some(b.level <= a.level),
+                (false, false) if a.level == b.level => None,
+                (false, false) => Some(a.level > b.level),
             };
-            let tz2 = (t[2] * t[2]) as u64;
-            let n2 = (t[0] * t[0] + t[1] * t[1] + t[2] * t[2]) as u64;
-            let g = gcd(tz2, n2).max(1);
-            let key = (t[2] >= 0, tz2 / g, n2 / g);
-            let next = beta_index.len() as u32;
-            let beta = *beta_index.entry(key).or_insert_with(|| {
-                lists.betas.push((t[2] as f64 / d).clamp(-1.0, 1.0).acos());
-                next
-            });
-            m2l.push((ai, M2lEntry { source: bi, beta, order: order as u8 }));
-            continue;
-        }
-        match (a.is_leaf(), b.is_leaf()) {
-            (true, true) => p2p.push((ai, bi)),
-            (true, false) => stack.extend(b.child_range().rev().map(|c| (ai, c as u32))),
-            (false, true) => stack.extend(a.child_range().rev().map(|c| (c as u32, bi))),
-            (false, false) => {
-                if params.stencil {
-                    if b.level <= a.level {
-                        stack.extend(b.child_range().rev().map(|c| (ai, c as u32)));
-                    } else {
-                        stack.extend(a.child_range().rev().map(|c| (c as u32, bi)));
-                    }
-                } else if a.level == b.level {
+            if split_source != Some(false) && sources.known_children(bi).is_none() {
+                deferred.push((ai, bi));
+                continue;
+            }
+            match split_source {
+                Some(true) => {
+                    let ch = sources.known_children(bi).unwrap_or(0..0);
+                    stack.extend(ch.rev().map(|c| (ai, c as u32)));
+                }
+                Some(false) => stack.extend(a.child_range().rev().map(|c| (c as u32, bi))),
+                None => {
+                    let ch = sources.known_children(bi).unwrap_or(0..0);
                     for c in a.child_range().rev() {
-                        for e in b.child_range().rev() {
+                        for e in ch.clone().rev() {
                             stack.push((c as u32, e as u32));
                         }
                     }
-                } else if a.level < b.level {
-                    stack.extend(a.child_range().rev().map(|c| (c as u32, bi)));
-                } else {
-                    stack.extend(b.child_range().rev().map(|c| (ai, c as u32)));
                 }
             }
         }
+        deferred
     }
-    let nt = targets.boxes.len();
-    (lists.m2l, lists.m2l_offsets) = csr(nt, m2l);
-    (lists.p2p, lists.p2p_offsets) = csr(nt, p2p);
-    lists
+
+    /// The lists, by target box of a tree of `nt` boxes.
+    pub fn finish(self, nt: usize) -> Lists {
+        let mut lists = Lists { betas: self.betas, ..Lists::default() };
+        (lists.m2l, lists.m2l_offsets) = csr(nt, self.m2l);
+        (lists.p2p, lists.p2p_offsets) = csr(nt, self.p2p);
+        lists
+    }
+}
+
+/// Traverses `targets` against `sources` (trees of one [`RootCube`]) for expansions of order
+/// `p`.
+pub fn traverse(targets: &Octree, sources: &Octree, p: usize, params: TraversalParams) -> Lists {
+    let mut t = Traverser::new(p, params);
+    if targets.boxes[0].count() > 0 && sources.boxes[0].count() > 0 {
+        t.run(targets, sources, vec![(0, 0)]);
+    }
+    t.finish(targets.boxes.len())
 }
