@@ -25,7 +25,8 @@ use parki_core::Par;
 use parki_decomp::split_range;
 use parki_fmm::cost::CostModel;
 use parki_fmm::traversal::TraversalParams;
-use parki_fmm::{evaluate_distributed, FmmOutput, FmmParams, FmmStage};
+use parki_fmm::{evaluate_distributed, evaluate_f32, FmmOutput, FmmParams, FmmStage, Precision};
+use parki_nearfield::free::{laplace, FreeSources};
 use parki_reference::generate::{particle_rng, Cloud};
 use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
@@ -72,6 +73,14 @@ struct Cli {
     /// of a cloud (a peer's points: bench/fmm_vs_fmm3d.sh).
     #[arg(long)]
     points: Option<std::path::PathBuf>,
+    /// The near field's arithmetic: f64 or f32 (the expansions stay in f64).
+    #[arg(long, default_value = "f64")]
+    precision: String,
+    /// The round-off benchmark (digest §8.4): positions and charges rounded to f32, the FMM in
+    /// f32 at each order against the f32 direct sum (sequential per target, and 16-lane
+    /// vectorised), both against the f64 direct sum of the same data, at each N.
+    #[arg(long)]
+    roundoff: bool,
     /// Print the cost model's unit costs measured on this machine (one thread) at each order
     /// and the built-in CPU model, then exit.
     #[arg(long)]
@@ -141,6 +150,15 @@ fn main() {
         }
         return;
     }
+    let precision = match cli.precision.as_str() {
+        "f64" => Precision::F64,
+        "f32" => Precision::F32,
+        other => panic!("--precision {other}: f64 or f32"),
+    };
+    if cli.roundoff {
+        roundoff(&cli, isa, par);
+        return;
+    }
     say(format!(
         "# parki-bench-fmm: {ranks} rank(s) x {threads} threads, isa {isa:?}, stencil {}, variable order {}; times in s (max over ranks), errors relative l2 (potential, gradient)",
         !cli.no_stencil, !cli.fixed_order
@@ -205,6 +223,7 @@ fn main() {
             for &order in &orders {
                 for &leaf in &cli.leaf {
                     let mut params = FmmParams::new(order, (leaf > 0).then_some(leaf));
+                    params.precision = precision;
                     params.traversal = TraversalParams {
                         stencil: !cli.no_stencil,
                         variable_order: !cli.fixed_order,
@@ -278,6 +297,74 @@ fn main() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The round-off benchmark (see `--roundoff`): prints, per N, the relative l2 errors of the
+/// potential of the f32 direct sums and of the f32 FMM at each order.
+fn roundoff(cli: &Cli, isa: Isa, par: Par) {
+    let orders = if cli.order.is_empty() { vec![4, 8, 12, 16, 20] } else { cli.order.clone() };
+    println!(
+        "# round-off: f32 data, relative l2 error of the potential against the f64 direct sum of the same data at \
+         {} sampled targets; charges {}",
+        cli.sample,
+        if cli.positive { "U(0, 1)" } else { "N(0, 1)" }
+    );
+    let heads: Vec<String> = orders.iter().map(|p| format!("FMM p={p}")).collect();
+    println!("{:>9} {:>9} {:>12} {:>12} {}", "cloud", "N", "direct seq", "direct simd", heads.join(" "));
+    for cloud_name in &cli.cloud {
+        let cloud = Cloud::from_name(cloud_name, "--cloud").expect("cloud");
+        for &n in &cli.n {
+            let x: Vec<[f32; 3]> = cloud.points(cli.seed, 0..n).iter().map(|p| p.map(|v| v as f32)).collect();
+            let q: Vec<f32> = (0..n)
+                .map(|j| {
+                    let mut g = particle_rng(cli.seed ^ 0xc4a7, j as u64);
+                    (if cli.positive { g.uniform() } else { g.normal() }) as f32
+                })
+                .collect();
+            let x64: Vec<[f64; 3]> = x.iter().map(|p| p.map(f64::from)).collect();
+            let q64: Vec<f64> = q.iter().map(|&v| f64::from(v)).collect();
+            let step = (n / cli.sample.max(1)).max(1);
+            let sample: Vec<usize> = (0..n).step_by(step).collect();
+            let reference: Vec<f64> = direct(&x64, &q64, &sample).iter().map(|r| r[0]).collect();
+            let err = |v: &[f64]| -> f64 {
+                let num: f64 = v.iter().zip(&reference).map(|(a, b)| (a - b).powi(2)).sum();
+                let den: f64 = reference.iter().map(|b| b * b).sum();
+                (num / den).sqrt()
+            };
+            // one target at a time, the sources in order, in f32 (a GPU thread's direct sum)
+            let seq: Vec<f64> = sample
+                .par_iter()
+                .map(|&j| {
+                    let y = x[j];
+                    let mut acc = 0f32;
+                    for (xi, &qi) in x.iter().zip(&q) {
+                        let d = [y[0] - xi[0], y[1] - xi[1], y[2] - xi[2]];
+                        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+                        if r2 > 0.0 {
+                            acc += qi / r2.sqrt();
+                        }
+                    }
+                    f64::from(acc)
+                })
+                .collect();
+            // the near-field kernel over every source: 16 lanes per target
+            let src = FreeSources::<f32>::new(&x64, &q64);
+            let t: [Vec<f32>; 3] = [0, 1, 2].map(|a| sample.iter().map(|&j| x[j][a]).collect());
+            let mut pot = vec![0f32; sample.len()];
+            laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, None);
+            let simd: Vec<f64> = pot.iter().map(|&v| f64::from(v)).collect();
+            let mut cols = Vec::new();
+            for &p in &orders {
+                let leaf = cli.leaf.first().copied().filter(|&l| l > 0);
+                let mut params = FmmParams::new(p, leaf);
+                params.gradient = false;
+                let out = evaluate_f32(&x, &q, None, &params, isa, par).expect("fmm");
+                let v: Vec<f64> = sample.iter().map(|&j| f64::from(out.potential[j])).collect();
+                cols.push(format!("{:>8.2e}", err(&v)));
+            }
+            println!("{:>9} {:>9} {:>12.2e} {:>12.2e} {}", cloud_name, n, err(&seq), err(&simd), cols.join(" "));
         }
     }
 }

@@ -8,6 +8,7 @@
 //! method = "fmm"
 //! kernel = "laplace"         # or "stokeslet"
 //! tolerance = 1e-8           # of the potential (and of the field when it is written)
+//! precision = "f64"          # or "f32": the near field in f32 (2.2x faster), results rounded
 //! periodic = [false, false, false]
 //!
 //! [sources]
@@ -36,7 +37,7 @@ use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
 use parki_fmm::traversal::TraversalParams;
 use parki_fmm::{
-    evaluate_distributed, evaluate_stokeslet_distributed, for_tolerance_of, FmmKernel, FmmParams, FmmStats,
+    evaluate_distributed, evaluate_stokeslet_distributed, for_tolerance_of, FmmKernel, FmmParams, FmmStats, Precision,
 };
 use parki_treecode::TreeKernel;
 use serde::Deserialize;
@@ -84,6 +85,9 @@ pub struct FmmProblem {
     pub tolerance: Option<f64>,
     /// Must be `[false, false, false]` (free space) if given.
     pub periodic: Option<Vec<bool>>,
+    /// `"f64"` (the default) or `"f32"`: the near field's arithmetic and the results' rounding
+    /// (the expansions stay in f64).
+    pub precision: Option<String>,
     /// Ignored (free space has no box); accepted so that a particle run.toml switches method by
     /// one line.
     #[serde(rename = "box")]
@@ -178,7 +182,28 @@ fn setup(args: &RunArgs) -> Result<Setup> {
         field: "fmm.order".into(),
         reason: "no problem.tolerance to choose it from".into(),
     })?;
+    let precision = match p.precision.as_deref() {
+        None | Some("f64") => Precision::F64,
+        Some("f32") => Precision::F32,
+        Some(other) => {
+            return Err(Error::OutOfRange {
+                field: "problem.precision".into(),
+                value: format!("\"{other}\""),
+                allowed: "\"f64\" or \"f32\"".into(),
+            })
+        }
+    };
+    if let (Precision::F32, Some(tol)) = (precision, p.tolerance) {
+        if tol < 1e-6 {
+            return Err(Error::OutOfRange {
+                field: "problem.tolerance".into(),
+                value: tol.to_string(),
+                allowed: ">= 1e-6 with precision = \"f32\" (its near field rounds at about 1e-7)".into(),
+            });
+        }
+    }
     let mut params = FmmParams::new(order, f.max_leaf);
+    params.precision = precision;
     params.traversal = TraversalParams { stencil: f.stencil.unwrap_or(true), ..TraversalParams::default() };
     params.gradient = kernel == FmmKernel::Laplace && cfg.output.field.is_some();
     params.validate()?;
@@ -336,6 +361,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             "order": params.order,
             "max_leaf": stats.max_leaf.0,
             "stencil": params.traversal.stencil,
+            "precision": if params.precision == Precision::F32 { "f32" } else { "f64" },
             "eta": params.traversal.eta,
             "variable_order_reference": params.traversal.order_reference,
             "harmonic_densities": if kernel == FmmKernel::Laplace { 1 } else { 4 },

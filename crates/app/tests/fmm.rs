@@ -90,7 +90,7 @@ fn check_files(dir: &Dir, out: &parki_fmm::FmmOutput, ranks: usize) {
 #[test]
 fn tolerance_chooses_the_order_and_is_met() {
     let dir = Dir::new("fmm-tolerance");
-    for (kernel, tol) in [("laplace", 1e-7), ("stokeslet", 1e-5)] {
+    for (kernel, tol, precision) in [("laplace", 1e-7, "f64"), ("stokeslet", 1e-5, "f64"), ("laplace", 1e-5, "f32")] {
         let cfg = dir.file(
             "run.toml",
             &format!(
@@ -99,6 +99,7 @@ fn tolerance_chooses_the_order_and_is_met() {
 method = "fmm"
 kernel = "{kernel}"
 tolerance = {tol:e}
+precision = "{precision}"
 
 [sources]
 generate = {{ distribution = "plummer", count = 20000, seed = 5 }}
@@ -115,6 +116,7 @@ check = 200
         succeeded(&run(&cfg));
         let r = report(&dir);
         assert_eq!(r["fmm"]["chosen_by"]["order"], "tolerance table", "{kernel}");
+        assert_eq!(r["fmm"]["precision"], precision);
         assert_eq!(r["fmm"]["chosen_by"]["max_leaf"], "cost model", "{kernel}");
         let e = r["error"]["relative_l2"].as_f64().unwrap();
         assert!(e < tol && e > tol * 1e-5, "{kernel}: error {e:.3e} against the tolerance {tol:e}");
@@ -127,7 +129,9 @@ fn bad_fmm_runs_are_named() {
     let base = |problem: &str, extra: &str| {
         format!("[problem]\nmethod = \"fmm\"\n{problem}\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 100 }}\n{extra}")
     };
-    let cases: [(String, &[&str]); 6] = [
+    let cases: [(String, &[&str]); 8] = [
+        (base("kernel = \"laplace\"\ntolerance = 1e-8\nprecision = \"f32\"", ""), &["problem.tolerance", "f32"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-5\nprecision = \"f16\"", ""), &["problem.precision", "f16"]),
         (base("kernel = \"yukawa\"\ntolerance = 1e-6", ""), &["problem.kernel", "yukawa", "treecode"]),
         (base("kernel = \"laplace\"\ntolerance = 1e-6\nperiodic = [true, false, false]", ""), &["problem.periodic"]),
         (base("kernel = \"laplace\"\ntolerance = 1e-14", ""), &["problem.tolerance"]),

@@ -32,6 +32,8 @@ use crate::translate::{Geometry, LaneScratch8, Op, Operators};
 pub struct CostModel {
     /// One source-target pair of the near field (potential and gradient).
     pub p2p_pair: f64,
+    /// The same in f32 ([`crate::Precision::F32`]).
+    pub p2p_pair_f32: f64,
     /// One translation of order `p` (in the eight-lane batches of the M2L stage) costs
     /// `translation_p3 p^3 + translation_p2 p^2`: the multiply-adds, and the per-degree and
     /// per-column overheads that dominate up to `p` of about 100 (measured at `p` = 12, 22 and
@@ -51,7 +53,13 @@ impl CostModel {
     /// The CPU's unit costs, measured with [`CostModel::measure`] on the AVX-512 machine of
     /// docs/fmm.md (one thread).
     pub fn cpu() -> Self {
-        Self { p2p_pair: 0.95e-9, translation_p3: 0.04e-9, translation_p2: 7.5e-9, expansion: 1.1e-9 }
+        Self {
+            p2p_pair: 0.95e-9,
+            p2p_pair_f32: 0.42e-9,
+            translation_p3: 0.04e-9,
+            translation_p2: 7.5e-9,
+            expansion: 1.1e-9,
+        }
     }
 
     /// Measures the unit costs of this CPU on one thread around order `p` (a few tens of
@@ -74,6 +82,20 @@ impl CostModel {
         let clock = Instant::now();
         parki_nearfield::free::laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, Some(&mut grad));
         let p2p_pair = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        let src32 = parki_nearfield::free::FreeSources::<f32>::new(&pts, &q);
+        let t32: [Vec<f32>; 3] = [0, 1, 2].map(|a| pts.iter().map(|x| x[a] as f32).collect());
+        let (mut pot32, mut grad32) = (vec![0f32; n], vec![[0f32; 3]; n]);
+        let clock = Instant::now();
+        parki_nearfield::free::laplace(
+            isa,
+            [&t32[0], &t32[1], &t32[2]],
+            &src32,
+            &[(0, n)],
+            &mut pot32,
+            Some(&mut grad32),
+        );
+        let p2p_pair_f32 = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        std::hint::black_box((&pot32, &grad32));
         let per_translation = |p: usize| {
             let ops = Operators::new(p);
             let yr: YRotation = ops.y_rotation(0.9);
@@ -102,7 +124,15 @@ impl CostModel {
         p2m_box(isa, &x4, &q4, [0.5; 3], 1.0, &ops.scalings, &mut out, &mut w);
         let expansion = clock.elapsed().as_secs_f64() / (x4.len() * p * p) as f64;
         std::hint::black_box((&pot, &grad, &out));
-        Self { p2p_pair, translation_p3, translation_p2, expansion }
+        Self { p2p_pair, p2p_pair_f32, translation_p3, translation_p2, expansion }
+    }
+
+    /// The model for a near field in `precision`: the f32 pair cost in place of the f64 one.
+    pub fn for_precision(&self, precision: crate::Precision) -> Self {
+        match precision {
+            crate::Precision::F64 => *self,
+            crate::Precision::F32 => Self { p2p_pair: self.p2p_pair_f32, ..*self },
+        }
     }
 
     /// Estimated seconds (one thread) of an evaluation with the given leaf counts and box count,

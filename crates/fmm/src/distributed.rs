@@ -39,11 +39,10 @@ use parki_comm::{as_bytes, Comm, ReduceOp};
 use parki_core::isa::Isa;
 use parki_core::timing::StageTimes;
 use parki_core::{Par, Result};
-use parki_nearfield::free::FreeSources;
 
 use crate::evaluate::{
-    evaluate, evaluate_stokeslet, far_and_near, stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel,
-    FmmOutput, FmmParams, FmmStage, FmmStats, StokesletOutput,
+    evaluate, evaluate_stokeslet, stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput,
+    FmmParams, FmmStage, FmmStats, NearSources, Precision, StokesletOutput,
 };
 use crate::let_tree::{box_id, record, FrontierSlot, LetTree, Shared, RECORD_BYTES};
 use crate::octree::{encloses, Octree, RootCube, SortedPoints};
@@ -131,7 +130,18 @@ fn run_distributed(
     // 1-2. The partition.
     let clock = Instant::now();
     let packed: Vec<f64> = (0..sources.len()).flat_map(|i| densities.iter().map(move |d| d[i])).collect();
-    let part = Partition::new(comm, &cube, sources, &packed, nc, targets, params.max_leaf, &params.cost, p, par);
+    let part = Partition::new(
+        comm,
+        &cube,
+        sources,
+        &packed,
+        nc,
+        targets,
+        params.max_leaf,
+        &params.cost.for_precision(params.precision),
+        p,
+        par,
+    );
     drop(packed);
     stats.max_leaf = (part.max_leaf, params.max_leaf.is_none());
     stats.leaf_estimates = part.leaf_estimates.clone();
@@ -201,23 +211,12 @@ fn run_distributed(
     all_multipoles.extend_from_slice(&extra);
     drop(extra);
     stats.let_tree = let_stats;
-    let src = let_sources(kernel, &stree.points, &dens, &remote, width);
+    let src = let_sources(params.precision, &stree.points, &dens, &remote, width);
     times.add(FmmStage::Let, (clock.elapsed().as_secs_f64() - traversal).max(0.0));
 
     // 6. Downward, and the values back to the callers.
-    let values = far_and_near(
-        kernel,
-        ttree,
-        &tree.boxes,
-        &lists,
-        &all_multipoles,
-        &src,
-        params,
-        isa,
-        par,
-        &mut times,
-        &mut stats,
-    );
+    let values =
+        src.far_and_near(kernel, ttree, &tree.boxes, &lists, &all_multipoles, params, isa, par, &mut times, &mut stats);
     let clock = Instant::now();
     let mut by_owned = vec![0.0; values.len() * 4];
     for (k, &i) in ttree.order.iter().enumerate() {
@@ -279,12 +278,12 @@ fn gather_frontier(comm: &Comm, stree: &Octree, splitters: &[u64]) -> (Vec<Front
 /// The near field's sources of the LET: the local particles (in tree order, densities `dens`)
 /// followed by the remote ones (`width` values each: position and densities).
 fn let_sources(
-    kernel: FmmKernel,
+    precision: Precision,
     local: &[[f64; 3]],
     dens: &[Vec<f64>],
     remote: &[f64],
     width: usize,
-) -> FreeSources<f64> {
+) -> NearSources {
     let mut points = local.to_vec();
     let mut cols: Vec<Vec<f64>> = dens.to_vec();
     for r in remote.chunks_exact(width) {
@@ -293,11 +292,8 @@ fn let_sources(
             col.push(r[3 + c]);
         }
     }
-    match kernel {
-        FmmKernel::Laplace => FreeSources::<f64>::new(&points, &cols[0]),
-        FmmKernel::Stokeslet => {
-            let forces: Vec<[f64; 3]> = (0..points.len()).map(|k| [cols[0][k], cols[1][k], cols[2][k]]).collect();
-            FreeSources::<f64>::with_forces(&points, &forces)
-        }
-    }
+    // the Stokeslet's four densities are the force components and f . (x - c)
+    let forces: Option<Vec<[f64; 3]>> =
+        (cols.len() == 4).then(|| (0..points.len()).map(|k| [cols[0][k], cols[1][k], cols[2][k]]).collect());
+    NearSources::new(precision, &points, &cols[0], forces.as_deref())
 }

@@ -7,7 +7,7 @@ use parki_core::isa::Isa;
 use parki_core::par::{DisjointSlice, ThreadScratch};
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
-use parki_nearfield::free::{laplace, stokeslet, FreeSources};
+use parki_nearfield::free::{laplace, stokeslet, FreeReal, FreeSources};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice,
     ParallelSliceMut,
@@ -20,6 +20,19 @@ use crate::octree::{OctBox, Octree, RootCube, SortedPoints};
 use crate::rotation::YRotation;
 use crate::translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
 use crate::traversal::{traverse, Lists, TraversalParams};
+
+/// The arithmetic of the near field (P2P) and of the results. The expansions and translations
+/// run in f64 in both: on the CPU their cost is in per-degree overheads more than in vector
+/// width, and f64 expansions keep the far field's round-off below the truncation error at every
+/// order (docs/fmm.md §2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// Everything in f64.
+    #[default]
+    F64,
+    /// The near field in f32 (sixteen lanes per AVX-512 vector), the results rounded to f32.
+    F32,
+}
 
 /// The FMM's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,13 +47,22 @@ pub struct FmmParams {
     pub traversal: TraversalParams,
     /// Whether the gradient is computed.
     pub gradient: bool,
+    /// The near field's arithmetic.
+    pub precision: Precision,
 }
 
 impl FmmParams {
     /// Order `p`, leaves of `max_leaf` (`None`: chosen by the CPU's cost model), the default
     /// traversal, potential and gradient.
     pub fn new(order: usize, max_leaf: Option<usize>) -> Self {
-        Self { order, max_leaf, cost: CostModel::cpu(), traversal: TraversalParams::default(), gradient: true }
+        Self {
+            order,
+            max_leaf,
+            cost: CostModel::cpu(),
+            traversal: TraversalParams::default(),
+            gradient: true,
+            precision: Precision::F64,
+        }
     }
 
     /// Checks the ranges.
@@ -358,6 +380,44 @@ pub fn evaluate(
     Ok(FmmOutput { potential, gradient, stats: core.stats })
 }
 
+/// The result of an f32 evaluation, in the caller's order.
+#[derive(Clone, Debug)]
+pub struct FmmOutputF32 {
+    /// `phi(y_j)`.
+    pub potential: Vec<f32>,
+    /// `grad phi(y_j)` (empty unless asked for).
+    pub gradient: Vec<[f32; 3]>,
+    /// Counts and times.
+    pub stats: FmmStats,
+}
+
+/// [`evaluate`] for f32 data: the near field in f32, the expansions in f64 (see
+/// [`Precision`]), the results rounded to f32 (`params.precision` is taken as
+/// [`Precision::F32`]).
+///
+/// # Errors
+/// As [`evaluate`].
+pub fn evaluate_f32(
+    sources: &[[f32; 3]],
+    charges: &[f32],
+    targets: Option<&[[f32; 3]]>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+) -> Result<FmmOutputF32> {
+    let wide = |v: &[[f32; 3]]| -> Vec<[f64; 3]> { v.iter().map(|x| x.map(f64::from)).collect() };
+    let x = wide(sources);
+    let y = targets.map(wide);
+    let q: Vec<f64> = charges.iter().map(|&c| f64::from(c)).collect();
+    let p = FmmParams { precision: Precision::F32, ..*params };
+    let out = evaluate(&x, &q, y.as_deref(), &p, isa, par)?;
+    Ok(FmmOutputF32 {
+        potential: out.potential.iter().map(|&v| v as f32).collect(),
+        gradient: out.gradient.iter().map(|g| g.map(|v| v as f32)).collect(),
+        stats: out.stats,
+    })
+}
+
 /// The Stokeslet velocity `u(y_j) = sum_i f_i / r + (f_i . d) d / r^3` (`d = y_j - x_i`, no
 /// prefactor, pairs at zero distance skipped) at `targets` (the sources when `None`), by four
 /// harmonic FMMs sharing one tree ([`FmmKernel::Stokeslet`]). `params.gradient` is ignored.
@@ -430,7 +490,7 @@ pub(crate) fn validate_stokeslet(
 }
 
 /// Per-thread buffers of the P2P stage: source runs, potentials and gradients of one leaf.
-type LeafScratch = (Vec<(usize, usize)>, Vec<f64>, Vec<[f64; 3]>);
+type LeafScratch<T> = (Vec<(usize, usize)>, Vec<T>, Vec<[T; 3]>);
 
 /// Per target in tree order: Laplace `[phi, gx, gy, gz]`, Stokeslet `[ux, uy, uz, 0]`.
 struct Core {
@@ -466,7 +526,7 @@ fn run_with(
         let leaf = match params.max_leaf {
             Some(l) => l,
             None => {
-                let (l, all) = params.cost.choose_leaf(&sorted, p, 0.65);
+                let (l, all) = params.cost.for_precision(params.precision).choose_leaf(&sorted, p, 0.65);
                 stats.leaf_estimates = all;
                 l
             }
@@ -480,18 +540,65 @@ fn run_with(
     stats.boxes = [stree.boxes.len(), ttree.boxes.len()];
     stats.depth = [stree.depth(), ttree.depth()];
     let dens: Vec<Vec<f64>> = densities.iter().map(|d| stree.order.iter().map(|&i| d[i]).collect()).collect();
-    let src = match forces {
-        Some(f) => {
-            FreeSources::<f64>::with_forces(&stree.points, &stree.order.iter().map(|&i| f[i]).collect::<Vec<_>>())
-        }
-        None => FreeSources::<f64>::new(&stree.points, &dens[0]),
-    };
+    let forces: Option<Vec<[f64; 3]>> = forces.map(|f| stree.order.iter().map(|&i| f[i]).collect());
     let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
     let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+    let near = NearSources::new(params.precision, &stree.points, &dens[0], forces.as_deref());
     let values =
-        far_and_near(kernel, ttree, &stree.boxes, &lists, &multipoles, &src, params, isa, par, &mut times, &mut stats);
+        near.far_and_near(kernel, ttree, &stree.boxes, &lists, &multipoles, params, isa, par, &mut times, &mut stats);
     stats.times = times;
     Core { values, order: ttree.order.clone(), stats }
+}
+
+/// The near field's sources in the arithmetic of a [`Precision`].
+pub(crate) enum NearSources {
+    F64(FreeSources<f64>),
+    F32(FreeSources<f32>),
+}
+
+impl NearSources {
+    /// Sources at `points` with `charges`, or, for the Stokeslet, `forces`.
+    pub(crate) fn new(precision: Precision, points: &[[f64; 3]], charges: &[f64], forces: Option<&[[f64; 3]]>) -> Self {
+        fn make<T: FreeReal>(points: &[[f64; 3]], charges: &[f64], forces: Option<&[[f64; 3]]>) -> FreeSources<T> {
+            match forces {
+                Some(f) => FreeSources::with_forces(points, f),
+                None => FreeSources::new(points, charges),
+            }
+        }
+        match precision {
+            Precision::F64 => Self::F64(make(points, charges, forces)),
+            Precision::F32 => Self::F32(make(points, charges, forces)),
+        }
+    }
+
+    /// [`far_and_near`] with these sources.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn far_and_near(
+        &self,
+        kernel: FmmKernel,
+        ttree: &Octree,
+        sboxes: &[OctBox],
+        lists: &Lists,
+        multipoles: &[f64],
+        params: &FmmParams,
+        isa: Isa,
+        par: Par,
+        times: &mut StageTimes<FmmStage>,
+        stats: &mut FmmStats,
+    ) -> Vec<[f64; 4]> {
+        match self {
+            Self::F64(src) => {
+                far_and_near(kernel, ttree, sboxes, lists, multipoles, src, params, isa, par, times, stats)
+            }
+            Self::F32(src) => {
+                let mut v = far_and_near(kernel, ttree, sboxes, lists, multipoles, src, params, isa, par, times, stats);
+                for x in v.iter_mut().flatten() {
+                    *x = *x as f32 as f64;
+                }
+                v
+            }
+        }
+    }
 }
 
 /// The rotations of the parent-child translations (polar angle `acos(+-1/sqrt 3)` of `t`).
@@ -573,13 +680,13 @@ pub(crate) fn upward(
 /// one root cube) with their `multipoles` ([`upward`]) and particles `src` (the boxes' point
 /// ranges), by the `lists` of a traversal. Returns the values per target in tree order.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn far_and_near(
+fn far_and_near<T: FreeReal>(
     kernel: FmmKernel,
     ttree: &Octree,
     sboxes: &[OctBox],
     lists: &Lists,
     multipoles: &[f64],
-    src: &FreeSources<f64>,
+    src: &FreeSources<T>,
     params: &FmmParams,
     isa: Isa,
     par: Par,
@@ -597,7 +704,7 @@ pub(crate) fn far_and_near(
     let cube = ttree.cube;
     let ops = Operators::shared(p);
     let pc = ParentChild::new(&ops);
-    let txyz: [Vec<f64>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| y[a]).collect());
+    let txyz: [Vec<T>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| T::from_f64(y[a])).collect());
     stats.m2l = lists.m2l.len();
     stats.betas = lists.betas.len();
     stats.m2l_work =
@@ -737,8 +844,8 @@ pub(crate) fn far_and_near(
                 .par_iter()
                 .with_min_len(split)
                 .map_init(
-                    || (Vec::new(), Vec::<f64>::new(), Vec::<[f64; 3]>::new()),
-                    |(ranges, pot, grad): &mut LeafScratch, &li| {
+                    || (Vec::new(), Vec::<T>::new(), Vec::<[T; 3]>::new()),
+                    |(ranges, pot, grad): &mut LeafScratch<T>, &li| {
                         let b = &ttree.boxes[li];
                         let n = b.count();
                         ranges.clear();
@@ -751,16 +858,16 @@ pub(crate) fn far_and_near(
                         let out = unsafe { out_w.range_mut(b.begin, b.end) };
                         let t = [0, 1, 2].map(|a| &txyz[a][b.begin..b.end]);
                         pot.clear();
-                        pot.resize(n, 0.0);
+                        pot.resize(n, T::ZERO);
                         grad.clear();
-                        grad.resize(n, [0.0; 3]);
+                        grad.resize(n, [T::ZERO; 3]);
                         match kernel {
                             FmmKernel::Laplace => {
                                 laplace(isa, t, src, ranges, pot, with_grad.then_some(&mut grad[..]));
                                 for k in 0..n {
-                                    out[k][0] += pot[k];
+                                    out[k][0] += pot[k].to_f64();
                                     for i in 0..3 {
-                                        out[k][i + 1] += grad[k][i];
+                                        out[k][i + 1] += grad[k][i].to_f64();
                                     }
                                 }
                             }
@@ -768,7 +875,7 @@ pub(crate) fn far_and_near(
                                 stokeslet(isa, t, src, ranges, grad);
                                 for k in 0..n {
                                     for i in 0..3 {
-                                        out[k][i] += grad[k][i];
+                                        out[k][i] += grad[k][i].to_f64();
                                     }
                                 }
                             }

@@ -29,8 +29,8 @@ pub mod traversal;
 pub use basis::{idx, regular, Scalings, MAX_ORDER};
 pub use distributed::{evaluate_distributed, evaluate_stokeslet_distributed};
 pub use evaluate::{
-    evaluate, evaluate_stokeslet, for_tolerance, for_tolerance_of, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats,
-    LetStats, StokesletOutput, TOLERANCE_TABLE,
+    evaluate, evaluate_f32, evaluate_stokeslet, for_tolerance, for_tolerance_of, FmmKernel, FmmOutput, FmmOutputF32,
+    FmmParams, FmmStage, FmmStats, LetStats, Precision, StokesletOutput, TOLERANCE_TABLE,
 };
 pub use octree::{OctBox, Octree, RootCube};
 pub use translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
