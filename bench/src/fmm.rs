@@ -81,6 +81,11 @@ struct Cli {
     /// vectorised), both against the f64 direct sum of the same data, at each N.
     #[arg(long)]
     roundoff: bool,
+    /// Write the first --n and --cloud set, moved into the box `[0, L)` (`L` its extent), as
+    /// `x.npy`, `q.npy` (normal charges) and `f.npy` (normal forces) into this folder, and the
+    /// box as `box.txt`, then exit (inputs for `parki-dist run`: bench/auto_choice.sh).
+    #[arg(long)]
+    write_points: Option<std::path::PathBuf>,
     /// Print the cost model's unit costs measured on this machine (one thread) at each order
     /// and the built-in CPU model, then exit.
     #[arg(long)]
@@ -155,6 +160,10 @@ fn main() {
         "f32" => Precision::F32,
         other => panic!("--precision {other}: f64 or f32"),
     };
+    if let Some(dir) = &cli.write_points {
+        write_points(&cli, dir);
+        return;
+    }
     if cli.roundoff {
         roundoff(&cli, isa, par);
         return;
@@ -367,4 +376,46 @@ fn roundoff(cli: &Cli, isa: Isa, par: Par) {
             println!("{:>9} {:>9} {:>12.2e} {:>12.2e} {}", cloud_name, n, err(&seq), err(&simd), cols.join(" "));
         }
     }
+}
+
+/// A little-endian f64 `.npy` file of `shape`.
+fn write_npy(path: &std::path::Path, shape: &[usize], data: &[f64]) {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape_text = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape_text}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for v in data {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// See `--write-points`.
+fn write_points(cli: &Cli, dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let n = cli.n[0];
+    let cloud = Cloud::from_name(&cli.cloud[0], "--cloud").expect("cloud");
+    let mut x = cloud.points(cli.seed, 0..n);
+    let [lo, hi] = parki_fmm::octree::bounds(&[&x]);
+    let ext = (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max) * (1.0 + 1e-6);
+    for p in &mut x {
+        for a in 0..3 {
+            p[a] = (p[a] - lo[a]).max(0.0) + 1e-9 * ext;
+        }
+    }
+    let normals = |salt: u64, k: usize| -> Vec<f64> {
+        (0..n * k).map(|i| particle_rng(cli.seed ^ salt, i as u64).normal()).collect()
+    };
+    write_npy(&dir.join("x.npy"), &[n, 3], &x.concat());
+    write_npy(&dir.join("q.npy"), &[n], &normals(0x51, 1));
+    write_npy(&dir.join("f.npy"), &[n, 3], &normals(0x52, 3));
+    let l = ext * (1.0 + 1e-6);
+    std::fs::write(dir.join("box.txt"), format!("[{l}, {l}, {l}]\n")).expect("box.txt");
+    println!("wrote {n} {} points into {} (box {l})", cli.cloud[0], dir.display());
 }

@@ -104,8 +104,23 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     match method.as_deref() {
         Some("treecode") => return comm.agree(crate::treecode::run(args, comm)),
         Some("fmm") => return comm.agree(crate::fmm::run(args, comm)),
+        Some("auto") => {
+            let choice = comm.agree(crate::auto::choose(args, comm))?;
+            log.line(&format!("method = \"auto\": {}", choice.reason));
+            let summary = match choice.method {
+                crate::auto::Method::Fmm => comm.agree(crate::fmm::run(args, comm))?,
+                crate::auto::Method::Treecode => comm.agree(crate::treecode::run(args, comm))?,
+                crate::auto::Method::Ewald => run_ewald(args, comm, started, t0, log)?,
+            };
+            return comm.agree(crate::auto::annotate(comm, args, &choice, summary));
+        }
         _ => {}
     }
+    run_ewald(args, comm, started, t0, log)
+}
+
+/// The spectral Ewald run (the default method), the rest of [`run`].
+fn run_ewald(args: &RunArgs, comm: &Comm, started: SystemTime, t0: Instant, log: Log) -> Result<RunSummary> {
     let cfg = comm.agree(RunConfig::load(&args.config))?;
     let popts = comm.agree(parallel_options(&cfg.parallel).and_then(|p| check_grid(p, comm.size())))?;
     if args.repeat == Some(0) {

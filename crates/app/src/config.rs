@@ -214,12 +214,12 @@ impl RunConfig {
                     .into(),
             });
         }
-        if let Some(m) = p.method.as_deref().filter(|&m| m != "ewald") {
+        if let Some(m) = p.method.as_deref().filter(|&m| m != "ewald" && m != "auto") {
             return Err(Error::OutOfRange {
                 field: "problem.method".into(),
                 value: format!("\"{m}\""),
-                allowed: "\"ewald\" (spectral Ewald, the default), \"treecode\" (free-space BLDTT) or \"fmm\" \
-                          (free-space FMM)"
+                allowed: "\"ewald\" (spectral Ewald, the default), \"treecode\" (free-space BLDTT), \"fmm\" \
+                          (free-space FMM) or \"auto\" (the fastest by the cost models)"
                     .into(),
             });
         }

@@ -10,6 +10,7 @@
 //! package holds the application's plumbing and the `parki-dist` and `parki-check` binaries.
 
 pub mod app;
+pub mod auto;
 pub mod backend;
 pub mod config;
 pub mod fmm;

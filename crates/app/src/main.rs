@@ -150,7 +150,8 @@ The free-space treecode (BLDTT; examples/treecode), on any number of ranks (RCB 
   check = 1000                # error against the direct sum on 1000 targets
   repeat = 1
 
-The free-space fast multipole method (examples/fmm), on one rank:
+The free-space fast multipole method (examples/fmm), on any number of ranks (Morton partition, LET by
+one-sided MPI):
 
   [problem]
   method = \"fmm\"
@@ -177,6 +178,19 @@ The free-space fast multipole method (examples/fmm), on one rank:
   threads = 2
   check = 1000
   repeat = 1
+
+method = \"auto\" picks the fastest method for the run by the cost models of the FMM, the treecode
+and the free-space Ewald sum (periodic axes: the Ewald sum), priced on a sample of the particles;
+the chosen method runs the same run.toml and the report's `auto` section has every estimate:
+
+  [problem]
+  method = \"auto\"
+  kernel = \"laplace\"         # the candidates are the methods with this kernel
+  tolerance = 1e-6            # required
+  box = [1.0, 1.0, 1.0]       # optional: with particles from files in it, the Ewald sum (0P) competes
+  [sources]                   # [sources], [targets], [output] and [run] as above; no [fmm],
+  positions = \"x.npy\"       # [treecode], [ewald] or [parallel] (choose the method to set them)
+  charges = \"q.npy\"
 ";
 
 #[derive(Parser, Debug)]

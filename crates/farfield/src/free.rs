@@ -120,6 +120,28 @@ impl FreeGrid {
     pub fn padded_points(&self) -> usize {
         self.fft_len.iter().product()
     }
+
+    /// Estimated seconds on one thread to make the kernel tables of `tables` components
+    /// ([`table_count`]) at plan time ([`FreeCnv::new`]): per periodic mode, the truncated
+    /// scalar kernel at every point of the upsampled free half grid (`U` points), and per
+    /// component one DCT/DST-I of that grid and one of the padded half grid (`P` points):
+    ///
+    /// `t = a U + b n_tables (U log2 U + P log2 P)`, `a` = 90.7 ns, `b` = 2.33 ns,
+    ///
+    /// fitted to nine 0P plans (Laplace 1e-3..1e-12, Stokeslet 1e-6 and 1e-9, stresslet and
+    /// Stokes 1e-6; upsampled grids 240^3..720^3) measured on one thread of the machine of
+    /// docs/performance.md (every one within 0.78x..1.21x of it; docs/fmm.md §4.2). The plan
+    /// costs 2-5x one evaluation: it matters where a method is chosen for a single
+    /// evaluation.
+    pub fn plan_seconds(&self, tables: usize) -> f64 {
+        let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| self.grid[d] as f64).product();
+        let half = |len: &[usize; 3]| -> f64 {
+            (0..3).filter(|&d| !self.periodic[d]).map(|d| (len[d] / 2 + 1) as f64).product::<f64>()
+        };
+        let (u, p) = (half(&self.upsampled), half(&self.fft_len));
+        let nlogn = |x: f64| x * x.max(2.0).log2();
+        modes * (90.7e-9 * u + 2.33e-9 * tables as f64 * (nlogn(u) + nlogn(p)))
+    }
 }
 
 /// One kernel component: `c m(k) S(k) sigma(k)`; the tables store the real `m S sigma` part and

@@ -22,18 +22,24 @@ use std::time::Instant;
 use parki_core::isa::Isa;
 
 use crate::basis::MAX_ORDER;
+use crate::evaluate::{m2l_classes, FmmKernel};
 use crate::expansion::{p2m_box, LaneScratch};
-use crate::octree::SortedPoints;
+use crate::octree::{Octree, SortedPoints};
 use crate::rotation::YRotation;
 use crate::translate::{Geometry, LaneScratch8, Op, Operators};
+use crate::traversal::{traverse, TraversalParams};
 
 /// Seconds per unit of work on one thread of a backend.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
     /// One source-target pair of the near field (potential and gradient).
     pub p2p_pair: f64,
+    /// One pair of the near field, the potential only.
+    pub p2p_pair_potential: f64,
     /// The same in f32 ([`crate::Precision::F32`]).
     pub p2p_pair_f32: f64,
+    /// One pair of the Stokeslet's near field (f64).
+    pub p2p_pair_stokeslet: f64,
     /// One translation of order `p` (in the eight-lane batches of the M2L stage) costs
     /// `translation_p3 p^3 + translation_p2 p^2`: the multiply-adds, and the per-degree and
     /// per-column overheads that dominate up to `p` of about 100 (measured at `p` = 12, 22 and
@@ -43,6 +49,9 @@ pub struct CostModel {
     pub translation_p2: f64,
     /// One point and coefficient of P2M or L2P.
     pub expansion: f64,
+    /// One y-rotation of order `p` made for M2L (one per distinct polar angle of the lists,
+    /// eight at a time) costs `rotation_p4 p^4`.
+    pub rotation_p4: f64,
 }
 
 /// Candidate leaf sizes: 8 to 2048, by factors of about 1.4.
@@ -55,10 +64,13 @@ impl CostModel {
     pub fn cpu() -> Self {
         Self {
             p2p_pair: 0.95e-9,
+            p2p_pair_potential: 0.49e-9,
             p2p_pair_f32: 0.42e-9,
+            p2p_pair_stokeslet: 1.03e-9,
             translation_p3: 0.04e-9,
             translation_p2: 7.5e-9,
             expansion: 1.1e-9,
+            rotation_p4: 0.4e-9,
         }
     }
 
@@ -82,6 +94,9 @@ impl CostModel {
         let clock = Instant::now();
         parki_nearfield::free::laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, Some(&mut grad));
         let p2p_pair = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        let clock = Instant::now();
+        parki_nearfield::free::laplace(isa, [&t[0], &t[1], &t[2]], &src, &[(0, n)], &mut pot, None);
+        let p2p_pair_potential = clock.elapsed().as_secs_f64() / (n * n) as f64;
         let src32 = parki_nearfield::free::FreeSources::<f32>::new(&pts, &q);
         let t32: [Vec<f32>; 3] = [0, 1, 2].map(|a| pts.iter().map(|x| x[a] as f32).collect());
         let (mut pot32, mut grad32) = (vec![0f32; n], vec![[0f32; 3]; n]);
@@ -96,6 +111,13 @@ impl CostModel {
         );
         let p2p_pair_f32 = clock.elapsed().as_secs_f64() / (n * n) as f64;
         std::hint::black_box((&pot32, &grad32));
+        let forces: Vec<[f64; 3]> = pts.iter().map(|x| [x[2], x[0], x[1]]).collect();
+        let srcf = parki_nearfield::free::FreeSources::<f64>::with_forces(&pts, &forces);
+        let mut u = vec![[0.0; 3]; n];
+        let clock = Instant::now();
+        parki_nearfield::free::stokeslet(isa, [&t[0], &t[1], &t[2]], &srcf, &[(0, n)], &mut u);
+        let p2p_pair_stokeslet = clock.elapsed().as_secs_f64() / (n * n) as f64;
+        std::hint::black_box(&u);
         let per_translation = |p: usize| {
             let ops = Operators::new(p);
             let yr: YRotation = ops.y_rotation(0.9);
@@ -124,7 +146,20 @@ impl CostModel {
         p2m_box(isa, &x4, &q4, [0.5; 3], 1.0, &ops.scalings, &mut out, &mut w);
         let expansion = clock.elapsed().as_secs_f64() / (x4.len() * p * p) as f64;
         std::hint::black_box((&pot, &grad, &out));
-        Self { p2p_pair, p2p_pair_f32, translation_p3, translation_p2, expansion }
+        let betas: Vec<f64> = (0..32).map(|i| 0.05 + 0.09 * i as f64).collect();
+        let clock = Instant::now();
+        std::hint::black_box(ops.y_rotations(&betas));
+        let rotation_p4 = clock.elapsed().as_secs_f64() / (betas.len() as f64 * (p as f64).powi(4));
+        Self {
+            p2p_pair,
+            p2p_pair_potential,
+            p2p_pair_f32,
+            p2p_pair_stokeslet,
+            translation_p3,
+            translation_p2,
+            expansion,
+            rotation_p4,
+        }
     }
 
     /// The model for a near field in `precision`: the f32 pair cost in place of the f64 one.
@@ -135,21 +170,96 @@ impl CostModel {
         }
     }
 
+    /// The model for `kernel` and its outputs: the Laplace near field without the gradient
+    /// costs its own pair time (f32 in the same ratio); the Stokeslet's costs its own pair time
+    /// (f32 in the same ratio), and its far field runs four harmonic densities on one tree, so
+    /// every translation and expansion costs four times the Laplace one. Apply before
+    /// [`CostModel::for_precision`].
+    pub fn for_kernel(&self, kernel: FmmKernel, gradient: bool) -> Self {
+        let pair =
+            |p2p_pair: f64| Self { p2p_pair, p2p_pair_f32: self.p2p_pair_f32 * p2p_pair / self.p2p_pair, ..*self };
+        match (kernel, gradient) {
+            (FmmKernel::Laplace, true) => *self,
+            (FmmKernel::Laplace, false) => pair(self.p2p_pair_potential),
+            (FmmKernel::Stokeslet, _) => Self {
+                translation_p3: 4.0 * self.translation_p3,
+                translation_p2: 4.0 * self.translation_p2,
+                expansion: 4.0 * self.expansion,
+                ..pair(self.p2p_pair_stokeslet)
+            },
+        }
+    }
+
     /// Estimated seconds (one thread) of an evaluation with the given leaf counts and box count,
     /// order `p`, and `work` the M2L share of eq. (24).
     pub fn estimate(&self, leaf_counts: &[usize], boxes: usize, p: usize, work: f64) -> f64 {
-        let pairs: f64 = leaf_counts.iter().map(|&n| 27.0 * (n * n) as f64).sum();
-        let points: usize = leaf_counts.iter().sum();
+        self.estimate_scaled(leaf_counts, 1.0, boxes, p, work)
+    }
+
+    /// [`CostModel::estimate`] with every leaf count multiplied by `scale` (a sample's tree
+    /// standing for the whole set's).
+    pub fn estimate_scaled(&self, leaf_counts: &[usize], scale: f64, boxes: usize, p: usize, work: f64) -> f64 {
+        let pairs: f64 = leaf_counts.iter().map(|&n| 27.0 * (n as f64 * scale).powi(2)).sum();
+        let points = leaf_counts.iter().sum::<usize>() as f64 * scale;
         let pf = p as f64;
         // eq. (24) lowers the order; work = mean q^3/p^3, taken for both terms
         let translation = self.translation_p3 * pf.powi(3) + self.translation_p2 * pf * pf;
         self.p2p_pair * pairs
             + translation * (119.0 * work + 2.0) * boxes as f64
-            + 2.0 * self.expansion * (points * p * p) as f64
+            + 2.0 * self.expansion * points * pf * pf
+    }
+
+    /// The leaf size and the estimate (one thread) of an evaluation at order `p` on `n` points
+    /// of which `sample` is a random sample: the tree of leaf `L` on the whole set
+    /// is about the sample's tree of leaf `L s / n` (`s` sampled points) with its counts times
+    /// `n / s` (for `method = "auto"`). The leaf is chosen by [`CostModel::estimate_scaled`];
+    /// its estimate is then made from the sample tree's own lists
+    /// ([`CostModel::estimate_traversed`]), which on clustered sets hold up to twice the
+    /// stencil's translations per box.
+    pub fn estimate_from_sample(&self, sample: &SortedPoints, n: usize, p: usize, work: f64) -> (usize, StageEstimate) {
+        let s = sample.keys().len().max(1);
+        let scale = n as f64 / s as f64;
+        let at = |leaf: usize| ((leaf as f64 / scale).round() as usize).max(1);
+        let mut best = (LEAF_CANDIDATES[0], f64::INFINITY);
+        for &leaf in &LEAF_CANDIDATES {
+            let (counts, boxes) = sample.leaf_counts(at(leaf));
+            let t = self.estimate_scaled(&counts, scale, boxes, p, work);
+            if t < best.1 {
+                best = (leaf, t);
+            }
+        }
+        (best.0, self.estimate_traversed(&sample.tree(at(best.0)), scale, p))
+    }
+
+    /// The estimate (one thread) of an evaluation at order `p` on the tree `tree`
+    /// (targets the sources) from its own lists: its P2P pairs, its M2L translations at their
+    /// orders in batches of eight, its boxes (M2M, L2L) and points (P2M, L2P), the counts times
+    /// `scale` (a sample's tree).
+    pub fn estimate_traversed(&self, tree: &Octree, scale: f64, p: usize) -> StageEstimate {
+        let lists = traverse(tree, tree, p, TraversalParams::default());
+        let count = |b: usize| tree.boxes[b].count() as f64 * scale;
+        let pairs: f64 = (0..tree.boxes.len())
+            .map(|i| count(i) * lists.p2p_of(i).iter().map(|&s| count(s as usize)).sum::<f64>())
+            .sum();
+        let translation = |q: f64| self.translation_p3 * q.powi(3) + self.translation_p2 * q * q;
+        // M2L runs eight pairs of one class at a time: a class's last batch pays all eight lanes
+        let m2l: f64 = m2l_classes(&lists, tree, &tree.boxes)
+            .iter()
+            .map(|c| (c.pairs.len().div_ceil(8) * 8) as f64 * translation(c.order as f64))
+            .sum();
+        let pf = p as f64;
+        let points = tree.points.len() as f64 * scale;
+        let rotations = lists.betas.len() as f64 * self.rotation_p4 * pf.powi(4);
+        StageEstimate {
+            p2p: self.p2p_pair * pairs,
+            m2l: m2l + rotations,
+            expansions: 2.0 * translation(pf) * tree.boxes.len() as f64 + 2.0 * self.expansion * points * pf * pf,
+        }
     }
 
     /// The leaf size of [`LEAF_CANDIDATES`] with the smallest estimate for `sorted` at order
-    /// `p`, and the estimates of every candidate (`(leaf, seconds)`).
+    /// `p`, and the estimates of every candidate (`(leaf, seconds)`); the kernel's model
+    /// ([`CostModel::for_kernel`]) prices its own far field.
     pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64) -> (usize, Vec<(usize, f64)>) {
         let all: Vec<(usize, f64)> = LEAF_CANDIDATES
             .iter()
@@ -159,6 +269,24 @@ impl CostModel {
             })
             .collect();
         (best_leaf(&all), all)
+    }
+}
+
+/// An evaluation's estimated seconds by stage group.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageEstimate {
+    /// The near field.
+    pub p2p: f64,
+    /// The translations between separated boxes.
+    pub m2l: f64,
+    /// P2M and L2P (per point and coefficient), M2M and L2L (per box).
+    pub expansions: f64,
+}
+
+impl StageEstimate {
+    /// The whole evaluation.
+    pub fn total(&self) -> f64 {
+        self.p2p + self.m2l + self.expansions
     }
 }
 

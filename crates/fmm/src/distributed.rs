@@ -138,7 +138,7 @@ fn run_distributed(
         nc,
         targets,
         params.max_leaf,
-        &params.cost.for_precision(params.precision),
+        &params.cost.for_kernel(kernel, params.gradient).for_precision(params.precision),
         p,
         par,
     );

@@ -9,8 +9,7 @@ use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
 use parki_nearfield::free::{laplace, stokeslet, FreeReal, FreeSources};
 use rayon::prelude::{
-    IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice,
-    ParallelSliceMut,
+    IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
 };
 
 use crate::basis::MAX_ORDER;
@@ -526,7 +525,11 @@ fn run_with(
         let leaf = match params.max_leaf {
             Some(l) => l,
             None => {
-                let (l, all) = params.cost.for_precision(params.precision).choose_leaf(&sorted, p, 0.65);
+                let (l, all) = params
+                    .cost
+                    .for_kernel(kernel, params.gradient)
+                    .for_precision(params.precision)
+                    .choose_leaf(&sorted, p, 0.65);
                 stats.leaf_estimates = all;
                 l
             }
@@ -717,7 +720,7 @@ fn far_and_near<T: FreeReal>(
     let mut locals = vec![0.0; ttree.boxes.len() * bs];
     times.time(FmmStage::M2L, || {
         let yrots: Vec<YRotation> =
-            lists.betas.clone().into_par_iter().with_min_len(split).map(|b| ops.y_rotation(b)).collect();
+            lists.betas.par_chunks(8).with_min_len(split.div_ceil(8)).flat_map_iter(|b| ops.y_rotations(b)).collect();
         let classes = m2l_classes(lists, ttree, sboxes);
         let locals_w = DisjointSlice::new(&mut locals);
         // One lane scratch per worker, made once for all classes.
@@ -891,15 +894,15 @@ fn far_and_near<T: FreeReal>(
 }
 
 /// M2L translations of one geometry: target and source levels, offset, order.
-struct M2lClass {
-    beta: u32,
-    order: u8,
+pub(crate) struct M2lClass {
+    pub(crate) beta: u32,
+    pub(crate) order: u8,
     /// `(target box, source box)`, each target once.
-    pairs: Vec<(u32, u32)>,
+    pub(crate) pairs: Vec<(u32, u32)>,
 }
 
 /// The M2L entries grouped by geometry, classes in the order of their first entry.
-fn m2l_classes(lists: &Lists, ttree: &Octree, sboxes: &[OctBox]) -> Vec<M2lClass> {
+pub(crate) fn m2l_classes(lists: &Lists, ttree: &Octree, sboxes: &[OctBox]) -> Vec<M2lClass> {
     let mut index: HashMap<(u8, u8, [i64; 3], u8), usize> = HashMap::new();
     let mut classes: Vec<M2lClass> = Vec::new();
     for (i, tb) in ttree.boxes.iter().enumerate() {

@@ -23,6 +23,8 @@
 //! Legendre in `cos(theta)` and the trapezoidal rule in `phi`. Nothing here depends on
 //! published rotation recursions, and every matrix is orthogonal to rounding.
 
+use parki_core::isa::Isa;
+
 use crate::basis::{idx, orthonormal, Scalings};
 
 /// A rotation matrix of space, row-major.
@@ -174,52 +176,28 @@ impl YRotation {
     /// The blocks of `W(R_y(b))` from `W(P)` (dense, from [`rotation_by_quadrature`] with
     /// `P = R_x(pi/2)`): `W(R_y(b)) = W(P) W(R_z(b)) W(P)^T`.
     pub fn new(b: f64, wp: &[Vec<f64>], p: usize) -> Self {
-        let mut cs = vec![(0.0, 0.0); p.max(1)];
-        angle_table(b, p, &mut cs);
-        let mut data = Vec::new();
-        let mut offsets = Vec::with_capacity(p);
-        for (n, wpn) in wp.iter().enumerate().take(p) {
-            let d = 2 * n + 1;
-            // Z = W(R_z(b)): row m: (m: cos mb, -m: sin mb); row -m: (-m: cos mb, m: -sin mb).
-            let mut z = vec![0.0; d * d];
-            z[n * d + n] = 1.0;
-            for (k, &(c, s)) in cs.iter().enumerate().take(n + 1).skip(1) {
-                let (ip, im) = (n + k, n - k);
-                z[ip * d + ip] = c;
-                z[ip * d + im] = s;
-                z[im * d + im] = c;
-                z[im * d + ip] = -s;
+        Self::many(&[b], wp, p, Isa::Scalar).pop().expect("one angle, one rotation")
+    }
+
+    /// [`YRotation::new`] of every angle of `bs`, eight at a time: each product runs across
+    /// the eight angles (the same sums, in the same order, as one at a time), so an adaptive
+    /// tree's hundreds of angles cost a fraction of their one-at-a-time construction
+    /// (`O(p^4)` each). `isa` chooses the vector code (the values are the same for every
+    /// `isa`: no fused multiply-adds).
+    pub fn many(bs: &[f64], wp: &[Vec<f64>], p: usize, isa: Isa) -> Vec<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if isa == Isa::Avx512 {
+                // SAFETY: `isa` is `Avx512` only where `Isa::detect` found AVX-512F,
+                // AVX-512VL, AVX2 and FMA, the features `many_avx512` enables.
+                return unsafe { many_avx512(bs, wp, p) };
             }
-            // T = W(P) Z, then full = T W(P)^T.
-            let mut t = vec![0.0; d * d];
-            for a in 0..d {
-                for c in 0..d {
-                    let wa = wpn[a * d + c];
-                    if wa != 0.0 {
-                        for b2 in 0..d {
-                            t[a * d + b2] += wa * z[c * d + b2];
-                        }
-                    }
-                }
-            }
-            let full = |a: usize, b2: usize| (0..d).map(|c| t[a * d + c] * wpn[b2 * d + c]).sum::<f64>();
-            offsets.push(data.len());
-            let even = |i: usize, j: usize| full(n + i, n + j);
-            let odd = |i: usize, j: usize| full(n - 1 - i, n - 1 - j);
-            for (blk, size) in [(&even as &dyn Fn(usize, usize) -> f64, n + 1), (&odd, n)] {
-                for i in 0..size {
-                    for j in 0..size {
-                        data.push(blk(i, j));
-                    }
-                }
-                for j in 0..size {
-                    for i in 0..size {
-                        data.push(blk(i, j));
-                    }
-                }
+            if isa == Isa::Avx2 {
+                // SAFETY: `isa` is `Avx2` only where `Isa::detect` found AVX2 and FMA.
+                return unsafe { many_avx2(bs, wp, p) };
             }
         }
-        Self { p, data, offsets }
+        many_body(bs, wp, p)
     }
 
     /// Expansion order the blocks were made for.
@@ -368,6 +346,95 @@ pub fn rotate_z_lanes<O: Ops8>(o: O, v: &mut [Lanes8], q: usize, cs: &[(f64, f64
             v[c0 - k] = o.lincomb(c, &vm, -s, &vp);
         }
     }
+}
+
+/// [`YRotation::many`] in portable code, inlined into its instruction-set wrappers.
+#[inline(always)]
+fn many_body(bs: &[f64], wp: &[Vec<f64>], p: usize) -> Vec<YRotation> {
+    let mut out = Vec::with_capacity(bs.len());
+    let mut t: Vec<[f64; 8]> = Vec::new();
+    let mut block: Vec<[f64; 8]> = Vec::new();
+    let size: usize = (0..p).map(|n| 2 * ((n + 1) * (n + 1) + n * n)).sum();
+    for chunk in bs.chunks(8) {
+        let lanes = chunk.len();
+        // cos(m b), sin(m b) of each lane's angle
+        let mut cs = vec![([0.0; 8], [0.0; 8]); p.max(1)];
+        let mut one = vec![(0.0, 0.0); p.max(1)];
+        for (l, &b) in chunk.iter().enumerate() {
+            angle_table(b, p, &mut one);
+            for (m, &(c, s)) in one.iter().enumerate() {
+                cs[m].0[l] = c;
+                cs[m].1[l] = s;
+            }
+        }
+        let mut data: Vec<Vec<f64>> = (0..lanes).map(|_| Vec::with_capacity(size)).collect();
+        let mut offsets = Vec::with_capacity(p);
+        for (n, wpn) in wp.iter().enumerate().take(p) {
+            let d = 2 * n + 1;
+            // T = W(P) Z with Z = W(R_z(b)), which has two entries per column: row m: (m:
+            // cos mb, -m: sin mb); row -m: (-m: cos mb, m: -sin mb): each entry of T is its
+            // row of W(P) against those two (O(d^2); the dense product's sum in its order).
+            t.clear();
+            t.resize(d * d, [0.0; 8]);
+            for (ta, wa) in t.chunks_exact_mut(d).zip(wpn.chunks_exact(d)) {
+                ta[n] = [wa[n]; 8];
+                for (k, (c, s)) in cs.iter().enumerate().take(n + 1).skip(1) {
+                    let (ip, im) = (n + k, n - k);
+                    for l in 0..8 {
+                        ta[ip][l] = wa[im] * -s[l] + wa[ip] * c[l];
+                        ta[im][l] = wa[im] * c[l] + wa[ip] * s[l];
+                    }
+                }
+            }
+            offsets.push(data[0].len());
+            // W(R_y(b)) = T W(P)^T, only its two parity blocks (the rest is zero): the even
+            // block's rows and columns n + i, the odd block's n - 1 - i; each block stored
+            // by rows, then by columns
+            for (bsize, even) in [(n + 1, true), (n, false)] {
+                let at = |i: usize| if even { n + i } else { n - 1 - i };
+                block.clear();
+                for i in 0..bsize {
+                    let ta = &t[at(i) * d..(at(i) + 1) * d];
+                    for j in 0..bsize {
+                        let wb = &wpn[at(j) * d..(at(j) + 1) * d];
+                        let mut acc = [0.0; 8];
+                        for (tc, &w) in ta.iter().zip(wb) {
+                            for l in 0..8 {
+                                acc[l] += tc[l] * w;
+                            }
+                        }
+                        block.push(acc);
+                    }
+                }
+                for (l, lane) in data.iter_mut().enumerate() {
+                    lane.extend(block.iter().map(|v| v[l]));
+                    lane.extend((0..bsize * bsize).map(|ji| block[(ji % bsize) * bsize + ji / bsize][l]));
+                }
+            }
+        }
+        out.extend(data.into_iter().map(|data| YRotation { p, data, offsets: offsets.clone() }));
+    }
+    out
+}
+
+/// [`many_body`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU must have AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn many_avx512(bs: &[f64], wp: &[Vec<f64>], p: usize) -> Vec<YRotation> {
+    many_body(bs, wp, p)
+}
+
+/// [`many_body`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn many_avx2(bs: &[f64], wp: &[Vec<f64>], p: usize) -> Vec<YRotation> {
+    many_body(bs, wp, p)
 }
 
 impl YRotation {

@@ -172,6 +172,13 @@ impl Operators {
         YRotation::new(-beta, &self.wp, self.p)
     }
 
+    /// [`Operators::y_rotation`] of every angle of `betas`, built eight at a time
+    /// ([`YRotation::many`]).
+    pub fn y_rotations(&self, betas: &[f64]) -> Vec<YRotation> {
+        let negated: Vec<f64> = betas.iter().map(|b| -b).collect();
+        YRotation::many(&negated, &self.wp, self.p, self.isa)
+    }
+
     /// Adds the translation `op` of the first `q` degrees of `input` (a box's stored
     /// coefficients) to `output`: rotate `t` onto `+z`, coaxial translation, rotate back. Runs
     /// the vector code of the widest instruction set this CPU has.

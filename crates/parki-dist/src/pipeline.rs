@@ -218,6 +218,21 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0)).map(|(_, _, m)| m)
     }
 
+    /// The parameters a solver for `sources` and `targets` would use (with their predicted
+    /// cost), without allocating anything. Collective.
+    ///
+    /// # Errors
+    /// As [`DistEwaldSolver::new`].
+    pub fn parameters(
+        comm: &Comm,
+        opts: &EwaldOptions,
+        popts: ParallelOptions,
+        sources: usize,
+        targets: usize,
+    ) -> Result<Params> {
+        comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0)).map(|(c, _, _)| c.params)
+    }
+
     /// As [`estimate_memory`](Self::estimate_memory), with `caller_bytes` more per rank (the
     /// caller's own arrays: inputs, outputs) counted against the node's memory: what an
     /// application asks before it reads or generates its particles. Collective.
