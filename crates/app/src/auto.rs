@@ -20,7 +20,7 @@
 //!     a few cells: docs/validation.md measured 4-5x).
 //!
 //!   A run's estimate is its plan (the Ewald sum's kernel tables of the free axes,
-//!   [`parki_farfield::free::FreeGrid::plan_seconds`]: 2-5x one evaluation) and its `repeat`
+//!   [`parki_farfield::free::FreeGrid::plan_seconds`]: 1-3x one evaluation) and its `repeat`
 //!   evaluations (`--repeat`, `[run] repeat`), one thread's seconds divided by the threads and
 //!   ranks: a single evaluation favours the tree methods, a time-stepping run with one plan the
 //!   Ewald sum. A method is a candidate
@@ -33,7 +33,6 @@
 use parki_comm::Comm;
 use parki_core::{Domain, Error, Kernel, Result};
 use parki_dist::{DistEwaldSolver, EwaldOptions, ParallelOptions};
-use parki_farfield::free::table_count;
 use parki_fmm::cost::CostModel;
 use parki_fmm::octree::{bounds, RootCube, SortedPoints};
 use parki_fmm::{for_tolerance_of, FmmKernel};
@@ -409,7 +408,7 @@ fn ewald_estimate(
     let clustering = (pairs / uniform).max(0.5);
     let c = params.cost;
     let one = c.p2p * clustering + c.p2g + c.fft + c.cnv + c.g2p;
-    let plan = params.free.as_ref().map_or(0.0, |f| f.plan_seconds(table_count(kernel, field)));
+    let plan = params.free.as_ref().map_or(0.0, |f| f.plan_seconds(kernel, field));
     Ok((
         one,
         plan,

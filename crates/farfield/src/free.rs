@@ -121,26 +121,29 @@ impl FreeGrid {
         self.fft_len.iter().product()
     }
 
-    /// Estimated seconds on one thread to make the kernel tables of `tables` components
-    /// ([`table_count`]) at plan time ([`FreeCnv::new`]): per periodic mode, the truncated
-    /// scalar kernel at every point of the upsampled free half grid (`U` points), and per
-    /// component one DCT/DST-I of that grid and one of the padded half grid (`P` points):
+    /// Estimated seconds on one thread to make the kernel tables of `kernel` (and the field) at
+    /// plan time ([`FreeCnv::new`]): per periodic mode, every representative component (those
+    /// that are not images of another under a permutation of equal free axes) fills and
+    /// transforms the upsampled free half grid (`U` points), and every component writes its
+    /// table from the padded half grid (`P` points):
     ///
-    /// `t = a U + b n_tables (U log2 U + P log2 P)`, `a` = 90.7 ns, `b` = 2.33 ns,
+    /// `t = a n_representatives U + b n_tables P`, `a` = 102 ns, `b` = 18 ns,
     ///
     /// fitted to nine 0P plans (Laplace 1e-3..1e-12, Stokeslet 1e-6 and 1e-9, stresslet and
     /// Stokes 1e-6; upsampled grids 240^3..720^3) measured on one thread of the machine of
-    /// docs/performance.md (every one within 0.78x..1.21x of it; docs/fmm.md §4.2). The plan
-    /// costs 2-5x one evaluation: it matters where a method is chosen for a single
-    /// evaluation.
-    pub fn plan_seconds(&self, tables: usize) -> f64 {
+    /// docs/performance.md, every one within 0.75x..1.26x of it (docs/performance.md §7.3;
+    /// fresh memory's page faults are much of it, and vary 1.5x between runs). The plan costs
+    /// 1-2 evaluations: it matters where a method is chosen for a single evaluation.
+    pub fn plan_seconds(&self, kernel: Kernel, field: bool) -> f64 {
+        let comps = components(kernel, field);
+        let images = symmetry_images(&comps, self, &self.free_axes());
+        let reps = images.iter().enumerate().filter(|(c, im)| im.0 == *c).count() as f64;
         let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| self.grid[d] as f64).product();
         let half = |len: &[usize; 3]| -> f64 {
             (0..3).filter(|&d| !self.periodic[d]).map(|d| (len[d] / 2 + 1) as f64).product::<f64>()
         };
         let (u, p) = (half(&self.upsampled), half(&self.fft_len));
-        let nlogn = |x: f64| x * x.max(2.0).log2();
-        modes * (90.7e-9 * u + 2.33e-9 * tables as f64 * (nlogn(u) + nlogn(p)))
+        modes * (102e-9 * reps * u + 18e-9 * comps.len() as f64 * p)
     }
 }
 
@@ -192,6 +195,61 @@ impl Poly {
             Poly::Stresslet(i, j, l) => count(&[i, j, l]),
         }
     }
+}
+
+/// For every component, `(r, perm)`: the earliest component `r` whose tables give this one's
+/// with free slot `ax` read as `r`'s slot `perm[ax]` (`r` = itself and the identity where none
+/// does). A permutation may only exchange free axes with the same grid (upsampled and padded
+/// lengths, data points, spacing); the polynomials must agree at the permuted wave vectors
+/// (checked at three wave vectors, to round-off) and the parities slot by slot.
+fn symmetry_images(comps: &[Component], free: &FreeGrid, fa: &[usize]) -> Vec<(usize, [usize; 3])> {
+    let nfree = fa.len();
+    let same = |a: usize, b: usize| {
+        let (da, db) = (fa[a], fa[b]);
+        free.upsampled[da] == free.upsampled[db]
+            && free.fft_len[da] == free.fft_len[db]
+            && free.data[da] == free.data[db]
+            && free.h[da] == free.h[db]
+    };
+    // the permutations of the free slots (slot -> slot) among equal axes
+    let mut perms: Vec<[usize; 3]> = Vec::new();
+    for p0 in 0..nfree {
+        for p1 in 0..nfree {
+            for p2 in 0..nfree {
+                let p = [p0, p1, p2];
+                let cand: Vec<usize> = p[..nfree].to_vec();
+                let mut sorted = cand.clone();
+                sorted.sort_unstable();
+                if sorted == (0..nfree).collect::<Vec<_>>() && (0..nfree).all(|ax| same(ax, cand[ax])) {
+                    perms.push(p);
+                }
+            }
+        }
+    }
+    let probes = [[0.37, -1.21, 2.03], [1.7, 0.45, -0.83], [-0.29, 2.6, 1.13]];
+    let mut images: Vec<(usize, [usize; 3])> = Vec::with_capacity(comps.len());
+    for (ci, c) in comps.iter().enumerate() {
+        let found = (0..ci).filter(|&r| images[r].0 == r && comps[r].scalar == c.scalar).find_map(|r| {
+            perms
+                .iter()
+                .copied()
+                .find(|perm| {
+                    // k' with k'_{fa[perm[ax]]} = k_{fa[ax]}: the representative's wave vector
+                    (0..nfree).all(|ax| c.poly.odd(fa[ax]) == comps[r].poly.odd(fa[perm[ax]]))
+                        && probes.iter().all(|&k| {
+                            let mut kr = k;
+                            for ax in 0..nfree {
+                                kr[fa[perm[ax]]] = k[fa[ax]];
+                            }
+                            let (vc, vr) = (c.poly.eval(k), comps[r].poly.eval(kr));
+                            (vc - vr).abs() <= 1e-12 * (1.0 + vc.abs())
+                        })
+                })
+                .map(|perm| (r, perm))
+        });
+        images.push(found.unwrap_or((ci, [0, 1, 2])));
+    }
+    images
 }
 
 /// The stresslet's ten components `T_ijl`, `i <= j <= l`.
@@ -288,6 +346,23 @@ impl<T: Real> FreeCnv<T> {
         block: &SpectralBlock,
         par: Par,
     ) -> Result<Self> {
+        Self::build(kernel, field, free, lengths, kb, xi, block, par, true)
+    }
+
+    /// [`FreeCnv::new`], with the components that are images of others under a permutation of
+    /// equal free axes read from those (`symmetric`) or each transformed on its own.
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        kernel: Kernel,
+        field: bool,
+        free: &FreeGrid,
+        lengths: [f64; 3],
+        kb: &KaiserBessel,
+        xi: f64,
+        block: &SpectralBlock,
+        par: Par,
+        symmetric: bool,
+    ) -> Result<Self> {
         let comps = components(kernel, field);
         let fa = free.free_axes();
         let nfree = fa.len();
@@ -361,6 +436,15 @@ impl<T: Real> FreeCnv<T> {
             let p2 = LocalR2r::<f64>::with_threads(&dims_for(&half_h, odd), &kinds(odd), fftw_threads)?;
             plans.push((odd.clone(), p1, p2));
         }
+        // Components that are images of an earlier one under a permutation of equal free axes
+        // (a cube in 0P: the Stokeslet's 22 and 33 of its 11, 13 and 23 of 12) read that one's
+        // samples with the axes permuted instead of transforming their own: the function
+        // transformed, `m(k) S(|k|) prod_a sigma_a(k_a) w_a(k_a)`, is the representative's at the
+        // permuted wave vector, and the transforms commute with the permutation.
+        let images = match symmetric {
+            true => symmetry_images(&comps, free, &fa),
+            false => (0..comps.len()).map(|c| (c, [0, 1, 2])).collect(),
+        };
         // the upsampled free half grid
         let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
         let up_points: usize = up_dims.iter().product();
@@ -382,8 +466,12 @@ impl<T: Real> FreeCnv<T> {
             }
             l
         };
-        let tables_per_mode: Vec<(usize, Vec<Vec<f64>>)> = {
-            let work = |mode: usize| -> (usize, Vec<Vec<f64>>) {
+        // In 0P (one mode, every axis free) each component's entries are written straight into
+        // its table (the same order); with periodic axes each mode's are scattered after.
+        let mut tables = vec![T::ZERO; ncomp * elements];
+        let direct = nfree == 3;
+        let tables_per_mode: Vec<(usize, Vec<Vec<T>>)> = {
+            let work = |mode: usize, direct: Option<&mut [T]>| -> (usize, Vec<Vec<T>>) {
                 // this mode's periodic wave vector and window factor
                 let lidx = mode_index(mode);
                 let mut kp = [0.0; 3];
@@ -408,16 +496,27 @@ impl<T: Real> FreeCnv<T> {
                     }
                     k
                 };
+                // the screening e^{-k^2/4xi^2} and the window factors are products over the
+                // axes: per free axis `e^{-k_a^2/4xi^2} / W^(k_a h)^2`, and the mode's part
+                let sw: Vec<Vec<f64>> = up
+                    .iter()
+                    .map(|m| m.k.iter().zip(&m.w).map(|(&k, &w)| (-k * k * inv4xi2).exp() * w).collect())
+                    .collect();
+                let mode_factor = (-kappa * kappa * inv4xi2).exp() * wp;
                 let scalar_table = |which: Scalar| -> Vec<f64> {
                     let mut s = vec![0.0; up_points];
                     fill_c_order(&mut s, &up_dims, par, |idx| {
-                        let w: f64 = (0..nfree).map(|a| up[a].w[idx[a]]).product();
-                        if w == 0.0 {
+                        let mut g = mode_factor;
+                        let mut kf2 = 0.0;
+                        for a in 0..nfree {
+                            g *= sw[a][idx[a]];
+                            kf2 += up[a].k[idx[a]] * up[a].k[idx[a]];
+                        }
+                        if g == 0.0 {
                             return 0.0;
                         }
-                        let kfn = (0..nfree).map(|a| up[a].k[idx[a]].powi(2)).sum::<f64>().sqrt();
-                        let k2 = kappa * kappa + kfn * kfn;
-                        let g = (-k2 * inv4xi2).exp() * w * wp;
+                        let kfn = kf2.sqrt();
+                        let k2 = kappa * kappa + kf2;
                         let t = truncated(which, nfree, kappa, kfn, radius, bessel) * g;
                         match which {
                             Scalar::Harmonic => t,
@@ -428,7 +527,8 @@ impl<T: Real> FreeCnv<T> {
                 };
                 let s_h = if need_h { scalar_table(Scalar::Harmonic) } else { Vec::new() };
                 let s_b = if need_b { scalar_table(Scalar::Biharmonic) } else { Vec::new() };
-                let one = |c: &Component| -> Vec<f64> {
+                // the padded half-grid samples of a representative component (see `images`)
+                let transformed = |c: &Component| -> Vec<f64> {
                     let odd = parity(c);
                     let (_, p1, p2) = plans.iter().find(|(o, _, _)| *o == odd).expect("planned pattern");
                     let d1 = p1.dims().to_vec();
@@ -463,10 +563,26 @@ impl<T: Real> FreeCnv<T> {
                         }
                     });
                     p2.execute(&mut a2);
+                    a2
+                };
+                let reps: Vec<usize> = (0..ncomp).filter(|&c| images[c].0 == c).collect();
+                let samples: Vec<Vec<f64>> = match par {
+                    Par::Seq => reps.iter().map(|&r| transformed(&comps[r])).collect(),
+                    Par::Rayon(_) => reps.par_iter().map(|&r| transformed(&comps[r])).collect(),
+                };
+                let one = |ci: usize, t: &mut [T]| {
+                    let c = &comps[ci];
+                    let odd = parity(c);
+                    let (r, perm) = images[ci];
+                    let a2 = &samples[reps.iter().position(|&x| x == r).expect("a representative")];
+                    // the representative's array: its dims and strides; slot `ax` of this
+                    // component is slot `perm[ax]` of the representative's
+                    let (_, _, p2) = plans.iter().find(|(o, _, _)| *o == parity(&comps[r])).expect("planned pattern");
+                    let s2r = c_strides(p2.dims());
+                    let s2: Vec<usize> = (0..nfree).map(|ax| s2r[perm[ax]]).collect();
                     // the local entries of this mode: every local free slot, mirrored into the
                     // half grid; per free axis and local slot its offset in `a2`, and its sign
                     // (0 where an odd table vanishes)
-                    let s2 = c_strides(&d2);
                     let mirror: Vec<Vec<(usize, f64)>> = (0..nfree)
                         .map(|ax| {
                             let d = fa[ax];
@@ -491,8 +607,7 @@ impl<T: Real> FreeCnv<T> {
                         .collect();
                     // C order over the free axes reversed: the first free axis fastest
                     let dims_rev: Vec<usize> = fa.iter().rev().map(|&d| local[d]).collect();
-                    let mut t = vec![0.0; local_free_count(&fa, &local)];
-                    fill_c_order(&mut t, &dims_rev, par, |idx| {
+                    fill_c_order(t, &dims_rev, par, |idx| {
                         let (mut src, mut sign) = (0, scale);
                         for (p, &l) in idx.iter().take(nfree).enumerate() {
                             let (off, s) = mirror[nfree - 1 - p][l];
@@ -500,26 +615,41 @@ impl<T: Real> FreeCnv<T> {
                             sign *= s;
                         }
                         if sign == 0.0 {
-                            0.0
+                            T::ZERO
                         } else {
-                            sign * a2[src]
+                            T::from_f64(sign * a2[src])
                         }
                     });
+                };
+                if let Some(tables) = direct {
+                    match par {
+                        Par::Seq => tables.chunks_mut(elements).enumerate().for_each(|(ci, t)| one(ci, t)),
+                        Par::Rayon(_) => tables.par_chunks_mut(elements).enumerate().for_each(|(ci, t)| one(ci, t)),
+                    }
+                    return (mode, Vec::new());
+                }
+                let count = local_free_count(&fa, &local);
+                let fill = |ci: usize| {
+                    let mut t = vec![T::ZERO; count];
+                    one(ci, &mut t);
                     t
                 };
                 let out = match par {
-                    Par::Seq => comps.iter().map(one).collect(),
-                    Par::Rayon(_) => comps.par_iter().map(one).collect(),
+                    Par::Seq => (0..ncomp).map(fill).collect(),
+                    Par::Rayon(_) => (0..ncomp).into_par_iter().map(fill).collect(),
                 };
                 (mode, out)
             };
-            match par {
-                Par::Seq => (0..nmodes).map(work).collect(),
-                Par::Rayon(_) => (0..nmodes).into_par_iter().map(work).collect(),
+            if direct {
+                vec![work(0, Some(&mut tables))]
+            } else {
+                match par {
+                    Par::Seq => (0..nmodes).map(|m| work(m, None)).collect(),
+                    Par::Rayon(_) => (0..nmodes).into_par_iter().map(|m| work(m, None)).collect(),
+                }
             }
         };
-        // scatter into [comp][z][y][x] of the local block
-        let mut tables = vec![T::ZERO; ncomp * elements];
+        // with periodic axes: scatter each mode's entries into [comp][z][y][x] of the block
         for (mode, per_comp) in tables_per_mode {
             if per_comp.iter().all(Vec::is_empty) {
                 continue;
@@ -533,7 +663,7 @@ impl<T: Real> FreeCnv<T> {
                 }
                 let e = (l[2] * local[1] + l[1]) * local[0] + l[0];
                 for (c, t) in per_comp.iter().enumerate() {
-                    tables[c * elements + e] = T::from_f64(t[q]);
+                    tables[c * elements + e] = t[q];
                 }
                 q += 1;
             });
@@ -683,13 +813,13 @@ fn c_strides(dims: &[usize]) -> [usize; 3] {
 /// Fills `out` (C order over `dims`, at most 3 axes, the last fastest) with `f(index)`: slabs
 /// of the first axis on the current rayon pool (in order with `Par::Seq`), an odometer inside a
 /// slab (no division per element).
-fn fill_c_order(out: &mut [f64], dims: &[usize], par: Par, f: impl Fn(&[usize; 3]) -> f64 + Sync) {
+fn fill_c_order<U: Send>(out: &mut [U], dims: &[usize], par: Par, f: impl Fn(&[usize; 3]) -> U + Sync) {
     let n = dims.len();
     if n == 0 || out.is_empty() {
         return;
     }
     let slab: usize = dims[1..].iter().product();
-    let one = |(i0, chunk): (usize, &mut [f64])| {
+    let one = |(i0, chunk): (usize, &mut [U])| {
         let mut idx = [i0, 0, 0];
         for v in chunk.iter_mut() {
             *v = f(&idx);
@@ -730,7 +860,7 @@ fn for_each_local_free(fa: &[usize], ranges: &[(usize, usize); 3], local: &[usiz
 
 #[cfg(test)]
 mod tests {
-    use super::{components, FreeCnv, FreeGrid};
+    use super::{components, symmetry_images, FreeCnv, FreeGrid};
     use crate::window::KaiserBessel;
     use parki_core::{Kernel, Par};
     use parki_decomp::SpectralBlock;
@@ -738,6 +868,51 @@ mod tests {
 
     /// The tables against their definition summed directly (complex exponentials): the
     /// upsampled inverse transform, the restriction to `|n| < M_ext`, the padded transform.
+    #[test]
+    fn components_read_through_axis_permutations_equal_their_own_transforms() {
+        // cubes in 0P (every axis), in 1P (the two free axes), and a box where only two free
+        // axes are equal
+        for (periodic, grid, lengths) in [
+            ([false; 3], [6, 6, 6], [1.0, 1.0, 1.0]),
+            ([true, false, false], [5, 6, 6], [0.7, 1.0, 1.0]),
+            ([false; 3], [6, 6, 4], [1.0, 1.0, 0.7]),
+        ] {
+            let h = [0, 1, 2].map(|d| lengths[d] / grid[d] as f64);
+            let (p, xi) = (4, 4.0);
+            let free = FreeGrid::new(periodic, grid, h, p, xi, 1e-6);
+            let kb = KaiserBessel::new(p);
+            let n = free.fft_len;
+            let block = SpectralBlock {
+                x: (0, n[0] / 2 + 1),
+                y: (0, n[1]),
+                z: n[2],
+                row_stride: 2 * (n[0] / 2 + 1),
+                component_stride: 2 * (n[0] / 2 + 1) * n[1] * n[2],
+            };
+            for (kernel, field) in [(Kernel::Stokes, false), (Kernel::Laplace, true)] {
+                let comps = components(kernel, field);
+                let images = symmetry_images(&comps, &free, &free.free_axes());
+                let reps = images.iter().enumerate().filter(|(c, im)| im.0 == *c).count();
+                let expected = match (periodic[0], grid[2] == grid[0], kernel) {
+                    (false, true, Kernel::Stokes) => 5,   // 11, 12 and 111, 112, 123
+                    (false, true, _) => 2,                // 1 and k_x
+                    (true, _, Kernel::Stokes) => 10,      // y <-> z only
+                    (true, _, _) => 3,                    // 1, k_x, k_y
+                    (false, false, Kernel::Stokes) => 10, // x <-> y only
+                    (false, false, _) => 3,               // 1, k_x, k_z
+                };
+                assert_eq!(reps, expected, "{periodic:?} {grid:?} {kernel:?}: {images:?}");
+                let with =
+                    FreeCnv::<f64>::build(kernel, field, &free, lengths, &kb, xi, &block, Par::Seq, true).unwrap();
+                let without =
+                    FreeCnv::<f64>::build(kernel, field, &free, lengths, &kb, xi, &block, Par::Seq, false).unwrap();
+                let scale = without.tables.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let diff = with.tables.iter().zip(&without.tables).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                assert!(diff <= 1e-13 * scale, "{periodic:?} {kernel:?}: {diff:e} of {scale:e}");
+            }
+        }
+    }
+
     #[test]
     fn tables_match_the_definition() {
         for periodic in [[false; 3], [true, false, false], [true, true, false]] {
