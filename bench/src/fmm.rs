@@ -18,6 +18,7 @@
 use std::time::Instant;
 
 use clap::Parser;
+use parki_app::npy;
 use parki_comm::{ReduceOp, Universe};
 use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
@@ -31,6 +32,8 @@ use parki_fmm::{
 };
 use parki_nearfield::free::{laplace, FreeSources};
 use parki_reference::generate::{particle_rng, Cloud};
+use parki_treecode::direct::direct_sum;
+use parki_treecode::TreeKernel;
 use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
 #[derive(Parser)]
@@ -114,30 +117,6 @@ fn direct(x: &[[f64; 3]], q: &[f64], sample: &[usize]) -> Vec<[f64; 4]> {
                     acc[0] += qi / r;
                     for a in 0..3 {
                         acc[a + 1] -= qi * d[a] / (r2 * r);
-                    }
-                }
-            }
-            acc
-        })
-        .collect()
-}
-
-/// Direct Stokeslet velocity `sum_i (f_i / r + d (d . f_i) / r^3)`, `d = y - x_i`, at the
-/// sampled targets (`[u_x, u_y, u_z, 0]`).
-fn direct_stokeslet(x: &[[f64; 3]], f: &[[f64; 3]], sample: &[usize]) -> Vec<[f64; 4]> {
-    sample
-        .par_iter()
-        .map(|&j| {
-            let y = x[j];
-            let mut acc = [0.0; 4];
-            for (xi, fi) in x.iter().zip(f) {
-                let d = [y[0] - xi[0], y[1] - xi[1], y[2] - xi[2]];
-                let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-                if r2 > 0.0 {
-                    let r = r2.sqrt();
-                    let df = (d[0] * fi[0] + d[1] * fi[1] + d[2] * fi[2]) / (r2 * r);
-                    for a in 0..3 {
-                        acc[a] += fi[a] / r + d[a] * df;
                     }
                 }
             }
@@ -277,7 +256,13 @@ fn main() {
             let clock = Instant::now();
             let reference = match (rank, kernel) {
                 (0, FmmKernel::Laplace) => direct(&x, &q, &sample),
-                (0, FmmKernel::Stokeslet) => direct_stokeslet(&x, &forces, &sample),
+                (0, FmmKernel::Stokeslet) => {
+                    // the treecode's reference direct sum: [u_x, u_y, u_z] per sample, padded
+                    direct_sum(TreeKernel::Stokeslet, &x, &forces.concat(), &x, &sample)
+                        .chunks_exact(3)
+                        .map(|u| [u[0], u[1], u[2], 0.0])
+                        .collect()
+                }
                 _ => Vec::new(),
             };
             let direct_all = clock.elapsed().as_secs_f64() * n as f64 / sample.len() as f64;
@@ -458,24 +443,6 @@ fn roundoff(cli: &Cli, isa: Isa, par: Par) {
     }
 }
 
-/// A little-endian f64 `.npy` file of `shape`.
-fn write_npy(path: &std::path::Path, shape: &[usize], data: &[f64]) {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_text = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
-    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape_text}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for v in data {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
-
 /// See `--write-points`.
 fn write_points(cli: &Cli, dir: &std::path::Path) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
@@ -492,9 +459,12 @@ fn write_points(cli: &Cli, dir: &std::path::Path) {
     let normals = |salt: u64, k: usize| -> Vec<f64> {
         (0..n * k).map(|i| particle_rng(cli.seed ^ salt, i as u64).normal()).collect()
     };
-    write_npy(&dir.join("x.npy"), &[n, 3], &x.concat());
-    write_npy(&dir.join("q.npy"), &[n], &normals(0x51, 1));
-    write_npy(&dir.join("f.npy"), &[n, 3], &normals(0x52, 3));
+    let write = |name: &str, shape: &[usize], data: &[f64]| {
+        npy::write(&dir.join(name), shape, data).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    write("x.npy", &[n, 3], &x.concat());
+    write("q.npy", &[n], &normals(0x51, 1));
+    write("f.npy", &[n, 3], &normals(0x52, 3));
     let l = ext * (1.0 + 1e-6);
     std::fs::write(dir.join("box.txt"), format!("[{l}, {l}, {l}]\n")).expect("box.txt");
     println!("wrote {n} {} points into {} (box {l})", cli.cloud[0], dir.display());

@@ -112,7 +112,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
                 crate::auto::Method::Treecode => comm.agree(crate::treecode::run(args, comm))?,
                 crate::auto::Method::Ewald => run_ewald(args, comm, started, t0, log)?,
             };
-            return comm.agree(crate::auto::annotate(comm, args, &choice, summary));
+            return comm.agree(crate::auto::annotate(comm, &choice, summary));
         }
         _ => {}
     }

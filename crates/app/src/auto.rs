@@ -124,16 +124,18 @@ pub struct AutoChoice {
     pub reason: String,
     /// The report's `auto` section.
     pub report: Value,
+    /// `[output] report`, resolved against the run.toml, if given.
+    pub report_path: Option<std::path::PathBuf>,
 }
 
-/// Every rank's `local` concatenated in rank order, on every rank.
+/// Every rank's `local` (of any length) concatenated in rank order, on every rank: each rank
+/// sends its rows to every rank.
 fn gather(comm: &Comm, local: &[[f64; 3]]) -> Vec<[f64; 3]> {
-    let flat: Vec<f64> = local.iter().flatten().copied().collect();
     let size = comm.size();
-    let send: Vec<f64> = (0..size).flat_map(|_| flat.iter().copied()).collect();
+    let send: Vec<[f64; 3]> = (0..size).flat_map(|_| local.iter().copied()).collect();
     let mut out = Vec::new();
-    comm.alltoallv(&send, &vec![flat.len(); size], &mut out);
-    out.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect()
+    comm.alltoallv(&send, &vec![local.len(); size], &mut out);
+    out
 }
 
 /// Every `total / SAMPLE`-th row (rounded up) of this rank's `rows` (starting at global row
@@ -191,10 +193,16 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
             });
         }
     }
+    let report_path = table
+        .get("output")
+        .and_then(|o| o.get("report"))
+        .and_then(toml::Value::as_str)
+        .map(|r| crate::config::resolve(path, std::path::Path::new(r)));
     let periodic = p.periodic.clone().unwrap_or_else(|| vec![false; 3]);
     if periodic.iter().any(|&b| b) {
         let reason = format!("periodic = {periodic:?}: only the spectral Ewald sum handles periodic axes");
-        return Ok(AutoChoice { method: Method::Ewald, report: json!({"chosen": "ewald", "reason": reason}), reason });
+        let report = json!({"chosen": "ewald", "reason": reason});
+        return Ok(AutoChoice { method: Method::Ewald, report, reason, report_path });
     }
     let tol = p.tolerance.ok_or_else(|| Error::Missing {
         field: "problem.tolerance".into(),
@@ -335,7 +343,7 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         "excluded": excluded,
         "sampled": {"sources": xs.len(), "targets": xt.as_ref().map_or(xs.len(), |t| t.len())},
     });
-    Ok(AutoChoice { method: best.method, reason, report })
+    Ok(AutoChoice { method: best.method, reason, report, report_path })
 }
 
 /// The free-space Ewald sum's one-thread estimates of one evaluation and of its plan (the
@@ -422,14 +430,12 @@ fn ewald_estimate(
 ///
 /// # Errors
 /// The report file could not be written.
-pub fn annotate(comm: &Comm, args: &RunArgs, choice: &AutoChoice, mut summary: RunSummary) -> Result<RunSummary> {
+pub fn annotate(comm: &Comm, choice: &AutoChoice, mut summary: RunSummary) -> Result<RunSummary> {
     summary.report["auto"] = choice.report.clone();
     summary.report["method"] = json!(choice.method.name());
     summary.table = format!("method = \"auto\": {}\n{}", choice.reason, summary.table);
-    let text = std::fs::read_to_string(&args.config).unwrap_or_default();
-    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
-    if let Some(path) = table.get("output").and_then(|o| o.get("report")).and_then(|r| r.as_str()) {
-        report::write(comm, &crate::config::resolve(&args.config, std::path::Path::new(path)), &summary.report)?;
+    if let Some(path) = &choice.report_path {
+        report::write(comm, path, &summary.report)?;
     }
     Ok(summary)
 }

@@ -136,8 +136,7 @@ impl FreeGrid {
     /// 1-2 evaluations: it matters where a method is chosen for a single evaluation.
     pub fn plan_seconds(&self, kernel: Kernel, field: bool) -> f64 {
         let comps = components(kernel, field);
-        let images = symmetry_images(&comps, self, &self.free_axes());
-        let reps = images.iter().enumerate().filter(|(c, im)| im.0 == *c).count() as f64;
+        let reps = representatives(&symmetry_images(&comps, self, &self.free_axes())).len() as f64;
         let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| self.grid[d] as f64).product();
         let half = |len: &[usize; 3]| -> f64 {
             (0..3).filter(|&d| !self.periodic[d]).map(|d| (len[d] / 2 + 1) as f64).product::<f64>()
@@ -212,20 +211,9 @@ fn symmetry_images(comps: &[Component], free: &FreeGrid, fa: &[usize]) -> Vec<(u
             && free.h[da] == free.h[db]
     };
     // the permutations of the free slots (slot -> slot) among equal axes
-    let mut perms: Vec<[usize; 3]> = Vec::new();
-    for p0 in 0..nfree {
-        for p1 in 0..nfree {
-            for p2 in 0..nfree {
-                let p = [p0, p1, p2];
-                let cand: Vec<usize> = p[..nfree].to_vec();
-                let mut sorted = cand.clone();
-                sorted.sort_unstable();
-                if sorted == (0..nfree).collect::<Vec<_>>() && (0..nfree).all(|ax| same(ax, cand[ax])) {
-                    perms.push(p);
-                }
-            }
-        }
-    }
+    const PERMUTATIONS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let perms: Vec<[usize; 3]> =
+        PERMUTATIONS.into_iter().filter(|perm| (0..nfree).all(|ax| perm[ax] < nfree && same(ax, perm[ax]))).collect();
     let probes = [[0.37, -1.21, 2.03], [1.7, 0.45, -0.83], [-0.29, 2.6, 1.13]];
     let mut images: Vec<(usize, [usize; 3])> = Vec::with_capacity(comps.len());
     for (ci, c) in comps.iter().enumerate() {
@@ -250,6 +238,11 @@ fn symmetry_images(comps: &[Component], free: &FreeGrid, fa: &[usize]) -> Vec<(u
         images.push(found.unwrap_or((ci, [0, 1, 2])));
     }
     images
+}
+
+/// The components [`symmetry_images`] maps to themselves: those transformed.
+fn representatives(images: &[(usize, [usize; 3])]) -> Vec<usize> {
+    (0..images.len()).filter(|&c| images[c].0 == c).collect()
 }
 
 /// The stresslet's ten components `T_ijl`, `i <= j <= l`.
@@ -565,7 +558,7 @@ impl<T: Real> FreeCnv<T> {
                     p2.execute(&mut a2);
                     a2
                 };
-                let reps: Vec<usize> = (0..ncomp).filter(|&c| images[c].0 == c).collect();
+                let reps = representatives(&images);
                 let samples: Vec<Vec<f64>> = match par {
                     Par::Seq => reps.iter().map(|&r| transformed(&comps[r])).collect(),
                     Par::Rayon(_) => reps.par_iter().map(|&r| transformed(&comps[r])).collect(),
@@ -860,14 +853,23 @@ fn for_each_local_free(fa: &[usize], ranges: &[(usize, usize); 3], local: &[usiz
 
 #[cfg(test)]
 mod tests {
-    use super::{components, symmetry_images, FreeCnv, FreeGrid};
+    use super::{components, representatives, symmetry_images, FreeCnv, FreeGrid};
     use crate::window::KaiserBessel;
     use parki_core::{Kernel, Par};
     use parki_decomp::SpectralBlock;
     use std::f64::consts::PI;
 
-    /// The tables against their definition summed directly (complex exponentials): the
-    /// upsampled inverse transform, the restriction to `|n| < M_ext`, the padded transform.
+    /// The whole spectral block of a padded grid of `n` points per axis (one rank).
+    fn whole_block(n: [usize; 3]) -> SpectralBlock {
+        SpectralBlock {
+            x: (0, n[0] / 2 + 1),
+            y: (0, n[1]),
+            z: n[2],
+            row_stride: 2 * (n[0] / 2 + 1),
+            component_stride: 2 * (n[0] / 2 + 1) * n[1] * n[2],
+        }
+    }
+
     #[test]
     fn components_read_through_axis_permutations_equal_their_own_transforms() {
         // cubes in 0P (every axis), in 1P (the two free axes), and a box where only two free
@@ -881,18 +883,11 @@ mod tests {
             let (p, xi) = (4, 4.0);
             let free = FreeGrid::new(periodic, grid, h, p, xi, 1e-6);
             let kb = KaiserBessel::new(p);
-            let n = free.fft_len;
-            let block = SpectralBlock {
-                x: (0, n[0] / 2 + 1),
-                y: (0, n[1]),
-                z: n[2],
-                row_stride: 2 * (n[0] / 2 + 1),
-                component_stride: 2 * (n[0] / 2 + 1) * n[1] * n[2],
-            };
+            let block = whole_block(free.fft_len);
             for (kernel, field) in [(Kernel::Stokes, false), (Kernel::Laplace, true)] {
                 let comps = components(kernel, field);
                 let images = symmetry_images(&comps, &free, &free.free_axes());
-                let reps = images.iter().enumerate().filter(|(c, im)| im.0 == *c).count();
+                let reps = representatives(&images).len();
                 let expected = match (periodic[0], grid[2] == grid[0], kernel) {
                     (false, true, Kernel::Stokes) => 5,   // 11, 12 and 111, 112, 123
                     (false, true, _) => 2,                // 1 and k_x
@@ -913,6 +908,8 @@ mod tests {
         }
     }
 
+    /// The tables against their definition summed directly (complex exponentials): the
+    /// upsampled inverse transform, the restriction to `|n| < M_ext`, the padded transform.
     #[test]
     fn tables_match_the_definition() {
         for periodic in [[false; 3], [true, false, false], [true, true, false]] {
@@ -924,13 +921,7 @@ mod tests {
             let free = FreeGrid::new(periodic, grid, h, p, xi, 1e-6);
             let kb = KaiserBessel::new(p);
             let n = free.fft_len;
-            let block = SpectralBlock {
-                x: (0, n[0] / 2 + 1),
-                y: (0, n[1]),
-                z: n[2],
-                row_stride: 2 * (n[0] / 2 + 1),
-                component_stride: 2 * (n[0] / 2 + 1) * n[1] * n[2],
-            };
+            let block = whole_block(n);
             let kernel = Kernel::Stokes;
             let cnv = FreeCnv::<f64>::new(kernel, false, &free, lengths, &kb, xi, &block, Par::Seq).unwrap();
             let comps = components(kernel, false);

@@ -190,6 +190,11 @@ impl CostModel {
         }
     }
 
+    /// Seconds of one translation of order `q` (see `translation_p3`).
+    fn translation(&self, q: f64) -> f64 {
+        self.translation_p3 * q.powi(3) + self.translation_p2 * q * q
+    }
+
     /// Estimated seconds (one thread) of an evaluation with the given leaf counts and box count,
     /// order `p`, and `work` the M2L share of eq. (24).
     pub fn estimate(&self, leaf_counts: &[usize], boxes: usize, p: usize, work: f64) -> f64 {
@@ -203,9 +208,8 @@ impl CostModel {
         let points = leaf_counts.iter().sum::<usize>() as f64 * scale;
         let pf = p as f64;
         // eq. (24) lowers the order; work = mean q^3/p^3, taken for both terms
-        let translation = self.translation_p3 * pf.powi(3) + self.translation_p2 * pf * pf;
         self.p2p_pair * pairs
-            + translation * (119.0 * work + 2.0) * boxes as f64
+            + self.translation(pf) * (119.0 * work + 2.0) * boxes as f64
             + 2.0 * self.expansion * points * pf * pf
     }
 
@@ -217,18 +221,26 @@ impl CostModel {
     /// ([`CostModel::estimate_traversed`]), which on clustered sets hold up to twice the
     /// stencil's translations per box.
     pub fn estimate_from_sample(&self, sample: &SortedPoints, n: usize, p: usize, work: f64) -> (usize, StageEstimate) {
-        let s = sample.keys().len().max(1);
-        let scale = n as f64 / s as f64;
-        let at = |leaf: usize| ((leaf as f64 / scale).round() as usize).max(1);
-        let mut best = (LEAF_CANDIDATES[0], f64::INFINITY);
-        for &leaf in &LEAF_CANDIDATES {
-            let (counts, boxes) = sample.leaf_counts(at(leaf));
-            let t = self.estimate_scaled(&counts, scale, boxes, p, work);
-            if t < best.1 {
-                best = (leaf, t);
-            }
-        }
-        (best.0, self.estimate_traversed(&sample.tree(at(best.0)), scale, p))
+        let scale = n as f64 / sample.keys().len().max(1) as f64;
+        let leaf = best_leaf(&self.leaf_estimates(sample, scale, p, work));
+        (leaf, self.estimate_traversed(&sample.tree(Self::sample_leaf(leaf, scale)), scale, p))
+    }
+
+    /// The leaf size on a sample of `1/scale` of the points that stands for `leaf` on all.
+    fn sample_leaf(leaf: usize, scale: f64) -> usize {
+        ((leaf as f64 / scale).round() as usize).max(1)
+    }
+
+    /// `(leaf, seconds)` of every candidate leaf size on `sorted`, a sample of `1/scale` of
+    /// the points ([`CostModel::estimate_scaled`]).
+    fn leaf_estimates(&self, sorted: &SortedPoints, scale: f64, p: usize, work: f64) -> Vec<(usize, f64)> {
+        LEAF_CANDIDATES
+            .iter()
+            .map(|&leaf| {
+                let (counts, boxes) = sorted.leaf_counts(Self::sample_leaf(leaf, scale));
+                (leaf, self.estimate_scaled(&counts, scale, boxes, p, work))
+            })
+            .collect()
     }
 
     /// The estimate (one thread) of an evaluation at order `p` on the tree `tree`
@@ -241,11 +253,10 @@ impl CostModel {
         let pairs: f64 = (0..tree.boxes.len())
             .map(|i| count(i) * lists.p2p_of(i).iter().map(|&s| count(s as usize)).sum::<f64>())
             .sum();
-        let translation = |q: f64| self.translation_p3 * q.powi(3) + self.translation_p2 * q * q;
         // M2L runs eight pairs of one class at a time: a class's last batch pays all eight lanes
         let m2l: f64 = m2l_classes(&lists, tree, &tree.boxes)
             .iter()
-            .map(|c| (c.pairs.len().div_ceil(8) * 8) as f64 * translation(c.order as f64))
+            .map(|c| (c.pairs.len().div_ceil(8) * 8) as f64 * self.translation(c.order as f64))
             .sum();
         let pf = p as f64;
         let points = tree.points.len() as f64 * scale;
@@ -253,7 +264,7 @@ impl CostModel {
         StageEstimate {
             p2p: self.p2p_pair * pairs,
             m2l: m2l + rotations,
-            expansions: 2.0 * translation(pf) * tree.boxes.len() as f64 + 2.0 * self.expansion * points * pf * pf,
+            expansions: 2.0 * self.translation(pf) * tree.boxes.len() as f64 + 2.0 * self.expansion * points * pf * pf,
         }
     }
 
@@ -261,13 +272,7 @@ impl CostModel {
     /// `p`, and the estimates of every candidate (`(leaf, seconds)`); the kernel's model
     /// ([`CostModel::for_kernel`]) prices its own far field.
     pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64) -> (usize, Vec<(usize, f64)>) {
-        let all: Vec<(usize, f64)> = LEAF_CANDIDATES
-            .iter()
-            .map(|&leaf| {
-                let (counts, boxes) = sorted.leaf_counts(leaf);
-                (leaf, self.estimate(&counts, boxes, p, work))
-            })
-            .collect();
+        let all = self.leaf_estimates(sorted, 1.0, p, work);
         (best_leaf(&all), all)
     }
 }
