@@ -16,10 +16,10 @@ use parki_core::validate::narrow_positions;
 use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
-    CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions, EwaldStage,
-    ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
+    measure_occupancy, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions,
+    EwaldStage, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
-use parki_farfield::{FieldMethod, G2pVariant, P2gVariant};
+use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::{Isa, PairAccuracy};
 use serde_json::Value;
@@ -301,6 +301,20 @@ pub fn parallel_options(p: &crate::config::ParallelSection) -> Result<ParallelOp
     Ok(ParallelOptions::new().grid(grid).decomposition(decomposition).backend(backend))
 }
 
+/// Whether the run measures the particles' occupancy of the cells for the parameter choice
+/// (`[ewald] occupancy`, default `"measured"`).
+///
+/// # Errors
+/// A value other than `"measured"` or `"uniform"` (names `ewald.occupancy`).
+pub fn measured_occupancy(cfg: &RunConfig) -> Result<bool> {
+    let parse = |v: &str| match v {
+        "measured" => Some(true),
+        "uniform" => Some(false),
+        _ => None,
+    };
+    Ok(word("ewald.occupancy", cfg.ewald.occupancy.as_deref(), parse, "\"measured\" or \"uniform\"")?.unwrap_or(true))
+}
+
 /// The solver options a run.toml asks for.
 pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     let kernel = parki_core::Kernel::from_name(&cfg.problem.kernel)?;
@@ -413,7 +427,25 @@ impl Run<'_> {
             comm.max(t_stats.elapsed().as_secs_f64()),
             stats.pairs().density_ratio(0)
         ));
-        let opts = comm.agree(options(self.cfg, args))?.statistics(Some(stats));
+        // the sources' occupancy of the cells around the targets for P2P's cost model
+        let t_occ = Instant::now();
+        let occupancy = if comm.agree(measured_occupancy(self.cfg))? {
+            measure_occupancy(comm, &domain, &prob.positions, prob.targets.as_deref())
+        } else {
+            Occupancy::uniform()
+        };
+        log.line(&format!(
+            "cell occupancy in {:.2} s: sources around a target {:.2} x the uniform count (cells of a third of \
+             the box) to {:.2} x (a quarter of the particle spacing); 1/r potentials' mean square {:.2} x uniform",
+            comm.max(t_occ.elapsed().as_secs_f64()),
+            occupancy.steps().next().map_or(1.0, |s| s.1),
+            occupancy.steps().last().map_or(1.0, |s| s.1),
+            occupancy.magnitude(),
+        ));
+        let opts = comm
+            .agree(options(self.cfg, args))?
+            .statistics(Some(stats))
+            .occupancy(occupancy.is_measured().then_some(occupancy));
         let dim = opts.output_dim();
         let t_plan = Instant::now();
         let mut engine =

@@ -15,9 +15,9 @@
 //!     particle-proxy terms by `n/s`) times the measured time per
 //!     evaluation of the kernel ([`TREE_NS_PER_EVALUATION`]);
 //!   - the Ewald sum (particles from files only: its generator makes other particles than the
-//!     tree methods') by its parameter selection's cost model, its near field scaled by the
-//!     sample's pairs in the chosen cells against the uniform count (clustered particles fill
-//!     a few cells: docs/validation.md measured 4-5x).
+//!     tree methods') by its parameter selection's cost model, with the sample's occupancy of
+//!     the cells ([`parki_farfield::occupancy`], as the run measures it on all particles), so
+//!     that clustered particles get the parameters, and the price, the run will have.
 //!
 //!   A run's estimate is its plan (the Ewald sum's kernel tables of the free axes,
 //!   [`parki_farfield::free::FreeGrid::plan_seconds`]: 1-3x one evaluation) and its `repeat`
@@ -32,7 +32,7 @@
 
 use parki_comm::Comm;
 use parki_core::{Domain, Error, Kernel, Result};
-use parki_dist::{DistEwaldSolver, EwaldOptions, ParallelOptions};
+use parki_dist::{DistEwaldSolver, EwaldOptions, Occupancy, ParallelOptions};
 use parki_fmm::cost::CostModel;
 use parki_fmm::octree::{bounds, RootCube, SortedPoints};
 use parki_fmm::{for_tolerance_of, FmmKernel};
@@ -302,9 +302,18 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
                      tree methods theirs around the origin; give .npy files to compare all three"
                 .to_string())
         }
-        (false, _) => {
-            ewald_estimate(comm, p, tol, field, &src.positions, tgt.as_ref().map(|t| &t.positions[..]), &xs, ns, nt)
-        }
+        (false, _) => ewald_estimate(
+            comm,
+            p,
+            tol,
+            field,
+            &src.positions,
+            tgt.as_ref().map(|t| &t.positions[..]),
+            &xs,
+            xt.as_deref(),
+            ns,
+            nt,
+        ),
     };
     match ewald {
         Ok((one, plan, detail)) => {
@@ -358,6 +367,7 @@ fn ewald_estimate(
     sources: &[[f64; 3]],
     targets: Option<&[[f64; 3]]>,
     xs: &[[f64; 3]],
+    xt: Option<&[[f64; 3]]>,
     ns: usize,
     nt: usize,
 ) -> std::result::Result<(f64, f64, Value), String> {
@@ -377,51 +387,21 @@ fn ewald_estimate(
     let domain = Domain::new(lengths, [false; 3]).map_err(|e| e.to_string())?;
     let mut opts = EwaldOptions::new(kernel, domain, tol);
     opts.field = field;
+    // the sample's occupancy of the cells stands for the whole set's (as the run measures it)
+    opts.occupancy = Some(Occupancy::measure(&domain, xs, ns, xt.unwrap_or(xs), xt.is_none()));
     let params = match p.precision.as_deref() {
         Some("f32") => DistEwaldSolver::<f32>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),
         _ => DistEwaldSolver::<f64>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),
     }
     .map_err(|e| e.to_string())?;
-    // the near field on the sample's cells against the uniform count
-    let cells = params.cells;
-    let ncell = cells.iter().product::<usize>().max(1);
-    let mut count = vec![0f64; ncell];
-    let cell_of = |x: &[f64; 3]| -> [usize; 3] {
-        [0, 1, 2].map(|a| ((x[a] / lengths[a] * cells[a] as f64) as usize).min(cells[a] - 1))
-    };
-    for x in xs {
-        let c = cell_of(x);
-        count[(c[2] * cells[1] + c[1]) * cells[0] + c[0]] += 1.0;
-    }
-    let mut pairs = 0.0;
-    for (i, &n) in count.iter().enumerate().filter(|(_, &n)| n > 0.0) {
-        let c = [i % cells[0], (i / cells[0]) % cells[1], i / (cells[0] * cells[1])];
-        let mut near = 0.0;
-        for dz in -1i64..=1 {
-            for dy in -1i64..=1 {
-                for dx in -1i64..=1 {
-                    let d = [dx, dy, dz];
-                    let nb: Option<Vec<usize>> =
-                        (0..3).map(|a| usize::try_from(c[a] as i64 + d[a]).ok().filter(|&v| v < cells[a])).collect();
-                    if let Some(nb) = nb {
-                        near += count[(nb[2] * cells[1] + nb[1]) * cells[0] + nb[0]];
-                    }
-                }
-            }
-        }
-        pairs += n * near;
-    }
-    let m = xs.len().max(1) as f64;
-    let uniform = 27.0 * m * m / ncell as f64;
-    let clustering = (pairs / uniform).max(0.5);
     let c = params.cost;
-    let one = c.p2p * clustering + c.p2g + c.fft + c.cnv + c.g2p;
+    let one = c.total();
     let plan = params.free.as_ref().map_or(0.0, |f| f.plan_seconds(kernel, field));
     Ok((
         one,
         plan,
-        json!({"grid": params.grid, "cells": cells, "window": params.p, "clustering": clustering,
-               "stages_one_thread": {"P2P": c.p2p * clustering, "P2G": c.p2g, "FFT": c.fft, "CNV": c.cnv, "G2P": c.g2p},
+        json!({"grid": params.grid, "cells": params.cells, "window": params.p, "cell_occupancy": params.occupancy,
+               "stages_one_thread": {"P2P": c.p2p, "P2G": c.p2g, "FFT": c.fft, "CNV": c.cnv, "G2P": c.g2p},
                "one_thread_seconds": one, "plan_one_thread_seconds": plan}),
     ))
 }

@@ -153,6 +153,9 @@ pub struct EwaldSection {
     pub fft_plan: Option<String>,
     /// `"avx512"`, `"avx2"` or `"scalar"` (default: the best available).
     pub isa: Option<String>,
+    /// The particles' occupancy of the cells in the parameter choice: `"measured"` (default)
+    /// or `"uniform"` (the uniform-density model alone).
+    pub occupancy: Option<String>,
 }
 
 /// `[run]`.

@@ -220,6 +220,7 @@ pub fn build(r: &ReportInputs) -> Value {
             "rc_effective": p.rc_effective,
             "cells": p.cells,
             "sources_per_cell": p.sources_per_cell,
+            "cell_occupancy": p.occupancy,
             "grid": p.grid,
             "free_axes": p.free.as_ref().map(|f| json!({
                 "data_points": f.data,

@@ -7,12 +7,14 @@
 //! - [`g2p`]: interpolation, base and target-sorted.
 //! - [`params`]: the error model, the cost model and the parameter selection from a tolerance.
 //! - [`stats`]: close-pair statistics of the actual particles for the error model.
+//! - [`occupancy`]: neighbour-cell occupancy of the actual particles for the cost model.
 
 pub mod cnv;
 pub mod error_model;
 pub mod free;
 pub mod g2p;
 pub mod gridwin;
+pub mod occupancy;
 pub mod p2g;
 pub mod params;
 mod quad;
@@ -24,6 +26,7 @@ pub use cnv::Cnv;
 pub use free::{FreeCnv, FreeGrid};
 pub use g2p::{g2p, g2p_field, interleave, FieldMethod, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
+pub use occupancy::Occupancy;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};
 pub use params::{select, CostModel, ErrorEstimate, Params, Request};
 pub use stats::PairStatistics;

@@ -27,14 +27,16 @@ pub use options::{DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, EwaldOptions
 pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};
 pub use parki_core::{Domain, Error, Kernel, Output, Result, SourceSet, Sources, StageKind, StageName, StageTimes};
 pub use parki_decomp::{Decomposition, ProcGrid, SortMode};
-pub use parki_farfield::{CostModel, ErrorEstimate, FieldMethod, G2pVariant, P2gVariant, PairStatistics, Params};
+pub use parki_farfield::{
+    CostModel, ErrorEstimate, FieldMethod, G2pVariant, Occupancy, P2gVariant, PairStatistics, Params,
+};
 pub use parki_fft3d::PlanRigor;
 pub use parki_nearfield::Isa;
 pub use pipeline::{DistEwaldSolver, Evaluation};
 pub use plan::{node_rank, MemoryEstimate};
 pub use solver::EwaldSolver;
 pub use stage::EwaldStage;
-pub use statistics::SourceStatistics;
+pub use statistics::{measure_occupancy, SourceStatistics};
 
 /// A real type the whole solver runs in: `f32` or `f64`.
 pub trait SolverReal:

@@ -5,7 +5,7 @@
 use parki_comm::Backend;
 use parki_core::{Domain, Kernel, Output, Result};
 use parki_decomp::Decomposition;
-use parki_farfield::{CostModel, FieldMethod, G2pVariant, P2gVariant};
+use parki_farfield::{CostModel, FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::PlanRigor;
 use parki_nearfield::{Isa, PairAccuracy};
 
@@ -74,6 +74,10 @@ pub struct EwaldOptions {
     /// of positions narrowed to f32 (`None`: the uniform-density model, safe but
     /// over-resolving the stresslet on clustered particles).
     pub statistics: Option<SourceStatistics>,
+    /// Neighbour-cell occupancy of the particles ([`crate::measure_occupancy`]): the cost model
+    /// of P2P then counts the pairs clustered particles make and picks a smaller cut-off and a
+    /// finer grid for them (`None`: the uniform count).
+    pub occupancy: Option<Occupancy>,
 }
 
 impl EwaldOptions {
@@ -101,6 +105,7 @@ impl EwaldOptions {
             isa: None,
             enforce_tolerance: true,
             statistics: None,
+            occupancy: None,
         }
     }
 
@@ -138,6 +143,12 @@ impl EwaldOptions {
     /// Close-pair statistics of the particles for the error model (`None`: uniform model).
     pub fn statistics(mut self, statistics: Option<SourceStatistics>) -> Self {
         self.statistics = statistics;
+        self
+    }
+
+    /// Neighbour-cell occupancy of the particles for the cost model (`None`: uniform).
+    pub fn occupancy(mut self, occupancy: Option<Occupancy>) -> Self {
+        self.occupancy = occupancy;
         self
     }
 

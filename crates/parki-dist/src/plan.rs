@@ -117,6 +117,7 @@ pub(crate) fn choose<T: SolverReal>(
         position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
         pair_error: accuracy.pair_error(T::BYTES),
         merged_rows: loose,
+        occupancy: opts.occupancy,
     };
     let params = parki_farfield::select(&request)?;
     Ok(Choice { params, threads, isa, pair_accuracy: accuracy })
