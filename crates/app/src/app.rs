@@ -445,7 +445,8 @@ impl Run<'_> {
         let opts = comm
             .agree(options(self.cfg, args))?
             .statistics(Some(stats))
-            .occupancy(occupancy.is_measured().then_some(occupancy));
+            .occupancy(occupancy.is_measured().then_some(occupancy))
+            .evaluations(args.repeat.or(self.cfg.run.repeat).unwrap_or(1));
         let dim = opts.output_dim();
         let t_plan = Instant::now();
         let mut engine =

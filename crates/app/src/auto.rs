@@ -313,6 +313,7 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
             xt.as_deref(),
             ns,
             nt,
+            repeat,
         ),
     };
     match ewald {
@@ -370,6 +371,7 @@ fn ewald_estimate(
     xt: Option<&[[f64; 3]]>,
     ns: usize,
     nt: usize,
+    repeat: usize,
 ) -> std::result::Result<(f64, f64, Value), String> {
     let kernel = Kernel::from_name(&p.kernel).map_err(|_| format!("no kernel \"{}\"", p.kernel))?;
     let lengths = match p.box_lengths.as_deref() {
@@ -389,6 +391,7 @@ fn ewald_estimate(
     opts.field = field;
     // the sample's occupancy of the cells stands for the whole set's (as the run measures it)
     opts.occupancy = Some(Occupancy::measure(&domain, xs, ns, xt.unwrap_or(xs), xt.is_none()));
+    opts.evaluations = repeat;
     let params = match p.precision.as_deref() {
         Some("f32") => DistEwaldSolver::<f32>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),
         _ => DistEwaldSolver::<f64>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),

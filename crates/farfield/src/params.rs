@@ -108,6 +108,10 @@ pub struct Request {
     /// Neighbour-cell occupancy of the actual particles ([`crate::occupancy`]): P2P's pairs at
     /// each candidate cell size are the uniform count times its `R`. `None`: uniform (`R = 1`).
     pub occupancy: Option<crate::Occupancy>,
+    /// Evaluations one plan serves (at least 1): with free axes the plan's kernel tables
+    /// ([`crate::free::FreeGrid::plan_seconds`]) are priced over them, so that a single
+    /// evaluation does not buy a grid whose tables cost more than it saves.
+    pub evaluations: usize,
 }
 
 /// Estimated relative RMS errors of the chosen parameters (largest over the kernel's parts).
@@ -413,7 +417,8 @@ fn evaluate(
             cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim * g2p_factor,
         };
-        let total_cost = cost.total();
+        let plan = free.as_ref().map_or(0.0, |f| f.plan_seconds(req.kernel, spectral_field));
+        let total_cost = cost.total() + plan / req.evaluations.max(1) as f64;
         if best.as_ref().is_some_and(|b| b.cost <= total_cost) {
             continue;
         }

@@ -78,6 +78,9 @@ pub struct EwaldOptions {
     /// of P2P then counts the pairs clustered particles make and picks a smaller cut-off and a
     /// finer grid for them (`None`: the uniform count).
     pub occupancy: Option<Occupancy>,
+    /// Evaluations one plan serves (default 1): with free axes the parameter choice prices the
+    /// plan's kernel tables over them.
+    pub evaluations: usize,
 }
 
 impl EwaldOptions {
@@ -106,6 +109,7 @@ impl EwaldOptions {
             enforce_tolerance: true,
             statistics: None,
             occupancy: None,
+            evaluations: 1,
         }
     }
 
@@ -149,6 +153,12 @@ impl EwaldOptions {
     /// Neighbour-cell occupancy of the particles for the cost model (`None`: uniform).
     pub fn occupancy(mut self, occupancy: Option<Occupancy>) -> Self {
         self.occupancy = occupancy;
+        self
+    }
+
+    /// Evaluations one plan serves (at least 1; default 1).
+    pub fn evaluations(mut self, evaluations: usize) -> Self {
+        self.evaluations = evaluations.max(1);
         self
     }
 

@@ -118,6 +118,7 @@ pub(crate) fn choose<T: SolverReal>(
         pair_error: accuracy.pair_error(T::BYTES),
         merged_rows: loose,
         occupancy: opts.occupancy,
+        evaluations: opts.evaluations,
     };
     let params = parki_farfield::select(&request)?;
     Ok(Choice { params, threads, isa, pair_accuracy: accuracy })
