@@ -427,6 +427,7 @@ impl Run<'_> {
             comm.max(t_stats.elapsed().as_secs_f64()),
             stats.pairs().density_ratio(0)
         ));
+        let repeat = args.repeat.or(self.cfg.run.repeat).unwrap_or(1);
         // the sources' occupancy of the cells around the targets for P2P's cost model
         let t_occ = Instant::now();
         let occupancy = if comm.agree(measured_occupancy(self.cfg))? {
@@ -446,7 +447,7 @@ impl Run<'_> {
             .agree(options(self.cfg, args))?
             .statistics(Some(stats))
             .occupancy(occupancy.is_measured().then_some(occupancy))
-            .evaluations(args.repeat.or(self.cfg.run.repeat).unwrap_or(1));
+            .evaluations(repeat);
         let dim = opts.output_dim();
         let t_plan = Instant::now();
         let mut engine =
@@ -488,7 +489,6 @@ impl Run<'_> {
             ));
         }
         let mut u = vec![T::ZERO; nt * dim];
-        let repeat = args.repeat.or(self.cfg.run.repeat).unwrap_or(1);
         let mut ev = Evaluation::default();
         for r in 0..repeat {
             if repeat > 1 {

@@ -128,23 +128,13 @@ pub struct AutoChoice {
     pub report_path: Option<std::path::PathBuf>,
 }
 
-/// Every rank's `local` (of any length) concatenated in rank order, on every rank: each rank
-/// sends its rows to every rank.
-fn gather(comm: &Comm, local: &[[f64; 3]]) -> Vec<[f64; 3]> {
-    let size = comm.size();
-    let send: Vec<[f64; 3]> = (0..size).flat_map(|_| local.iter().copied()).collect();
-    let mut out = Vec::new();
-    comm.alltoallv(&send, &vec![local.len(); size], &mut out);
-    out
-}
-
 /// Every `total / SAMPLE`-th row (rounded up) of this rank's `rows` (starting at global row
 /// `start`), gathered from every rank.
 fn sample(comm: &Comm, positions: &[[f64; 3]], start: usize, total: usize) -> Vec<[f64; 3]> {
     let step = total.div_ceil(SAMPLE).max(1);
     let first = (step - start % step) % step;
     let mine: Vec<[f64; 3]> = positions.iter().skip(first).step_by(step).copied().collect();
-    gather(comm, &mine)
+    comm.all_gatherv(&mine)
 }
 
 /// One candidate's estimate: seconds on the run's cores and a note.

@@ -597,6 +597,15 @@ impl Comm {
         recv.copy_from_slice(send);
     }
 
+    /// Gathers `local` (any length on each rank) from all ranks, in rank order, on every rank:
+    /// an all-to-all-v that sends `local` to every rank.
+    pub fn all_gatherv<T: Pod + Default>(&self, local: &[T]) -> Vec<T> {
+        let send: Vec<T> = (0..self.size).flat_map(|_| local.iter().copied()).collect();
+        let mut out = Vec::new();
+        self.alltoallv(&send, &vec![local.len(); self.size], &mut out);
+        out
+    }
+
     /// All-to-all-v that first exchanges the counts; returns the receive counts per rank.
     pub fn alltoallv<T: Pod + Default>(&self, send: &[T], send_counts: &[usize], recv: &mut Vec<T>) -> Vec<usize> {
         let recv_counts = self.alltoall_counts(send_counts);

@@ -88,7 +88,12 @@ pub fn sampled(p: &[f64; 3], stride: u64) -> bool {
 
 /// The sampling stride for `targets` targets in all: at most about [`MAX_SAMPLED`] sampled.
 pub fn stride(targets: usize) -> u64 {
-    targets.div_ceil(MAX_SAMPLED).max(1) as u64
+    stride_at_most(targets, MAX_SAMPLED)
+}
+
+/// The sampling stride ([`sampled`]) for `total` particles with at most about `max` sampled.
+pub fn stride_at_most(total: usize, max: usize) -> u64 {
+    total.div_ceil(max).max(1) as u64
 }
 
 /// `|s_j|^2` of up to two kernel parts for every source.

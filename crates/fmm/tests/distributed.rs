@@ -41,15 +41,6 @@ fn block(comm: &Comm, n: usize, all_on_zero: bool) -> std::ops::Range<usize> {
     }
 }
 
-/// Every rank's `local` concatenated in rank order, on every rank.
-fn gather(comm: &Comm, local: &[f64]) -> Vec<f64> {
-    let size = comm.size();
-    let send: Vec<f64> = (0..size).flat_map(|_| local.iter().copied()).collect();
-    let mut out = Vec::new();
-    comm.alltoallv(&send, &vec![local.len(); size], &mut out);
-    out
-}
-
 /// Laplace on `cloud`, targets the sources or separate: distributed against one process.
 fn laplace_case(comm: &Comm, cloud: Cloud, separate: bool, all_on_zero: bool) {
     let x = cloud.points(21, 0..N);
@@ -98,7 +89,7 @@ fn laplace_against_one(
     let flat = |pot: &[f64], grad: &[[f64; 3]]| -> Vec<f64> {
         pot.iter().zip(grad).flat_map(|(p, g)| [*p, g[0], g[1], g[2]]).collect()
     };
-    let dist = gather(comm, &flat(&out.potential, &out.gradient));
+    let dist = comm.all_gatherv(&flat(&out.potential, &out.gradient));
     let reference = flat(&one.potential, &one.gradient);
     let equal = relative(&dist, &reference);
     let s = &out.stats.let_tree;
@@ -129,7 +120,7 @@ fn stokeslet_case(comm: &Comm) {
     let (par, isa) = (Par::Seq, Isa::detect());
     let (ms, mt) = (block(comm, N, false), block(comm, M, false));
     let out = evaluate_stokeslet_distributed(comm, &x[ms.clone()], &f[ms], Some(&y[mt]), &params, isa, par).unwrap();
-    let dist = gather(comm, &out.velocity.iter().flatten().copied().collect::<Vec<_>>());
+    let dist = comm.all_gatherv(&out.velocity.iter().flatten().copied().collect::<Vec<_>>());
     let one = evaluate_stokeslet(&x, &f, Some(&y), &params, isa, par).unwrap();
     let reference: Vec<f64> = one.velocity.iter().flatten().copied().collect();
     let equal = relative(&dist, &reference);

@@ -3,7 +3,7 @@
 
 use parki_comm::{Comm, ReduceOp};
 use parki_core::{Domain, Kernel, KernelPart, Real, Sources};
-use parki_farfield::occupancy::{self, MAX_SOURCES, MAX_TARGETS};
+use parki_farfield::occupancy::{MAX_SOURCES, MAX_TARGETS};
 use parki_farfield::stats;
 use parki_farfield::{Occupancy, PairStatistics};
 
@@ -61,21 +61,10 @@ pub fn measure_occupancy<T: Real>(
 ) -> Occupancy {
     let ns = comm.sum(sources.len() as f64) as usize;
     let gather = |local: &[[T; 3]], total: usize, max: usize| -> Vec<[f64; 3]> {
-        let stride = occupancy::stride(total, max);
-        let mine: Vec<f64> = local
-            .iter()
-            .map(|p| p.map(|x| x.to_f64()))
-            .filter(|p| stats::sampled(p, stride))
-            .flat_map(|p| p.into_iter())
-            .collect();
-        if comm.size() == 1 {
-            return mine.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-        }
-        let ranks = comm.size();
-        let send: Vec<f64> = (0..ranks).flat_map(|_| mine.iter().copied()).collect();
-        let mut recv = Vec::new();
-        comm.alltoallv(&send, &vec![mine.len(); ranks], &mut recv);
-        recv.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect()
+        let stride = stats::stride_at_most(total, max);
+        let mine: Vec<[f64; 3]> =
+            local.iter().map(|p| p.map(|x| x.to_f64())).filter(|p| stats::sampled(p, stride)).collect();
+        comm.all_gatherv(&mine)
     };
     let src = gather(sources, ns, MAX_SOURCES);
     let (tgt, same) = match targets {
@@ -155,11 +144,7 @@ fn distributed_pairs<T: Real>(
     let per_target = stats::pair_sums(domain, radius, &pos, &rw, &sample);
     // every rank gets every sampled target's sums (at most about 1e5 x 6 values), so that the
     // typical-target quantile is the same on every rank and for every split
-    let flat: Vec<f64> = per_target.iter().flatten().cloned().collect();
-    let send: Vec<f64> = (0..ranks).flat_map(|_| flat.iter().cloned()).collect();
-    let mut recv = Vec::new();
-    comm.alltoallv(&send, &vec![flat.len(); ranks], &mut recv);
-    let all: Vec<[f64; 6]> = recv.chunks_exact(6).map(|c| std::array::from_fn(|k| c[k])).collect();
+    let all: Vec<[f64; 6]> = comm.all_gatherv(&per_target);
     let mut q = [w.iter().map(|x| x[0]).sum(), w.iter().map(|x| x[1]).sum()];
     comm.all_reduce_f64(&mut q, ReduceOp::Sum);
     stats::from_targets(radius, &all, ns_total, q)

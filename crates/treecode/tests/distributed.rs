@@ -38,20 +38,6 @@ fn params() -> TreecodeParams {
 
 const TOL: f64 = 1e-6;
 
-/// Every rank's values of `local` (any lengths) concatenated in rank order, on every rank.
-fn gather_all(comm: &Comm, local: &[f64]) -> Vec<f64> {
-    let size = comm.size();
-    let send: Vec<f64> = (0..size).flat_map(|_| local.iter().copied()).collect();
-    let mut out = Vec::new();
-    comm.alltoallv(&send, &vec![local.len(); size], &mut out);
-    out
-}
-
-fn gather_points(comm: &Comm, local: &[[f64; 3]]) -> Vec<[f64; 3]> {
-    let flat: Vec<f64> = local.iter().flatten().copied().collect();
-    gather_all(comm, &flat).chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect()
-}
-
 /// One case: `kernel` (`tk` for the direct sum) on `cloud`; prints one line on rank 0.
 fn case<K: PairKernel>(comm: &Comm, kernel: &K, tk: TreeKernel, cloud: Cloud) {
     let (rank, size) = (comm.rank(), comm.size());
@@ -74,9 +60,9 @@ fn case<K: PairKernel>(comm: &Comm, kernel: &K, tk: TreeKernel, cloud: Cloud) {
     let (_, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, &targets[mt.clone()], None, par);
     let (own_t, own_s) = (&tgot.positions, &sgot.positions);
     let (dist, stats) = evaluate_owned(comm, kernel, &p, own_s, &own_q, own_t, par, Isa::detect()).unwrap();
-    let counts: Vec<usize> = gather_all(comm, &[own_s.len() as f64]).iter().map(|&c| c as usize).collect();
-    let all_s = gather_points(comm, own_s);
-    let all_q = gather_all(comm, &own_q);
+    let counts: Vec<usize> = comm.all_gatherv(&[own_s.len() as f64]).iter().map(|&c| c as usize).collect();
+    let all_s = comm.all_gatherv(own_s);
+    let all_q = comm.all_gatherv(&own_q);
     let mut reference = vec![0.0; own_t.len() * nv];
     let mut at = 0;
     for &c in &counts {
@@ -107,7 +93,7 @@ fn case<K: PairKernel>(comm: &Comm, kernel: &K, tk: TreeKernel, cloud: Cloud) {
         Isa::detect(),
     )
     .unwrap();
-    let all = gather_all(comm, &mine);
+    let all = comm.all_gatherv(&mine);
     assert_eq!(all.len(), N_TARGETS * nv);
     assert!(equal <= 1e-13, "{size} ranks {} {}: distributed vs per-rank sums {equal:e}", tk.name(), cloud.name());
     if size > 1 {
