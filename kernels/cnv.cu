@@ -89,8 +89,8 @@ PARKI_EXPORT_BOTH(cnv, (int kernel, int field, int mxc, int my, int mz, int row_
 //                                                         off the diagonal)
 //   Stokes    the Stokeslet's 6 tables, then the stresslet's 10.
 template <typename T>
-__device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, const T* tables,
-                              const u32* stress, T* grid) {
+__device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, int set_zero,
+                              double zero, const T* tables, const u32* stress, T* grid) {
   const u64 e = global_thread();
   const u64 elements = (u64)mxc * my * mz;
   if (e >= elements) return;
@@ -104,6 +104,11 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
   }
   double vr[4] = {0.0, 0.0, 0.0, 0.0}, vi[4] = {0.0, 0.0, 0.0, 0.0};
   if (kernel == PARKI_LAPLACE) {
+    // the exact zero mode (FreeCnv::zero_mode): the spread grid's carries the window's aliasing
+    if (e == 0 && set_zero) {
+      phr[0] = zero;
+      phi[0] = 0.0;
+    }
     const double t = (double)tables[e];
     vr[0] = t * phr[0];
     vi[0] = t * phi[0];
@@ -150,6 +155,6 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
     grid[(u64)c * cs + o + 1] = (T)vi[c];
   }
 }
-PARKI_EXPORT_BOTH(cnv_free, (int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs,
-                             const real* tables, const u32* stress, real* grid),
-                  cnv_free_impl<real>(kernel, field, mxc, my, mz, row_stride, cs, tables, stress, grid))
+PARKI_EXPORT_BOTH(cnv_free, (int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, int set_zero,
+                             double zero, const real* tables, const u32* stress, real* grid),
+                  cnv_free_impl<real>(kernel, field, mxc, my, mz, row_stride, cs, set_zero, zero, tables, stress, grid))

@@ -310,6 +310,9 @@ pub struct FreeCnv<T> {
     tables: Vec<T>,
     /// `stress[i][m]`: the table of `T_i S_pairs[m]`.
     stress: [[usize; 6]; 3],
+    /// `W^(0)^3`, the zero mode of a unit charge's spread window without aliasing, on the rank
+    /// whose block holds `k = 0` of the Laplace potential (see [`FreeCnv::apply`]).
+    zero_mode: Option<f64>,
 }
 
 /// Per-axis values of the upsampled free grid or the periodic modes.
@@ -662,7 +665,28 @@ impl<T: Real> FreeCnv<T> {
             });
         }
         let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
-        Ok(Self { kernel, field, block: *block, elements, tables, stress })
+        let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
+        let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
+        Ok(Self { kernel, field, block: *block, elements, tables, stress, zero_mode })
+    }
+
+    /// The exact zero mode of a unit charge's spread grid, `W^(0)^3` (`None` for kernels other
+    /// than Laplace and on ranks whose spectral block does not hold `k = 0`).
+    ///
+    /// The spread grid's zero mode is `sum_j q_j prod_d sum_g W(g - y_jd)`: the window's
+    /// partition of unity `sum_g W(g - y) = W^(0) + sum_{m != 0} W^(2 pi m) e^{2 pi i m y}`
+    /// (Poisson summation) varies with the source's offset `y` in its cell by the window's
+    /// aliasing, `|W^(2 pi)/W^(0)|` (about `1e-6` at `P = 6`). In a periodic box the zero mode
+    /// is dropped; along free axes the truncated kernel's table holds it with the weight of
+    /// the whole truncation ball (`2 pi R^2` in 0P, `pi R^2` and `2 pi R^2` for the zero modes of
+    /// 1P and 2P, against `L^2/pi` for the lowest periodic mode), so the aliasing of a neutral
+    /// set became a constant in the Laplace potential, up to 6.9x the error estimate
+    /// (docs/design.md, "The zero mode is set exactly"). The sum of
+    /// charges times `W^(0)^3` is the zero mode without that aliasing (and without the f32
+    /// round-off of a sum over the whole grid). The other kernels' and the field's polynomials
+    /// vanish at `k = 0`.
+    pub fn zero_mode(&self) -> Option<f64> {
+        self.zero_mode
     }
 
     /// Bytes of the tables.
@@ -698,7 +722,11 @@ impl<T: Real> FreeCnv<T> {
     /// Applies the tables in place on the local spectrum `grid` (the layout of the block the
     /// tables were made for): reads the kernel's grid components, writes [`outputs`](Self::outputs)
     /// spectra into the first components (the field after the potential).
-    pub fn apply(&self, grid: &mut [T], par: Par) {
+    ///
+    /// `net_charge` is the sum of the charges over every rank (Laplace; ignored otherwise). The
+    /// Laplace potential's zero mode `k = 0` is set to its exact value `Q W^(0)^3` before the
+    /// tables multiply it ([`FreeCnv::zero_mode`]).
+    pub fn apply(&self, grid: &mut [T], par: Par, net_charge: f64) {
         let b = &self.block;
         let cs = b.component_stride;
         let (xl, yl) = (b.x.1, b.y.1);
@@ -706,6 +734,10 @@ impl<T: Real> FreeCnv<T> {
         let ncomp = self.kernel.grid_components();
         let nout = self.outputs();
         assert!(grid.len() >= (ncomp.max(nout) - 1) * cs + b.z * plane, "grid buffer too short");
+        if let Some(w0) = self.zero_mode {
+            grid[0] = T::from_f64(net_charge * w0);
+            grid[1] = T::ZERO;
+        }
         let writer = parki_core::par::DisjointSlice::new(grid);
         let work = |iz: usize| {
             let mut comps: [&mut [T]; 9] = Default::default();

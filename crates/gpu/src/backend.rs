@@ -136,8 +136,15 @@ enum DeviceCnv<D: Device> {
     Periodic { tables: DeviceBuffer<D>, cnv: Cnv },
     /// Free axes: the kernel tables of [`FreeCnv`] on the padded grid (`layout`), the
     /// stresslet's table map, and the data block P2G writes and G2P reads (`pad_grid` copies it
-    /// into the zero-padded FFT grid and back).
-    Free { tables: DeviceBuffer<D>, stress: DeviceBuffer<D>, block: DeviceBuffer<D>, layout: GridLayout },
+    /// into the zero-padded FFT grid and back), and the exact zero mode per unit charge
+    /// ([`FreeCnv::zero_mode`]).
+    Free {
+        tables: DeviceBuffer<D>,
+        stress: DeviceBuffer<D>,
+        block: DeviceBuffer<D>,
+        layout: GridLayout,
+        zero_mode: Option<f64>,
+    },
 }
 
 /// CNV on the host (several ranks), as the CPU backend runs it.
@@ -768,15 +775,16 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         }
     }
 
-    fn try_convolve(&mut self) -> Result<()> {
+    fn try_convolve(&mut self, net_charge: f64) -> Result<()> {
         let threads = self.threads;
         let field = i32::from(self.grid_out > self.kernel.output_dim());
         match &mut self.grid {
-            FarGrid::Device { grid, cnv: DeviceCnv::Free { tables, stress, layout, .. }, .. } => {
+            FarGrid::Device { grid, cnv: DeviceCnv::Free { tables, stress, layout, zero_mode, .. }, .. } => {
                 let (mxc, my, mz) = (layout.complex_row(), layout.global[1], layout.global[2]);
                 let mut a = Args::new();
                 a.push(kernel_code(self.kernel)).push(field).push(mxc as i32).push(my as i32).push(mz as i32);
                 a.push(layout.row_stride() as i32).push(layout.real_len() as i64);
+                a.push(i32::from(zero_mode.is_some())).push(zero_mode.map_or(0.0, |w0| net_charge * w0));
                 a.push(tables.ptr()).push(stress.ptr()).push(grid.ptr());
                 launch_items(&*self.dev, self.precision, "cnv_free", mxc * my * mz, &mut a)
             }
@@ -801,7 +809,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                         let block = fft.spectral_layout();
                         cnv.apply_block(fft.data_mut(), &block, par);
                     }
-                    HostCnv::Free(cnv) => cnv.apply(fft.data_mut(), par),
+                    HostCnv::Free(cnv) => cnv.apply(fft.data_mut(), par, net_charge),
                 }
                 Ok(())
             }
@@ -945,7 +953,12 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let mut stress = DeviceBuffer::empty(&dev, "the stresslet's table map");
                     stress.upload(&cnv.stress_map())?;
                     let data = DeviceBuffer::new(&dev, block_bytes, "the P2G grid block")?;
-                    FarGrid::Device { grid, plan, cnv: DeviceCnv::Free { tables, stress, block: data, layout } }
+                    let zero_mode = cnv.zero_mode();
+                    FarGrid::Device {
+                        grid,
+                        plan,
+                        cnv: DeviceCnv::Free { tables, stress, block: data, layout, zero_mode },
+                    }
                 }
             }
         } else {
@@ -1162,9 +1175,9 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         }
     }
 
-    fn convolve(&mut self) {
+    fn convolve(&mut self, net_charge: f64) {
         if self.error.is_none() {
-            let r = self.try_convolve();
+            let r = self.try_convolve(net_charge);
             self.record(r);
         }
     }

@@ -565,7 +565,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let pool = Arc::clone(&self.pool);
         pool.install(|| {
             let mut s = Stages { times: StageTimes::default(), progress };
-            let (warnings, background, constant) =
+            let (warnings, background, constant, net_charge) =
                 s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
             let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
@@ -574,7 +574,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             s.run(EwaldStage::P2G, || self.backend.spread(&local.owned()));
             s.run(EwaldStage::Halo, || self.halo_spread());
             s.run(EwaldStage::FFT, || self.backend.fft_forward());
-            s.run(EwaldStage::CNV, || self.backend.convolve());
+            s.run(EwaldStage::CNV, || self.backend.convolve(net_charge));
             s.run(EwaldStage::IFFT, || self.backend.fft_backward());
             s.run(EwaldStage::GridGhost, || self.halo_gather());
             s.run(EwaldStage::G2P, || self.far_field(&mut local, background, constant, out));
@@ -587,13 +587,14 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     }
 
     /// Checks the inputs on every rank (agreed), and sums the neutrality over ranks: the
-    /// warnings and the background potential of a net charge.
+    /// warnings, the background potential of a net charge, the 0P Stokeslet's constant and
+    /// the net charge (CNV's zero mode along free axes).
     fn prepare(
         &self,
         sources: &Sources<T>,
         targets: Targets<T>,
         out_len: usize,
-    ) -> Result<(Vec<String>, f64, [f64; 3])> {
+    ) -> Result<(Vec<String>, f64, [f64; 3], f64)> {
         let kernel = self.opts.kernel;
         self.comm.agree(check_inputs(self.output, &self.opts.domain, sources, targets, out_len).map(drop))?;
         let mut sums = Neutrality::of(kernel, sources);
@@ -602,7 +603,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sums.check_free(kernel, domain, T::BYTES == 4)?;
         let background = sums.background(kernel, domain, self.params.xi);
         let constant = sums.free_space_constant(kernel, domain, self.params.free.as_ref().map(|f| f.radius));
-        Ok((sums.warnings(kernel, domain, T::BYTES == 4), background, constant))
+        Ok((sums.warnings(kernel, domain, T::BYTES == 4), background, constant, sums.net_charge(kernel)))
     }
 
     /// MPI-SORT: sources and separate targets to the owners of their cell columns. On one rank

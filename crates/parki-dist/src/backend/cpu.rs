@@ -239,14 +239,14 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         self.fft.forward();
     }
 
-    fn convolve(&mut self) {
+    fn convolve(&mut self, net_charge: f64) {
         let par = self.par();
         match &self.cnv {
             Convolution::Periodic(cnv) => {
                 let block = self.fft.spectral_layout();
                 cnv.apply_block(self.fft.data_mut(), &block, par);
             }
-            Convolution::Free(cnv) => cnv.apply(self.fft.data_mut(), par),
+            Convolution::Free(cnv) => cnv.apply(self.fft.data_mut(), par, net_charge),
         }
     }
 

@@ -168,7 +168,9 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     fn fft_forward(&mut self);
 
     /// CNV: the Fourier-space kernel and window deconvolution on the local spectrum.
-    fn convolve(&mut self);
+    /// `net_charge`: the sum of the charges over every rank (Laplace, else 0), the exact zero
+    /// mode along free axes ([`parki_farfield::FreeCnv::apply`]).
+    fn convolve(&mut self, net_charge: f64);
 
     /// Inverse FFT of the output components.
     fn fft_backward(&mut self);
