@@ -323,19 +323,21 @@ pub fn evaluated_pairs<T: Real>(
         .sum()
 }
 
-/// The targets of cell `c` against its colleagues; `out` holds `DIM` values per target of `c`.
-/// Targets go in pairs: each source chunk is loaded once for two targets, and the two
-/// independent chains keep the FMA pipes busy.
+/// The sorted targets `t0..t1` (all in cell `c`) against the colleagues of `c`; `out` holds
+/// `DIM` values per target. Targets go in pairs: each source chunk is loaded once for two
+/// targets, and the two independent chains keep the FMA pipes busy.
 #[inline(always)]
-fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
-where
+fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(
+    job: &Job<V::Scalar>,
+    c: usize,
+    (t0, t1): (usize, usize),
+    out: &mut [V::Scalar],
+) where
     V::Scalar: KernelReal,
 {
     let consts = Consts::<V>::new(job.xi);
     let runs = SourceRuns::new(job.grid, job.src, c);
     let colleagues = &runs.runs[..runs.count];
-    let t0 = job.trg.binned.offsets[c];
-    let t1 = job.trg.binned.offsets[c + 1];
     let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
     let mut t = t0;
     while t + 1 < t1 {
@@ -428,11 +430,15 @@ fn targets<V: Simd, K: PairKernel, const NT: usize, const LOOSE: bool>(
 /// The CPU must have AVX-512F and FMA (an [`IsaToken`] for `Isa::Avx512`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
-where
+unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(
+    job: &Job<V::Scalar>,
+    c: usize,
+    range: (usize, usize),
+    out: &mut [V::Scalar],
+) where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K, LOOSE>(job, c, out)
+    cell_kernel::<V, K, LOOSE>(job, c, range, out)
 }
 
 /// The P2P of one cell in AVX2 vectors `V`.
@@ -442,17 +448,29 @@ where
 /// The CPU must have AVX2 and FMA (an [`IsaToken`] for `Isa::Avx2`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(job: &Job<V::Scalar>, c: usize, out: &mut [V::Scalar])
-where
+unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(
+    job: &Job<V::Scalar>,
+    c: usize,
+    range: (usize, usize),
+    out: &mut [V::Scalar],
+) where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K, LOOSE>(job, c, out)
+    cell_kernel::<V, K, LOOSE>(job, c, range, out)
 }
 
 /// A real type with SIMD P2P instantiations (`f32`, `f64`).
 pub trait P2pReal: KernelReal {
     #[doc(hidden)]
-    fn run_cell(token: IsaToken, output: Output, loose: bool, job: &Job<Self>, c: usize, out: &mut [Self]);
+    fn run_cell(
+        token: IsaToken,
+        output: Output,
+        loose: bool,
+        job: &Job<Self>,
+        c: usize,
+        range: (usize, usize),
+        out: &mut [Self],
+    );
     #[doc(hidden)]
     fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize);
 }
@@ -460,19 +478,27 @@ pub trait P2pReal: KernelReal {
 macro_rules! impl_p2p_real {
     ($t:ty, $v512:ty, $v256:ty) => {
         impl P2pReal for $t {
-            fn run_cell(token: IsaToken, output: Output, loose: bool, job: &Job<Self>, c: usize, out: &mut [Self]) {
+            fn run_cell(
+                token: IsaToken,
+                output: Output,
+                loose: bool,
+                job: &Job<Self>,
+                c: usize,
+                range: (usize, usize),
+                out: &mut [Self],
+            ) {
                 macro_rules! at {
                     ($k:ty, $l:literal) => {
                         match token.isa() {
                             #[cfg(target_arch = "x86_64")]
                             // SAFETY: a token for `Avx512` exists only if `IsaToken::new` found
                             // AVX-512F and FMA on this CPU, the features `cell_avx512` enables.
-                            Isa::Avx512 => unsafe { cell_avx512::<$v512, $k, $l>(job, c, out) },
+                            Isa::Avx512 => unsafe { cell_avx512::<$v512, $k, $l>(job, c, range, out) },
                             #[cfg(target_arch = "x86_64")]
                             // SAFETY: a token for `Avx2` exists only if `IsaToken::new` found AVX2
                             // and FMA on this CPU, the features `cell_avx2` enables.
-                            Isa::Avx2 => unsafe { cell_avx2::<$v256, $k, $l>(job, c, out) },
-                            _ => cell_kernel::<$t, $k, $l>(job, c, out),
+                            Isa::Avx2 => unsafe { cell_avx2::<$v256, $k, $l>(job, c, range, out) },
+                            _ => cell_kernel::<$t, $k, $l>(job, c, range, out),
                         }
                     };
                 }
@@ -571,18 +597,71 @@ pub fn p2p_at<T: P2pReal>(
     let job = Job { grid, src: sources, trg: targets, xi };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
-    let work = |c: usize| {
-        let (t0, t1) = (offsets[c], offsets[c + 1]);
-        if t0 == t1 {
-            return;
-        }
-        // SAFETY: target cell c owns the range t0..t1 of the sorted targets, disjoint from every
-        // other cell's, and `work` runs once per cell, so no two borrows of `out` overlap.
+    let run = |c: usize, (t0, t1): (usize, usize)| {
+        // SAFETY: the pieces of one cell's targets are disjoint and no two cells' ranges of
+        // the sorted targets overlap; each piece runs once, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(token, output, loose, &job, c, o);
+        T::run_cell(token, output, loose, &job, c, (t0, t1), o);
     };
     match par {
-        Par::Seq => (0..grid.cells()).for_each(work),
-        Par::Rayon(_) => (0..grid.cells()).into_par_iter().with_min_len(4).for_each(work),
+        Par::Seq => (0..grid.cells())
+            .filter(|&c| offsets[c] < offsets[c + 1])
+            .for_each(|c| run(c, (offsets[c], offsets[c + 1]))),
+        Par::Rayon(threads) => {
+            let pieces = TargetPieces::new(grid, sources, targets, lanes, threads);
+            pieces.items.into_par_iter().with_min_len(4).for_each(|(c, t0, t1)| run(c, (t0, t1)));
+        }
+    }
+}
+
+/// P2P's parallel work items: the occupied target cells, those holding more than a share of
+/// the pairs cut into pieces of consecutive targets.
+///
+/// One item per cell starves the threads when a few cells hold most of the pairs (a cluster
+/// in few cells: 1e5 Plummer points in a 3^3 cell grid ran P2P on one of two threads). The
+/// share is `1 / (PIECES_PER_THREAD threads)` of the total slots the vector loop evaluates, so
+/// every thread gets several pieces to balance; a piece keeps at least `MIN_PIECE` targets.
+struct TargetPieces {
+    /// `(cell, first target, end)`.
+    items: Vec<(usize, usize, usize)>,
+}
+
+/// Pieces per thread the largest cells are cut to (see [`TargetPieces`]).
+const PIECES_PER_THREAD: u64 = 16;
+
+/// Fewest targets in a piece of a cut cell.
+const MIN_PIECE: usize = 16;
+
+impl TargetPieces {
+    fn new<T: Real>(
+        grid: &CellGrid,
+        sources: &PaddedSources<T>,
+        targets: &SortedTargets<T>,
+        lanes: usize,
+        threads: usize,
+    ) -> Self {
+        let offsets = &targets.binned.offsets;
+        let work: Vec<(usize, u64)> = (0..grid.cells())
+            .into_par_iter()
+            .with_min_len(256)
+            .filter(|&c| offsets[c] < offsets[c + 1])
+            .map(|c| (c, (offsets[c + 1] - offsets[c]) as u64 * SourceRuns::new(grid, sources, c).slots(lanes)))
+            .collect();
+        let total: u64 = work.iter().map(|w| w.1).sum();
+        let share = (total / (PIECES_PER_THREAD * threads.max(1) as u64)).max(1);
+        let mut items = Vec::with_capacity(work.len());
+        for (c, w) in work {
+            let (t0, t1) = (offsets[c], offsets[c + 1]);
+            let n = t1 - t0;
+            let pieces = (w.div_ceil(share) as usize).clamp(1, n.div_ceil(MIN_PIECE).max(1));
+            let step = n.div_ceil(pieces);
+            let mut a = t0;
+            while a < t1 {
+                let b = (a + step).min(t1);
+                items.push((c, a, b));
+                a = b;
+            }
+        }
+        Self { items }
     }
 }
