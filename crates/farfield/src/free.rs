@@ -26,7 +26,10 @@
 //! with `f = m(k) S_R(k) sigma(k) / prod_d W^(k_d h_d)^2` (`m` the component's polynomial,
 //! `S_R` the truncated harmonic or biharmonic kernel, `sigma` the screening, `c` its unit
 //! factor: 1, `i` or `-i`), and CNV multiplies the spectrum by the tables: `v^ = T phi^ / V_h`,
-//! `V_h` the volume of the padded period.
+//! `V_h` the volume of the padded period. The Laplace potential's zero mode `phi^(0)` is first
+//! set to its exact value `Q W^(0)^3` ([`FreeCnv::zero_mode`]): `T(0)`, the kernel integrated
+//! over the truncation ball, would amplify the window's aliasing in the spread grid's zero mode
+//! into a constant in every potential.
 
 use std::f64::consts::PI;
 
