@@ -313,14 +313,21 @@ pub fn evaluated_pairs<T: Real>(
     targets: &SortedTargets<T>,
     lanes: usize,
 ) -> u64 {
-    (0..grid.cells())
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|c| match targets.binned.count(c) {
-            0 => 0,
-            nt => nt as u64 * SourceRuns::new(grid, sources, c).slots(lanes),
-        })
-        .sum()
+    (0..grid.cells()).into_par_iter().with_min_len(256).map(|c| cell_slots(grid, sources, targets, c, lanes)).sum()
+}
+
+/// Pairs P2P evaluates (vector lanes included) for the targets of cell `c`.
+fn cell_slots<T: Real>(
+    grid: &CellGrid,
+    sources: &PaddedSources<T>,
+    targets: &SortedTargets<T>,
+    c: usize,
+    lanes: usize,
+) -> u64 {
+    match targets.binned.count(c) {
+        0 => 0,
+        nt => nt as u64 * SourceRuns::new(grid, sources, c).slots(lanes),
+    }
 }
 
 /// The sorted targets `t0..t1` (all in cell `c`) against the colleagues of `c`; `out` holds
@@ -645,7 +652,7 @@ impl TargetPieces {
             .into_par_iter()
             .with_min_len(256)
             .filter(|&c| offsets[c] < offsets[c + 1])
-            .map(|c| (c, (offsets[c + 1] - offsets[c]) as u64 * SourceRuns::new(grid, sources, c).slots(lanes)))
+            .map(|c| (c, cell_slots(grid, sources, targets, c, lanes)))
             .collect();
         let total: u64 = work.iter().map(|w| w.1).sum();
         let share = (total / (PIECES_PER_THREAD * threads.max(1) as u64)).max(1);
