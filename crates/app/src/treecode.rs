@@ -13,6 +13,9 @@
 //! [sources]
 //! generate = { distribution = "plummer", count = 1000000, seed = 1 }
 //!
+//! [run]
+//! backend = "cuda"           # optional: upward pass, lists, downward pass on the GPU
+//!
 //! [treecode]                 # optional; each key overrides the tolerance's choice
 //! degree = 8
 //! theta = 0.7
@@ -36,11 +39,12 @@ use parki_core::{Error, Par, Result, StageKind};
 use parki_decomp::split_range;
 use parki_reference::generate::{particle_rng, unit_vector, Cloud};
 use parki_treecode::direct::{direct_sum, relative_l2};
-use parki_treecode::{evaluate_kernel_distributed, for_tolerance, TreeKernel, TreecodeParams};
+use parki_treecode::{evaluate_kernel_distributed_on, for_tolerance, TreeBackend, TreeKernel, TreecodeParams};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::app::{plural, warn, Log, RunArgs, RunSummary};
+use crate::backend::{self, Choice, Compute, Request};
 use crate::config::{repeat_error, resolve, ParticleSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
@@ -130,6 +134,9 @@ pub struct TreeRun {
     pub check: Option<usize>,
     /// Evaluations (timings of the last).
     pub repeat: Option<usize>,
+    /// Compute backend of the upward pass, the lists and the downward pass: `"cpu"` (default),
+    /// `"cuda"` or `"auto"` (see [`crate::backend`]); trees, traversal and LET stay on the host.
+    pub backend: Option<String>,
 }
 
 /// Whether a run.toml's `[problem]` names `method = "treecode"` (read before the rest, as
@@ -319,6 +326,7 @@ fn finite(field: &str, first: usize, pos: &[[f64; 3]], values: &[f64], width: us
 /// What a treecode run.toml asks for, checked.
 struct Setup {
     cfg: TreecodeConfig,
+    request: Request,
     kernel: TreeKernel,
     params: TreecodeParams,
     choice: Value,
@@ -366,6 +374,14 @@ fn setup(args: &RunArgs) -> Result<Setup> {
             allowed: "\"avx512\", \"avx2\" or \"scalar\"".into(),
         })?,
     };
+    let request = match cfg.run.backend.as_deref() {
+        None => Request::default(),
+        Some(name) => Request::parse(name).ok_or_else(|| Error::OutOfRange {
+            field: "run.backend".into(),
+            value: format!("\"{name}\""),
+            allowed: "\"cpu\", \"cuda\" or \"auto\"".into(),
+        })?,
+    };
     let threads = args.threads.or(cfg.run.threads).unwrap_or_else(rayon::current_num_threads).max(1);
     let inputs = outputs::particle_inputs(&args.config, &cfg.sources, cfg.targets.as_ref());
     let paths = OutputPaths {
@@ -375,7 +391,27 @@ fn setup(args: &RunArgs) -> Result<Setup> {
         data_field: "output.potential",
     };
     let paths = outputs::check_paths(&args.config, &inputs, paths)?;
-    Ok(Setup { cfg, kernel, params, choice, isa, threads, paths })
+    Ok(Setup { cfg, request, kernel, params, choice, isa, threads, paths })
+}
+
+/// The device of a run that computes on CUDA (`None` on the CPU): this rank's device (node
+/// rank modulo the devices), its kernels compiled.
+fn open_device(choice: &Choice, comm: &Comm) -> Result<Option<Box<dyn TreeBackend>>> {
+    match choice.compute {
+        Compute::Cpu => Ok(None),
+        Compute::Cuda => cuda_device(comm),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device(comm: &Comm) -> Result<Option<Box<dyn TreeBackend>>> {
+    let local = parki_dist::node_rank(comm);
+    Ok(Some(Box::new(parki_gpu::GpuTreecode::<parki_gpu::cuda::CudaDevice>::open(local)?)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device(_comm: &Comm) -> Result<Option<Box<dyn TreeBackend>>> {
+    Err(backend::feature_error())
 }
 
 /// `(min, avg, max)` of `v` over the ranks.
@@ -430,8 +466,17 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let t0 = Instant::now();
     let log = Log { on: !args.quiet && comm.rank() == 0 };
     let (rank, ranks) = (comm.rank(), comm.size());
-    let Setup { cfg, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
+    let Setup { cfg, request, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
     let p = &cfg.problem;
+    let compute = backend::resolve(request, cfg.run.backend.is_some(), comm)?;
+    if request == Request::Auto {
+        log.line(&format!("backend auto: {} ({})", compute.compute.name(), compute.reason));
+    }
+    let device = comm.agree(open_device(&compute, comm))?;
+    let device_name = device.as_ref().map(|d| d.describe());
+    if let Some(d) = &device_name {
+        log.line(&format!("device: {d}"));
+    }
     if paths.is_empty() && !args.json {
         warn(comm, "run.toml has no [output] potential or report (and no --json): only the timing table is printed");
     }
@@ -469,8 +514,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let mut result = None;
     for r in 0..repeat {
         let t = Instant::now();
-        let out =
-            pool.install(|| evaluate_kernel_distributed(comm, kernel, &params, &sources, &q, &targets, par, isa))?;
+        let dev = device.as_deref();
+        let out = pool.install(|| {
+            evaluate_kernel_distributed_on(comm, kernel, &params, &sources, &q, &targets, par, isa, dev)
+        })?;
         log.line(&format!("evaluation {} of {repeat}: {:.4} s", r + 1, t.elapsed().as_secs_f64()));
         result = Some(out);
     }
@@ -544,6 +591,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             "chosen_by": choice,
         },
         "isa": isa.name(),
+        "backend": {"requested": request.name(), "compute": compute.compute.name(), "reason": compute.reason, "device": device_name},
         "threads": threads,
         "clusters": {"sources": clusters[0], "targets": clusters[1]},
         "interactions": names.iter().zip(&interactions).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),

@@ -5,6 +5,9 @@
 //! bus once each way per evaluation. The kernels are CUDA C in `kernels/` at the repository
 //! root ([`kernels`]), compiled at first use by NVRTC for the device's architecture.
 //!
+//! [`GpuTreecode`] runs the treecode's upward pass, interaction lists and downward pass
+//! (parki-treecode's [`parki_treecode::TreeBackend`]) on the same devices.
+//!
 //! Two devices: [`cuda::CudaDevice`] (feature `cuda`; cudarc with dynamic loading, so the
 //! binary builds without the CUDA toolkit and runs on the CPU where no driver is present), and
 //! [`Emulator`], the same kernels compiled as C++ and run on the host, which tests the kernels
@@ -22,7 +25,9 @@ mod backend;
 mod buffer;
 mod emulator;
 pub mod params;
+mod treecode;
 
 pub use backend::{DeviceSpread, GpuBackend};
 pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer, PinnedBuffer};
 pub use emulator::{has_entry_point, EmuFft, Emulator};
+pub use treecode::GpuTreecode;

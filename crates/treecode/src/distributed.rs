@@ -33,14 +33,16 @@ use std::time::Instant;
 
 use parki_comm::{as_bytes, as_bytes_mut, Comm, Window};
 use parki_core::isa::Isa;
-use parki_core::{Par, Result};
+use parki_core::{Error, Par, Result};
 use parki_decomp::{Rcb, Route, SortMode};
 
+use crate::backend::{ListWork, Rows, SidePoints, TreeBackend, TreeSession, TreeView};
 use crate::cheb::AxisNodes;
 use crate::compute::Soa;
-use crate::evaluate::{local_side, validate, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
+use crate::downward::propagate_active;
+use crate::evaluate::{local_side, tree_order, validate, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
 use crate::kernel::{PairKernel, TreeKernel, MAX_DENSITY, MAX_VALUE};
-use crate::lists::{apply_lists, proxy_soa, used_clusters, Accumulators, SourceSide, TargetSide};
+use crate::lists::{apply_lists, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide, TargetSide};
 use crate::traversal::{geometry, traverse, Interactions, SourceTree};
 use crate::tree::{Cluster, Tree, TreeParams};
 use crate::upward::{cluster_nodes, upward_pass, ProxyCharges};
@@ -373,11 +375,19 @@ pub fn evaluate_owned<K: PairKernel>(
 ) -> Result<(Vec<f64>, TreecodeStats)> {
     let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
-    Ok(owned_checked(comm, kernel, params, sources, densities, targets, par, isa))
+    comm.agree(owned_checked(comm, kernel, params, sources, densities, targets, par, isa, None))
+}
+
+/// Where the lists and the passes run: the host's accumulators, or a device's session.
+enum Engine<'a> {
+    Host(Accumulators),
+    Device(Box<dyn TreeSession + 'a>),
 }
 
 /// [`evaluate_owned`] on input already checked on every rank (parameters, lengths, finite
-/// values).
+/// values), on the host or, with `device`, on a device. A device's error is returned after
+/// every collective step has run (a rank whose upward pass failed exposes no tree), so that
+/// the caller agrees on it without a hang.
 #[allow(clippy::too_many_arguments)]
 fn owned_checked<K: PairKernel>(
     comm: &Comm,
@@ -388,7 +398,8 @@ fn owned_checked<K: PairKernel>(
     targets: &[[f64; 3]],
     par: Par,
     isa: Isa,
-) -> (Vec<f64>, TreecodeStats) {
+    device: Option<&dyn TreeBackend>,
+) -> Result<(Vec<f64>, TreecodeStats)> {
     assert!(K::DENSITY <= MAX_DENSITY && K::VALUE <= MAX_VALUE, "kernel widths within MAX_DENSITY and MAX_VALUE");
     let (nd, nv) = (K::DENSITY, K::VALUE);
     let (n, np) = (params.degree, params.proxies());
@@ -402,21 +413,57 @@ fn owned_checked<K: PairKernel>(
         Par::Rayon(_) => rayon::join(|| build(sources, params.max_leaf), || build(targets, params.max_batch)),
     };
     stats.clusters = [stree.as_ref().map_or(0, |t| t.clusters.len()), ttree.as_ref().map_or(0, |t| t.clusters.len())];
+    let ts = ttree.map(|t| TargetSide::new(t, targets, n));
+    // the device's copy of the sources in tree order, and their clusters' nodes
+    let on_device = device.map(|_| {
+        let soa = stree.as_ref().map(|t| tree_order(t, sources, densities, nd));
+        let nodes: Vec<[AxisNodes; 3]> =
+            stree.as_ref().map_or(Vec::new(), |t| t.clusters.iter().map(|c| cluster_nodes(n, c)).collect());
+        (soa, nodes)
+    });
     stats.times.add(TreeStage::TreeBuild, clock.elapsed().as_secs_f64());
 
+    let distributed = comm.size() > 1;
     let clock = Instant::now();
-    let proxies = stree.as_ref().map(|t| upward_pass(t, sources, densities, nd, n, par));
+    let mut failed: Result<()> = Ok(());
+    let mut session: Option<Box<dyn TreeSession + '_>> = None;
+    let proxies = match (device, &on_device, &stree) {
+        (None, _, Some(t)) => Some(upward_pass(t, sources, densities, nd, n, par)),
+        (Some(dev), Some((soa, snodes)), _) => {
+            let sview = match (&stree, soa) {
+                (Some(t), Some(p)) => Some(view(t, snodes, p)),
+                _ => None,
+            };
+            let tview = ts.as_ref().map(|t| view(&t.tree, &t.nodes, &t.points));
+            let opened = kernel
+                .device()
+                .ok_or_else(|| Error::Unsupported { what: "a kernel without a device form on a device".into() })
+                .and_then(|k| dev.begin(k, nd, nv, n, sview, tview));
+            let charges = opened.and_then(|mut s| {
+                let c = if stree.is_some() { s.upward(distributed)? } else { None };
+                session = Some(s);
+                Ok(c)
+            });
+            match charges {
+                Ok(c) => c.map(|charges| ProxyCharges { degree: n, ncomp: nd, nodes: snodes.clone(), charges }),
+                Err(e) => {
+                    failed = Err(e);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     stats.times.add(TreeStage::Upward, clock.elapsed().as_secs_f64());
 
     let clock = Instant::now();
-    let local = match (&ttree, &stree) {
-        (Some(tt), Some(st)) => Some(Interactions::build(tt, st, params.theta, np)),
+    let local = match (&ts, &stree) {
+        (Some(tt), Some(st)) => Some(Interactions::build(&tt.tree, st, params.theta, np)),
         _ => None,
     };
     stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
 
     // exposure: every rank, collectively (nothing on one rank: there is nobody to read it)
-    let distributed = comm.size() > 1;
     let (buf, header, root) = match distributed {
         true => exposure(stree.as_ref(), sources, densities, proxies.as_ref()),
         false => (Vec::new(), [0; 4], [0.0; 10]),
@@ -426,34 +473,67 @@ fn owned_checked<K: PairKernel>(
     let win = comm.expose(as_bytes(&buf));
 
     let mut values = vec![0.0; targets.len() * nv];
-    if let Some(ttree) = ttree {
-        let ts = TargetSide::new(ttree, targets, n);
-        let mut acc = Accumulators::new(&ts, nv);
+    if let Some(ts) = &ts {
+        let mut engine = match session.take() {
+            Some(s) => Engine::Device(s),
+            None => Engine::Host(Accumulators::new(ts, nv)),
+        };
+        let mut active = vec![false; ts.tree.clusters.len()];
         let clock = Instant::now();
-        let fetch = || fetch_let(comm, &win, &headers, &roots, &ts, params.theta, n, nd);
-        let mut compute_local = || {
-            if let (Some(lists), Some(st), Some(prox)) = (&local, &stree, &proxies) {
-                let side = local_side(st, sources, densities, prox, lists);
-                apply_lists(kernel, &ts, lists, &side, &mut acc, par, isa);
+        let fetch = || fetch_let(comm, &win, &headers, &roots, ts, params.theta, n, nd);
+        let mut compute_local = || -> Result<()> {
+            let (Some(lists), Some(st)) = (&local, &stree) else { return Ok(()) };
+            match &mut engine {
+                Engine::Host(acc) => {
+                    if let Some(prox) = &proxies {
+                        let side = local_side(st, sources, densities, prox, lists);
+                        apply_lists(kernel, ts, lists, &side, acc, par, isa);
+                    }
+                    Ok(())
+                }
+                Engine::Device(s) => {
+                    let (sused, slots) = used_clusters(st.clusters.len(), &[&lists.pc, &lists.cc], false);
+                    let ranges: Vec<(usize, usize)> = st.clusters.iter().map(|c| (c.begin, c.end)).collect();
+                    let planned = plan_lists(ts, lists, &ranges, &slots);
+                    mark(&mut active, &planned.tused);
+                    let used: Vec<u32> = sused.iter().map(|&c| c as u32).collect();
+                    s.apply_local(&list_work(&planned), &used)
+                }
             }
         };
-        let remote = if distributed {
+        let (remote, local_done) = if distributed {
             std::thread::scope(|scope| {
                 let fetching = scope.spawn(fetch);
-                compute_local();
-                fetching.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+                let done = compute_local();
+                (fetching.join().unwrap_or_else(|e| std::panic::resume_unwind(e)), done)
             })
         } else {
-            compute_local();
-            fetch()
+            let done = compute_local();
+            (fetch(), done)
         };
+        failed = failed.and(local_done);
         let overlapped = clock.elapsed().as_secs_f64();
         stats.times.add(TreeStage::Let, remote.seconds);
         stats.times.add(TreeStage::ComputeLocal, (overlapped - remote.seconds).max(0.0));
         stats.let_tree = remote.stats;
 
         let clock = Instant::now();
-        apply_lists(kernel, &ts, &remote.lists, &remote.side, &mut acc, par, isa);
+        match &mut engine {
+            Engine::Host(acc) => apply_lists(kernel, ts, &remote.lists, &remote.side, acc, par, isa),
+            Engine::Device(s) if failed.is_ok() && !remote.lists.counts().iter().all(|&c| c == 0) => {
+                let planned = plan_lists(ts, &remote.lists, &remote.side.ranges, &remote.side.slots);
+                mark(&mut active, &planned.tused);
+                let (p, x) = (&remote.side.particles, &remote.side.proxies);
+                let side = SidePoints {
+                    particles: [&p.x[..], &p.y[..], &p.z[..]],
+                    particle_densities: &p.q[..],
+                    proxies: [&x.x[..], &x.y[..], &x.z[..]],
+                    proxy_densities: &x.q[..],
+                };
+                failed = s.apply_remote(&list_work(&planned), &side);
+            }
+            Engine::Device(_) => {}
+        }
         stats.times.add(TreeStage::ComputeRemote, clock.elapsed().as_secs_f64());
 
         if let (Some(lists), Some(st)) = (&local, &stree) {
@@ -469,11 +549,56 @@ fn owned_checked<K: PairKernel>(
         }
 
         let clock = Instant::now();
-        values = acc.finish(&ts, par);
+        values = match engine {
+            Engine::Host(acc) => acc.finish(ts, par),
+            Engine::Device(mut s) if failed.is_ok() => {
+                propagate_active(&ts.tree, &mut active);
+                match s.finish(&active) {
+                    Ok(tree_order) => in_input_order(&ts.tree, &tree_order, nv),
+                    Err(e) => {
+                        failed = Err(e);
+                        values
+                    }
+                }
+            }
+            Engine::Device(_) => values,
+        };
         stats.times.add(TreeStage::Downward, clock.elapsed().as_secs_f64());
     }
     win.free();
-    (values, stats)
+    failed.map(|()| (values, stats))
+}
+
+/// A tree, its nodes and its points (tree order) as a device takes them.
+fn view<'a>(tree: &'a Tree, nodes: &'a [[AxisNodes; 3]], p: &'a Soa) -> TreeView<'a> {
+    TreeView { tree, nodes, points: [&p.x[..], &p.y[..], &p.z[..]], densities: &p.q[..] }
+}
+
+/// Marks the clusters `used` (CP and CC targets) active.
+fn mark(active: &mut [bool], used: &[usize]) {
+    for &c in used {
+        active[c] = true;
+    }
+}
+
+/// The device's work items of one source side: the leaves' PP and PC, then the clusters' CP
+/// and CC.
+fn list_work(p: &PlannedLists) -> ListWork {
+    ListWork {
+        clusters: p.tused.iter().map(|&c| c as u32).collect(),
+        particles: Rows::concat(&p.pp, &p.cp),
+        proxies: Rows::concat(&p.pc, &p.cc),
+    }
+}
+
+/// Values in tree order (`nv` per point) put back in the input order of `tree`'s points.
+fn in_input_order(tree: &Tree, v: &[f64], nv: usize) -> Vec<f64> {
+    let mut out = vec![0.0; v.len()];
+    for (k, &i) in tree.order.iter().enumerate() {
+        let i = i as usize;
+        out[i * nv..(i + 1) * nv].copy_from_slice(&v[k * nv..(k + 1) * nv]);
+    }
+    out
 }
 
 /// Evaluates the treecode over the ranks of `comm`, each rank passing any of the sources and
@@ -495,6 +620,27 @@ pub fn evaluate_distributed<K: PairKernel>(
     par: Par,
     isa: Isa,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
+    evaluate_distributed_on(comm, kernel, params, sources, densities, targets, par, isa, None)
+}
+
+/// [`evaluate_distributed`] with the upward pass, the lists and the downward pass on `device`
+/// when given (trees, traversal and LET stay on the host, on `par`'s threads). Collective.
+///
+/// # Errors
+/// As [`evaluate_distributed`]; a kernel without a device form
+/// ([`PairKernel::device`]), and the device's errors, on every rank.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_distributed_on<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+    device: Option<&dyn TreeBackend>,
+) -> Result<(Vec<f64>, TreecodeStats)> {
     let (nd, nv) = (K::DENSITY, K::VALUE);
     let checked = params.validate().and_then(|()| validate(sources, densities, nd, targets));
     comm.agree(checked)?;
@@ -505,8 +651,8 @@ pub fn evaluate_distributed<K: PairKernel>(
     let owned_densities = sroute.forward(comm, densities, nd);
     let (troute, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, targets, None, par);
     let partition = clock.elapsed().as_secs_f64();
-    let (values, mut stats) =
-        owned_checked(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa);
+    let owned = owned_checked(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa, device);
+    let (values, mut stats) = comm.agree(owned)?;
     stats.times.add(TreeStage::Partition, partition);
     stats.owned = [sgot.positions.len(), tgot.positions.len()];
     let clock = Instant::now();
@@ -533,13 +679,42 @@ pub fn evaluate_kernel_distributed(
     par: Par,
     isa: Isa,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
+    evaluate_kernel_distributed_on(comm, kernel, params, sources, inputs, targets, par, isa, None)
+}
+
+/// [`evaluate_kernel_distributed`] with the compute stages on `device` when given
+/// ([`evaluate_distributed_on`]). Collective.
+///
+/// # Errors
+/// As [`evaluate_distributed_on`]; the inputs' length is checked against `sources.inputs`.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_kernel_distributed_on(
+    comm: &Comm,
+    kernel: TreeKernel,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    inputs: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+    device: Option<&dyn TreeBackend>,
+) -> Result<(Vec<f64>, TreecodeStats)> {
     let q = comm.agree(kernel.checked_densities(sources.len(), inputs))?;
-    struct Dist<'a>(&'a Comm, &'a TreecodeParams, &'a [[f64; 3]], &'a [f64], &'a [[f64; 3]], Par, Isa);
+    struct Dist<'a>(
+        &'a Comm,
+        &'a TreecodeParams,
+        &'a [[f64; 3]],
+        &'a [f64],
+        &'a [[f64; 3]],
+        Par,
+        Isa,
+        Option<&'a dyn TreeBackend>,
+    );
     impl KernelVisitor for Dist<'_> {
         type Output = Result<(Vec<f64>, TreecodeStats)>;
         fn visit<K: PairKernel>(self, k: &K) -> Self::Output {
-            evaluate_distributed(self.0, k, self.1, self.2, self.3, self.4, self.5, self.6)
+            evaluate_distributed_on(self.0, k, self.1, self.2, self.3, self.4, self.5, self.6, self.7)
         }
     }
-    kernel.visit(Dist(comm, params, sources, &q, targets, par, isa))
+    kernel.visit(Dist(comm, params, sources, &q, targets, par, isa, device))
 }

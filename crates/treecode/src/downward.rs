@@ -106,6 +106,16 @@ fn interpolate(
     }
 }
 
+/// Marks every cluster below an active one active: the clusters the downward pass visits.
+pub(crate) fn propagate_active(tree: &Tree, active: &mut [bool]) {
+    // pre-order: a parent precedes its children
+    for c in 0..tree.clusters.len() {
+        if let Some(p) = tree.clusters[c].parent {
+            active[c] |= active[p];
+        }
+    }
+}
+
 /// The downward pass over the target `tree` with proxy `nodes` per cluster: `potentials` holds
 /// `(n + 1)^3 nv` values per cluster (CP and CC results), `active[c]` whether cluster `c` has
 /// any; both are updated on the way down. The leaves' interpolants at the targets (`xyz`, in
@@ -123,12 +133,7 @@ pub(crate) fn downward_pass(
 ) {
     let m = nodes[0][0].degree() + 1;
     let block = m * m * m * nv;
-    // pre-order: a parent precedes its children
-    for c in 0..tree.clusters.len() {
-        if let Some(p) = tree.clusters[c].parent {
-            active[c] |= active[p];
-        }
-    }
+    propagate_active(tree, active);
     for level in &tree.levels {
         let writer = DisjointSlice::new(potentials);
         let work = |s: &mut TransferScratch, &c: &usize| {

@@ -252,15 +252,7 @@ pub(crate) fn local_side(
 ) -> SourceSide {
     let nd = proxies.ncomp;
     let np = (proxies.degree + 1).pow(3);
-    let ns = sources.len();
-    let mut src = Soa::zeroed(ns, nd);
-    for (k, &j) in stree.order.iter().enumerate() {
-        let j = j as usize;
-        [src.x[k], src.y[k], src.z[k]] = sources[j];
-        for c in 0..nd {
-            src.q[c * ns + k] = densities[j * nd + c];
-        }
-    }
+    let src = tree_order(stree, sources, densities, nd);
     let (sused, slots) = used_clusters(stree.clusters.len(), &[&lists.pc, &lists.cc], false);
     let nodes: Vec<&[AxisNodes; 3]> = sused.iter().map(|&c| &proxies.nodes[c]).collect();
     let sprox = proxy_soa(&nodes, np, nd, |i| Some(proxies.of(sused[i])));
@@ -270,6 +262,20 @@ pub(crate) fn local_side(
         proxies: sprox,
         slots,
     }
+}
+
+/// `sources` (input order, `nd` densities each) in `stree`'s order, densities component-major.
+pub(crate) fn tree_order(stree: &Tree, sources: &[[f64; 3]], densities: &[f64], nd: usize) -> Soa {
+    let ns = sources.len();
+    let mut src = Soa::zeroed(ns, nd);
+    for (k, &j) in stree.order.iter().enumerate() {
+        let j = j as usize;
+        [src.x[k], src.y[k], src.z[k]] = sources[j];
+        for c in 0..nd {
+            src.q[c * ns + k] = densities[j * nd + c];
+        }
+    }
+    src
 }
 
 /// A computation generic over the kernel, run by [`TreeKernel::visit`] with the concrete

@@ -32,6 +32,8 @@
 
 use parki_core::{Error, Kernel, Result};
 
+use crate::backend::DeviceKernel;
+
 /// Sources per call of [`PairKernel::lanes`].
 pub const LANES: usize = 8;
 
@@ -62,6 +64,12 @@ pub trait PairKernel: Copy + Send + Sync {
         q: LaneDensities<'_>,
         acc: &mut [[f64; LANES]; MAX_VALUE],
     );
+
+    /// The kernel as a device evaluates it (`kernels/treecode.cu`); `None`, the default, for a
+    /// kernel that only the host has.
+    fn device(&self) -> Option<DeviceKernel> {
+        None
+    }
 }
 
 /// Vector math of one instruction set, handed to [`PairKernel::lanes`]: what the compiler does
@@ -319,6 +327,10 @@ impl PairKernel for Coulomb {
             acc[0][l] = q0[l].mul_add(ri[l], acc[0][l]);
         }
     }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 0, params: [0.0, 0.0] })
+    }
 }
 
 /// Yukawa (screened Coulomb) `e^{-kappa r}/r`.
@@ -348,6 +360,10 @@ impl PairKernel for Yukawa {
             acc[0][l] = (q0[l] * e[l]).mul_add(ri[l], acc[0][l]);
         }
     }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 1, params: [self.kappa, 0.0] })
+    }
 }
 
 /// Regularised Coulomb `1/sqrt(r^2 + eps^2)` (the self term kept: `q/eps`).
@@ -375,6 +391,10 @@ impl PairKernel for RegularizedCoulomb {
         for l in 0..LANES {
             acc[0][l] = q0[l].mul_add(ri[l], acc[0][l]);
         }
+    }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 2, params: [self.epsilon, 0.0] })
     }
 }
 
@@ -408,6 +428,10 @@ impl PairKernel for RegularizedYukawa {
             acc[0][l] = (q0[l] * e[l]).mul_add(rr[l], acc[0][l]);
         }
     }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 3, params: [self.kappa, self.epsilon] })
+    }
 }
 
 /// The oscillatory `sin(k r)/r` (Helmholtz's real part).
@@ -435,6 +459,10 @@ impl PairKernel for SinOverR {
         for l in 0..LANES {
             acc[0][l] = (q0[l] * s[l]).mul_add(ri[l], acc[0][l]);
         }
+    }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 4, params: [self.wavenumber, 0.0] })
     }
 }
 
@@ -504,6 +532,10 @@ impl PairKernel for Stokeslet {
     ) {
         stokeslet_lanes(m, d, r2, q, 0, acc);
     }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 5, params: [0.0, 0.0] })
+    }
 }
 
 /// The stresslet `u = -6 r (r^T S r)/r^5`, `S = sym(q (x) n)`.
@@ -523,6 +555,10 @@ impl PairKernel for Stresslet {
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
         stresslet_lanes(m, d, r2, q, 0, acc);
+    }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 6, params: [0.0, 0.0] })
     }
 }
 
@@ -544,6 +580,10 @@ impl PairKernel for Stokes {
     ) {
         stokeslet_lanes(m, d, r2, q, 0, acc);
         stresslet_lanes(m, d, r2, q, 3, acc);
+    }
+
+    fn device(&self) -> Option<DeviceKernel> {
+        Some(DeviceKernel { code: 7, params: [0.0, 0.0] })
     }
 }
 

@@ -2,6 +2,8 @@
 //! Krasny; digest `seed-003-bldtt.md`), a kernel-independent free-space summation
 //! `phi(x_i) = sum_j G(x_i, y_j) q_j` with proxy particles on Chebyshev grids.
 //!
+//! - [`backend`]: the seam to a device (parki-gpu's CUDA backend) that runs the upward pass,
+//!   the lists and the downward pass with the evaluation's data resident on it.
 //! - [`cheb`]: Chebyshev points of the second kind and barycentric Lagrange interpolation on a
 //!   cluster's box (paper eqs. (2)-(5)), with the exact-hit and degenerate-box rules.
 //! - [`tree`]: cluster trees by bisection with the aspect-ratio rule (paper §2.3), minimal
@@ -22,6 +24,7 @@
 //! - [`evaluate`]: one evaluation end to end, results in the caller's order, with the
 //!   interaction counts and per-stage times.
 
+pub mod backend;
 pub mod cheb;
 mod compute;
 pub mod direct;
@@ -34,8 +37,12 @@ pub mod traversal;
 pub mod tree;
 pub mod upward;
 
+pub use backend::{DeviceKernel, TreeBackend, TreeSession};
 pub use cheb::{lagrange, nodes, AxisNodes};
-pub use distributed::{evaluate_distributed, evaluate_kernel_distributed, evaluate_owned, LetStats};
+pub use distributed::{
+    evaluate_distributed, evaluate_distributed_on, evaluate_kernel_distributed, evaluate_kernel_distributed_on,
+    evaluate_owned, LetStats,
+};
 pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
 pub use kernel::{PairKernel, TreeKernel};
 pub use traversal::{Interaction, Interactions};

@@ -26,7 +26,7 @@ pub(crate) struct TargetSide {
     pub points: Soa,
     pub nodes: Vec<[AxisNodes; 3]>,
     leaf_begins: Vec<usize>,
-    np: usize,
+    pub np: usize,
 }
 
 impl TargetSide {
@@ -146,24 +146,28 @@ pub(crate) fn used_clusters(n: usize, lists: &[&[(u32, u32)]], target: bool) -> 
     (used, slot)
 }
 
-/// Adds the PP, PC, CP and CC sums of `lists` (target clusters of `ts`, source clusters of
-/// `side`) into `acc`: PP and PC by target leaf (an entry above the leaves goes to each leaf
-/// below it), CP and CC by target cluster, each in parallel under `par`.
-pub(crate) fn apply_lists<K: PairKernel>(
-    kernel: &K,
+/// One source side's four lists as work items: PP and PC by target leaf (an entry above the
+/// leaves goes to each leaf below it), CP and CC by used target cluster (`tused`, sorted), each
+/// entry a block of the side's particles (`ranges`) or proxies (block `slots[s]` of `np`).
+pub(crate) struct PlannedLists {
+    pub pp: Csr,
+    pub pc: Csr,
+    pub cp: Csr,
+    pub cc: Csr,
+    pub tused: Vec<usize>,
+}
+
+/// The work items of `lists` against a source side whose cluster `s` has particles
+/// `ranges[s]` and proxy block `slots[s]`.
+pub(crate) fn plan_lists(
     ts: &TargetSide,
     lists: &Interactions,
-    side: &SourceSide,
-    acc: &mut Accumulators,
-    par: Par,
-    isa: Isa,
-) {
-    let (np, nv) = (ts.np, acc.nv);
+    ranges: &[(usize, usize)],
+    slots: &[usize],
+) -> PlannedLists {
+    let np = ts.np;
     let tree = &ts.tree;
     let (tused, tslot) = used_clusters(tree.clusters.len(), &[&lists.cp, &lists.cc], true);
-    let tnodes: Vec<&[AxisNodes; 3]> = tused.iter().map(|&c| &ts.nodes[c]).collect();
-    let tprox = proxy_soa(&tnodes, np, 0, |_| None);
-
     let by_leaf = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
         let mut pairs = Vec::with_capacity(list.len());
         for &(t, s) in list {
@@ -176,15 +180,36 @@ pub(crate) fn apply_lists<K: PairKernel>(
         }
         Csr::from_pairs(tree.leaves.len(), pairs)
     };
-    let particles = |s: usize| side.ranges[s];
-    let proxy_block = |s: usize| (side.slots[s] * np, (side.slots[s] + 1) * np);
-    let pp = by_leaf(&lists.pp, &particles);
-    let pc = by_leaf(&lists.pc, &proxy_block);
+    let particles = |s: usize| ranges[s];
+    let proxy_block = |s: usize| (slots[s] * np, (slots[s] + 1) * np);
     let by_cluster = |list: &[(u32, u32)], range: &dyn Fn(usize) -> (usize, usize)| -> Csr {
         Csr::from_pairs(tused.len(), list.iter().map(|&(t, s)| (tslot[t as usize], range(s as usize))).collect())
     };
-    let cp = by_cluster(&lists.cp, &particles);
-    let cc = by_cluster(&lists.cc, &proxy_block);
+    PlannedLists {
+        pp: by_leaf(&lists.pp, &particles),
+        pc: by_leaf(&lists.pc, &proxy_block),
+        cp: by_cluster(&lists.cp, &particles),
+        cc: by_cluster(&lists.cc, &proxy_block),
+        tused,
+    }
+}
+
+/// Adds the PP, PC, CP and CC sums of `lists` (target clusters of `ts`, source clusters of
+/// `side`) into `acc`, the work items of [`plan_lists`] in parallel under `par`.
+pub(crate) fn apply_lists<K: PairKernel>(
+    kernel: &K,
+    ts: &TargetSide,
+    lists: &Interactions,
+    side: &SourceSide,
+    acc: &mut Accumulators,
+    par: Par,
+    isa: Isa,
+) {
+    let (np, nv) = (ts.np, acc.nv);
+    let tree = &ts.tree;
+    let PlannedLists { pp, pc, cp, cc, tused } = plan_lists(ts, lists, &side.ranges, &side.slots);
+    let tnodes: Vec<&[AxisNodes; 3]> = tused.iter().map(|&c| &ts.nodes[c]).collect();
+    let tprox = proxy_soa(&tnodes, np, 0, |_| None);
 
     {
         let writer = DisjointSlice::new(&mut acc.out);
