@@ -29,7 +29,9 @@
 # the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
 # test binaries); TEST_TIMEOUT (seconds per test binary, default 300); GPU_BENCH (default 1:
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
-# APP_BENCH (default 1: the parki-dist cases below). The device's cost constants:
+# APP_BENCH (default 1: the parki-dist cases below); TREE_BENCH (default 1: the treecode's
+# cases, tree_cases: TREE_SIZES default "100000 1000000", TREE_KERNELS default "laplace
+# stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform). The device's cost constants:
 # BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
 # --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). P2P's erfc side by side:
 # BENCH_ARGS="--modes peak,eval --sizes 1e6,4e6 --erfc fitted,library --cpu 0". Free space and
@@ -183,6 +185,62 @@ cuda_lib_dirs() {
   echo "${dirs#:}"
 }
 
+# The treecode (issue 12) with [run] backend = "cuda" and on the CPU, the same run.toml: Coulomb
+# at BaryTree's setting (degree 8, theta 0.7, leaves of 2000) and the Stokeslet at tol 1e-6, on
+# uniform points; reports into $1/tree-reports.jsonl, the log into $1/tree.log.
+tree_cases() {
+  local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-tree-cases" n k backend name toml rc
+  [ -x "$app" ] || { echo "no $app: treecode cases skipped"; return 0; }
+  rm -rf "$cases"
+  mkdir -p "$cases"
+  : > "$out/tree-reports.jsonl"
+  for n in ${TREE_SIZES:-100000 1000000}; do
+    for k in ${TREE_KERNELS:-laplace stokeslet}; do
+      for backend in cuda cpu; do
+        if [ "$backend" = cpu ]; then
+          case " ${TREE_BASELINE_SIZES:-100000 1000000} " in *" $n "*) ;; *) continue ;; esac
+        fi
+        name="tree-$k-n$n-$backend"
+        toml="$cases/$name.toml"
+        {
+          echo "[problem]"
+          echo "method = \"treecode\""
+          echo "kernel = \"$k\""
+          echo "periodic = [false, false, false]"
+          [ "$k" = laplace ] || echo "tolerance = 1e-6"
+          echo "[sources]"
+          echo "generate = { distribution = \"${TREE_CLOUD:-uniform}\", count = $n, seed = 1 }"
+          if [ "$k" = laplace ]; then
+            echo "[treecode]"
+            echo "degree = 8"
+            echo "theta = 0.7"
+            echo "max_leaf = 2000"
+            echo "max_batch = 2000"
+          fi
+          echo "[output]"
+          echo "report = \"$cases/$name.json\""
+          echo "[run]"
+          echo "repeat = ${REPEAT:-3}"
+          echo "check = ${CHECK:-50}"
+          echo "backend = \"$backend\""
+        } > "$toml"
+        {
+          echo "== $name"
+          set +e
+          timeout "${CASE_TIMEOUT:-240}" "$app" run "$toml" --quiet
+          rc=$?
+          set -e
+          echo "exit: $rc"
+        } 2>&1 | tee -a "$out/tree.log"
+        if [ -f "$cases/$name.json" ]; then
+          python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["case"] = sys.argv[2]; print(json.dumps(r))' \
+            "$cases/$name.json" "$name" >> "$out/tree-reports.jsonl" || true
+        fi
+      done
+    done
+  done
+}
+
 run() {
   [ -d "$carry" ] || { echo "no $carry: run 'bash bench/gpu.sh prepare' here first, then carry it"; exit 1; }
   local out=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
@@ -225,6 +283,7 @@ run() {
     timeout "${BENCH_TIMEOUT:-540}" "$carry/bin/parki-gpu-bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/gpu-bench.log" || true
     grep '^{' "$out/gpu-bench.log" > "$out/gpu-bench.jsonl" || true
   fi
+  [ "${TREE_BENCH:-1}" = 1 ] && tree_cases "$out"
   [ "${APP_BENCH:-1}" = 1 ] || return 0
 
   # ===================================================================================

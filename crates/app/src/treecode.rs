@@ -515,9 +515,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     for r in 0..repeat {
         let t = Instant::now();
         let dev = device.as_deref();
-        let out = pool.install(|| {
-            evaluate_kernel_distributed_on(comm, kernel, &params, &sources, &q, &targets, par, isa, dev)
-        })?;
+        let out = pool
+            .install(|| evaluate_kernel_distributed_on(comm, kernel, &params, &sources, &q, &targets, par, isa, dev))?;
         log.line(&format!("evaluation {} of {repeat}: {:.4} s", r + 1, t.elapsed().as_secs_f64()));
         result = Some(out);
     }
@@ -591,7 +590,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             "chosen_by": choice,
         },
         "isa": isa.name(),
-        "backend": {"requested": request.name(), "compute": compute.compute.name(), "reason": compute.reason, "device": device_name},
+        "backend": compute.compute.name(),
+        "backend_requested": request.name(),
+        "backend_reason": compute.reason,
+        "device": device_name.as_ref().map(|d| json!({"description": d})),
         "threads": threads,
         "clusters": {"sources": clusters[0], "targets": clusters[1]},
         "interactions": names.iter().zip(&interactions).map(|(n, c)| (n.to_string(), json!(c))).collect::<serde_json::Map<_, _>>(),
@@ -617,6 +619,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         ns as f64 * nt as f64,
         nt as f64 / total.max(f64::MIN_POSITIVE)
     );
+    table += &format!("backend {}\n", compute.compute.name());
     if ranks > 1 {
         let (b, m) = (spread(comm, lt.bytes as f64), spread(comm, lt.messages as f64));
         table += &format!(

@@ -162,3 +162,36 @@ fn bad_treecode_runs_are_named() {
     );
     assert_error(&run(&cfg), &["problem.method", "barnes-hut", "treecode", "fmm"]);
 }
+
+#[test]
+fn treecode_backends_are_named() {
+    let dir = Dir::new("treecode-backend");
+    let toml = |backend: &str| {
+        format!(
+            "[problem]\nmethod = \"treecode\"\nkernel = \"laplace\"\ntolerance = 1e-4\n[sources]\n\
+             generate = {{ distribution = \"uniform\", count = 2000 }}\n[output]\nreport = \"report.json\"\n\
+             [run]\n{backend}\n"
+        )
+    };
+    // the default and "auto" without a device: the CPU, with the reason in the report
+    for (backend, requested) in [("", "cpu"), ("backend = \"auto\"", "auto")] {
+        let cfg = dir.file("run.toml", &toml(backend));
+        succeeded(&run(&cfg));
+        let r = report(&dir);
+        assert_eq!(r["backend_requested"], requested);
+        if r["backend"] == "cpu" {
+            assert!(r["device"].is_null(), "{r}");
+            assert!(!r["backend_reason"].as_str().unwrap().is_empty(), "{r}");
+        } else {
+            assert!(r["device"]["description"].as_str().unwrap().contains("treecode"), "{r}");
+        }
+    }
+    // a name it does not know
+    let cfg = dir.file("run.toml", &toml("backend = \"gpu\""));
+    assert_error(&run(&cfg), &["run.backend", "gpu"]);
+    // "cuda" in a binary without the CUDA backend
+    if !cfg!(feature = "cuda") {
+        let cfg = dir.file("run.toml", &toml("backend = \"cuda\""));
+        assert_error(&run(&cfg), &["backend = \"cuda\" needs a binary built with --features cuda"]);
+    }
+}

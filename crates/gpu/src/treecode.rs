@@ -81,7 +81,13 @@ impl<D: Device> GpuTreecode<D> {
     /// Device bytes one evaluation needs: the points with their densities or values, every
     /// cluster's nodes, charges or potentials, the level passes' scratch, and a margin for the
     /// lists (which grow with the traversal and are allocated as they come).
-    pub fn estimate_bytes(density: usize, value: usize, degree: usize, sources: [usize; 2], targets: [usize; 2]) -> usize {
+    pub fn estimate_bytes(
+        density: usize,
+        value: usize,
+        degree: usize,
+        sources: [usize; 2],
+        targets: [usize; 2],
+    ) -> usize {
         let m = degree + 1;
         let np = m * m * m;
         let cluster = 3 * m * 8 + 20;
@@ -108,7 +114,8 @@ impl<D: Device> TreeBackend for GpuTreecode<D> {
         sources: Option<TreeView<'a>>,
         targets: Option<TreeView<'a>>,
     ) -> Result<Box<dyn TreeSession + 'a>> {
-        let counts = |v: &Option<TreeView<'_>>| v.as_ref().map_or([0, 0], |v| [v.points[0].len(), v.tree.clusters.len()]);
+        let counts =
+            |v: &Option<TreeView<'_>>| v.as_ref().map_or([0, 0], |v| [v.points[0].len(), v.tree.clusters.len()]);
         let need = Self::estimate_bytes(density, value, degree, counts(&sources), counts(&targets));
         let free = self.dev.free_memory()?;
         if need as u64 > free {
@@ -128,8 +135,12 @@ impl<D: Device> TreeBackend for GpuTreecode<D> {
         let side = |v: TreeView<'a>, what: [&'static str; 4]| -> Result<DeviceTree<'a, D>> {
             DeviceTree::upload(dev, v, m, what)
         };
-        let src = sources.map(|v| side(v, ["treecode sources", "source nodes", "source flags", "source ranges"])).transpose()?;
-        let trg = targets.map(|v| side(v, ["treecode targets", "target nodes", "target flags", "target ranges"])).transpose()?;
+        let src = sources
+            .map(|v| side(v, ["treecode sources", "source nodes", "source flags", "source ranges"]))
+            .transpose()?;
+        let trg = targets
+            .map(|v| side(v, ["treecode targets", "target nodes", "target flags", "target ranges"]))
+            .transpose()?;
         let buf = |what| DeviceBuffer::empty(dev, what);
         let mut s = Session {
             dev,
@@ -269,7 +280,8 @@ impl LevelLists {
         let mut index = Vec::new();
         let mut launches = Vec::new();
         for level in levels {
-            let parents: Vec<usize> = level.iter().copied().filter(|&c| !tree.clusters[c].is_leaf() && keep(c)).collect();
+            let parents: Vec<usize> =
+                level.iter().copied().filter(|&c| !tree.clusters[c].is_leaf() && keep(c)).collect();
             if parents.is_empty() {
                 continue;
             }
@@ -331,7 +343,14 @@ impl<D: Device> Session<'_, D> {
 
     /// `tc_lists` over `work`: the target leaves then `work.clusters`, against particles
     /// `side[0..4]` (`pstride` of them) and proxies `prox[0..4]` (`xstride`).
-    fn lists(&mut self, work: &ListWork, side: [DevicePtr; 4], pstride: usize, prox: [DevicePtr; 4], xstride: usize) -> Result<()> {
+    fn lists(
+        &mut self,
+        work: &ListWork,
+        side: [DevicePtr; 4],
+        pstride: usize,
+        prox: [DevicePtr; 4],
+        xstride: usize,
+    ) -> Result<()> {
         let t = self.trg.as_ref().expect("lists need targets");
         let tree = t.tree();
         let nleaf = tree.leaves.len();

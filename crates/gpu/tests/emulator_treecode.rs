@@ -172,4 +172,3 @@ fn distributed_device_equals_the_host() {
         assert_eq!(lines.len(), 2, "{text}");
     }
 }
-

@@ -42,7 +42,9 @@ use crate::compute::Soa;
 use crate::downward::propagate_active;
 use crate::evaluate::{local_side, tree_order, validate, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
 use crate::kernel::{PairKernel, TreeKernel, MAX_DENSITY, MAX_VALUE};
-use crate::lists::{apply_lists, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide, TargetSide};
+use crate::lists::{
+    apply_lists, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide, TargetSide,
+};
 use crate::traversal::{geometry, traverse, Interactions, SourceTree};
 use crate::tree::{Cluster, Tree, TreeParams};
 use crate::upward::{cluster_nodes, upward_pass, ProxyCharges};
@@ -651,7 +653,8 @@ pub fn evaluate_distributed_on<K: PairKernel>(
     let owned_densities = sroute.forward(comm, densities, nd);
     let (troute, tgot) = Route::send_to_owners(comm, &towners, &[], SortMode::Full, targets, None, par);
     let partition = clock.elapsed().as_secs_f64();
-    let owned = owned_checked(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa, device);
+    let owned =
+        owned_checked(comm, kernel, params, &sgot.positions, &owned_densities, &tgot.positions, par, isa, device);
     let (values, mut stats) = comm.agree(owned)?;
     stats.times.add(TreeStage::Partition, partition);
     stats.owned = [sgot.positions.len(), tgot.positions.len()];
