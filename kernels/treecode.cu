@@ -2,9 +2,9 @@
 // code has the formulas and is what these kernels are tested against). Double precision.
 //
 // - tc_lists: the four interaction lists (BLDTT paper eqs. (6), (8), (12), (15)) of one source
-//   side in one launch, a block per work item. Items are the target leaves (PP and PC: their
-//   particles, values into `out`) followed by the target clusters that CP and CC reach (their
-//   proxies, computed from the cluster's nodes, values into `pot`). Each item has two lists of
+//   side in one launch, a block per work item. Items are pieces of the target leaves (PP and
+//   PC: their particles, values into `out`) and of the target clusters that CP and CC reach
+//   (their proxies, computed from the cluster's nodes, values into `pot`). Each has two lists of
 //   source blocks, particles (PP, CP) and proxies (PC, CC), staged through shared memory in
 //   tiles of blockDim.x sources.
 // - tc_anterpolate: leaves' proxy charges, eq. (9), a block per leaf.
@@ -32,6 +32,8 @@
 // Largest m = n + 1 (degree 16, parki_treecode::evaluate::MAX_DEGREE).
 #define TC_MAX_M 17
 #define TC_MIN_POSITIVE 2.2250738585072014e-308
+// tc_lists' item kind: a piece of a target leaf.
+#define TC_LEAF 0xFFFFFFFFu
 
 // The barycentric Lagrange basis at x on the m nodes s (parki_treecode::cheb::lagrange, eq. (3)
 // with the weights of eq. (5)): the Kronecker delta on an exact hit or a degenerate axis.
@@ -106,7 +108,6 @@ struct TcListParams {
   double p0, p1;
   int kernel;
   int m;
-  u32 nleaf;    // items [0, nleaf) are target leaves, [nleaf, gridDim.x) target clusters
   u32 np;       // m^3
   u32 pstride;  // particles of the source side (their densities' component stride)
   u32 xstride;  // proxies of the source side
@@ -153,31 +154,22 @@ __device__ void tc_lists_k(TcListParams P, const u32* item, const double* tx, co
                            const double* xq, double* out, double* pot) {
   PARKI_DYNAMIC_SHARED(double, tile);
   constexpr int NV = TC_VALUE(K);
-  const u32 it = blockIdx.x;
+  const u32* it = item + 4 * (u64)blockIdx.x;
+  const u32 c = it[0], b = it[1], e = it[2], row = it[3];
   const u32 bs = blockDim.x;
-  const bool leaf = it < P.nleaf;
+  const bool leaf = c == TC_LEAF;
   const int m = P.m;
-  u32 t0 = 0, nt = P.np;
-  const double* nodes = tnodes;
-  double* o = pot;
-  if (leaf) {
-    t0 = item[2 * it];
-    nt = item[2 * it + 1] - t0;
-    o = out + (u64)t0 * NV;
-  } else {
-    const u32 c = item[2 * it];
-    nodes = tnodes + (u64)c * 3 * m;
-    o = pot + (u64)c * P.np * NV;
-  }
-  for (u32 tb = 0; tb < nt; tb += bs) {
+  const double* nodes = leaf ? tnodes : tnodes + (u64)c * 3 * m;
+  double* o = leaf ? out : pot + (u64)c * P.np * NV;
+  for (u32 tb = b; tb < e; tb += bs) {
     const u32 t = tb + threadIdx.x;
-    const bool active = t < nt;
+    const bool active = t < e;
     double x = 0.0, y = 0.0, z = 0.0;
     if (active) {
       if (leaf) {
-        x = tx[t0 + t];
-        y = ty[t0 + t];
-        z = tz[t0 + t];
+        x = tx[t];
+        y = ty[t];
+        z = tz[t];
       } else {
         x = nodes[t % m];
         y = nodes[m + (t / m) % m];
@@ -186,8 +178,8 @@ __device__ void tc_lists_k(TcListParams P, const u32* item, const double* tx, co
     }
     double acc[NV];
     for (int v = 0; v < NV; ++v) acc[v] = 0.0;
-    tc_side<K>(P, tile, poff[it], poff[it + 1], pranges, px, py, pz, pq, P.pstride, active, x, y, z, acc);
-    tc_side<K>(P, tile, xoff[it], xoff[it + 1], xranges, xx, xy, xz, xq, P.xstride, active, x, y, z, acc);
+    tc_side<K>(P, tile, poff[row], poff[row + 1], pranges, px, py, pz, pq, P.pstride, active, x, y, z, acc);
+    tc_side<K>(P, tile, xoff[row], xoff[row + 1], xranges, xx, xy, xz, xq, P.xstride, active, x, y, z, acc);
     if (active)
       for (int v = 0; v < NV; ++v) o[(u64)t * NV + v] += acc[v];
   }
@@ -218,7 +210,12 @@ __device__ __forceinline__ void tc_with_kernel(int kernel, A... a) {
     default: F<TC_STOKES>::run(a...); return;
   }
 }
-// A block per item (gridDim.x items), dynamic shared memory blockDim.x * (3 + nd) doubles.
+// A block per item (gridDim.x items of four u32: [cluster, begin, end, row]): cluster TC_LEAF for
+// a piece of a target leaf (targets begin..end in tree order, values into out), else proxies
+// begin..end of that target cluster (values into its block of pot); row: the item's source
+// blocks, poff[row]..poff[row + 1] of pranges and xoff[row]..xoff[row + 1] of xranges. Pieces of
+// at most blockDim.x targets, so that the grid has blocks for every SM whatever the leaf size.
+// Dynamic shared memory blockDim.x * (3 + nd) doubles.
 PARKI_EXPORT_SYNC(tc_lists,
                   (TcListParams P, const u32* item, const double* tx, const double* ty, const double* tz,
                    const double* tnodes, const u32* poff, const u32* pranges, const double* px, const double* py,
@@ -393,13 +390,14 @@ __device__ void tc_downward_level_impl(TcPassParams P, const u32* parents, const
 PARKI_EXPORT_SYNC(tc_downward_level, (TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
                    const double* nodes, const u32* degen, double* pot, double* scratch), tc_downward_level_impl(P, parents, child_off, children, nodes, degen, pot, scratch))
 
-// Leaves' proxy potentials at their targets, eq. (21): block b handles leaf leaves[b], a thread
-// per target of crange[2c]..crange[2c+1], values added into out (nv per target, tree order).
-__device__ void tc_interpolate_impl(TcPassParams P, const u32* leaves, const u32* crange, const double* nodes, const u32* degen,
-              const double* x, const double* y, const double* z, const double* pot, double* out) {
+// Leaves' proxy potentials at their targets, eq. (21): block b handles the piece
+// pieces[3b..3b+3] = [leaf c, begin, end] (at most blockDim.x targets, tree order), a thread per
+// target, values added into out (nv per target).
+__device__ void tc_interpolate_impl(TcPassParams P, const u32* pieces, const double* nodes, const u32* degen,
+                                    const double* x, const double* y, const double* z, const double* pot,
+                                    double* out) {
   const int m = P.m, nv = P.nc;
-  const u32 c = leaves[blockIdx.x];
-  const u32 j0 = crange[2 * c], j1 = crange[2 * c + 1];
+  const u32 c = pieces[3 * blockIdx.x], j0 = pieces[3 * blockIdx.x + 1], j1 = pieces[3 * blockIdx.x + 2];
   const double* nd = nodes + (u64)c * 3 * m;
   const double* phi = pot + (u64)c * m * m * m * nv;
   for (u32 j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
@@ -423,8 +421,10 @@ __device__ void tc_interpolate_impl(TcPassParams P, const u32* leaves, const u32
     for (int v = 0; v < nv; ++v) out[(u64)j * nv + v] += acc[v];
   }
 }
-PARKI_EXPORT(tc_interpolate, (TcPassParams P, const u32* leaves, const u32* crange, const double* nodes, const u32* degen,
-              const double* x, const double* y, const double* z, const double* pot, double* out), tc_interpolate_impl(P, leaves, crange, nodes, degen, x, y, z, pot, out))
+PARKI_EXPORT(tc_interpolate,
+             (TcPassParams P, const u32* pieces, const double* nodes, const u32* degen, const double* x,
+              const double* y, const double* z, const double* pot, double* out),
+             tc_interpolate_impl(P, pieces, nodes, degen, x, y, z, pot, out))
 
 // The used source clusters' proxies as points (tc_lists' source layout): thread i = slot s
 // (cluster used[s]) and proxy k, into x, y, z[i] and q[a * (items m^3) + i].

@@ -6,11 +6,13 @@
 //! clusters' proxy potentials and the targets' values. The launches:
 //! - upward: `tc_anterpolate` over every source leaf (eq. (9)), then `tc_upward_level` once per
 //!   level from the deepest (eq. (16), tensor-factored);
-//! - each source side: `tc_lists`, one launch for its PP, PC, CP and CC (a block per target
-//!   leaf and per target cluster that CP or CC reaches); the local side's proxies are gathered
+//! - each source side: `tc_lists`, one launch for its PP, PC, CP and CC (a block per piece of
+//!   at most 128 targets of a target leaf, or of the proxies of a target cluster that CP or CC
+//!   reaches, so that large leaves still fill the device); the local side's proxies are gathered
 //!   on the device (`tc_proxy_soa`), a remote side's are uploaded;
 //! - downward: `tc_downward_level` once per level from the root (eq. (20)), then
-//!   `tc_interpolate` over the active leaves (eq. (21)); the values cross the bus once.
+//!   `tc_interpolate` over pieces of the active leaves (eq. (21)); the values cross the bus
+//!   once.
 //!
 //! The host keeps the trees, the traversal and the locally essential tree (parki-treecode).
 //! Double precision, as the host's treecode.
@@ -27,6 +29,20 @@ use crate::device::{Args, Device, DevicePtr};
 /// Threads per block of every treecode kernel.
 const BLOCK: u32 = 128;
 
+/// `tc_lists`' item kind of a piece of a target leaf (`TC_LEAF`).
+const LEAF: u32 = u32::MAX;
+
+/// Calls `f(b, e)` for the pieces `b..e` of `begin..end`, at most [`BLOCK`] long each: the work
+/// items of `tc_lists` and `tc_interpolate`, a block each.
+fn pieces(begin: usize, end: usize, mut f: impl FnMut(u32, u32)) {
+    let mut b = begin;
+    while b < end {
+        let e = (b + BLOCK as usize).min(end);
+        f(b as u32, e as u32);
+        b = e;
+    }
+}
+
 /// Scratch of the level passes (two `m^3 nc` blocks per resident block), at most.
 const PASS_SCRATCH_BYTES: usize = 64 << 20;
 
@@ -38,7 +54,6 @@ struct ListParams {
     p1: f64,
     kernel: i32,
     m: i32,
-    nleaf: u32,
     np: u32,
     pstride: u32,
     xstride: u32,
@@ -354,18 +369,29 @@ impl<D: Device> Session<'_, D> {
         let t = self.trg.as_ref().expect("lists need targets");
         let tree = t.tree();
         let nleaf = tree.leaves.len();
-        let mut items: Vec<u32> = Vec::with_capacity(2 * (nleaf + work.clusters.len()));
-        for &l in &tree.leaves {
-            let c = &tree.clusters[l];
-            items.extend([c.begin as u32, c.end as u32]);
-        }
-        for &c in &work.clusters {
-            items.extend([c, 0]);
-        }
         let nitems = nleaf + work.clusters.len();
         assert_eq!(work.particles.offsets.len(), nitems + 1, "a row per work item");
         assert_eq!(work.proxies.offsets.len(), nitems + 1, "a row per work item");
-        if work.particles.ranges.is_empty() && work.proxies.ranges.is_empty() {
+        let np = self.m.pow(3);
+        // pieces of at most BLOCK targets of every item that has source blocks
+        let mut items: Vec<[u32; 4]> = Vec::new();
+        let busy = |r: usize| {
+            work.particles.offsets[r] < work.particles.offsets[r + 1]
+                || work.proxies.offsets[r] < work.proxies.offsets[r + 1]
+        };
+        for (r, &l) in tree.leaves.iter().enumerate() {
+            let c = &tree.clusters[l];
+            if busy(r) {
+                pieces(c.begin, c.end, |b, e| items.push([LEAF, b, e, r as u32]));
+            }
+        }
+        for (j, &c) in work.clusters.iter().enumerate() {
+            let r = nleaf + j;
+            if busy(r) {
+                pieces(0, np, |b, e| items.push([c, b, e, r as u32]));
+            }
+        }
+        if items.is_empty() {
             return Ok(());
         }
         self.items.upload(&items)?;
@@ -373,13 +399,11 @@ impl<D: Device> Session<'_, D> {
         self.pranges.upload(&work.particles.ranges)?;
         self.xoff.upload(&work.proxies.offsets)?;
         self.xranges.upload(&work.proxies.ranges)?;
-        let np = self.m.pow(3);
         let params = ListParams {
             p0: self.kernel.params[0],
             p1: self.kernel.params[1],
             kernel: self.kernel.code as i32,
             m: self.m as i32,
-            nleaf: nleaf as u32,
             np: np as u32,
             pstride: pstride as u32,
             xstride: xstride as u32,
@@ -403,7 +427,7 @@ impl<D: Device> Session<'_, D> {
         }
         a.push(self.out.ptr()).push(self.pot.ptr());
         let shared = BLOCK as usize * (3 + self.nd) * 8;
-        launch(&**self.dev, "tc_lists", nitems as u32, shared as u32, &mut a)
+        launch(&**self.dev, "tc_lists", items.len() as u32, shared as u32, &mut a)
     }
 }
 
@@ -496,14 +520,17 @@ impl<D: Device> TreeSession for Session<'_, D> {
         let lists = LevelLists::new(tree, tree.levels.iter(), |c| active[c]);
         let pot = self.pot.ptr();
         self.levels("tc_downward_level", &lists, Which::Targets, nv, pot)?;
-        let leaves: Vec<u32> = tree.leaves.iter().copied().filter(|&c| active[c]).map(|c| c as u32).collect();
-        if !leaves.is_empty() {
-            self.index.upload(&leaves)?;
+        let mut items: Vec<[u32; 3]> = Vec::new();
+        for &l in tree.leaves.iter().filter(|&&l| active[l]) {
+            let c = &tree.clusters[l];
+            pieces(c.begin, c.end, |b, e| items.push([l as u32, b, e]));
+        }
+        if !items.is_empty() {
+            self.index.upload(&items)?;
             let t = self.trg.as_ref().expect("checked above");
             let mut a = Args::new();
-            a.push(self.pass(leaves.len() as u32, nv, 0))
+            a.push(self.pass(items.len() as u32, nv, 0))
                 .push(self.index.ptr())
-                .push(t.ranges.ptr())
                 .push(t.nodes.ptr())
                 .push(t.degen.ptr())
                 .push(t.points[0].ptr())
@@ -511,7 +538,7 @@ impl<D: Device> TreeSession for Session<'_, D> {
                 .push(t.points[2].ptr())
                 .push(self.pot.ptr())
                 .push(self.out.ptr());
-            launch(&**self.dev, "tc_interpolate", leaves.len() as u32, 0, &mut a)?;
+            launch(&**self.dev, "tc_interpolate", items.len() as u32, 0, &mut a)?;
         }
         let mut v = vec![0.0; nt * nv];
         self.out.download(&mut v)?;
