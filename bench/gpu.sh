@@ -185,11 +185,29 @@ cuda_lib_dirs() {
   echo "${dirs#:}"
 }
 
+# Runs case $2 (run.toml $3, report $4) with the application $1 under CASE_TIMEOUT, its output
+# appended to the log $5 and its report, named, to the JSON lines $6.
+run_case() {
+  local app=$1 name=$2 toml=$3 report=$4 log=$5 lines=$6 rc
+  {
+    echo "== $name"
+    set +e
+    timeout "${CASE_TIMEOUT:-240}" "$app" run "$toml" --quiet
+    rc=$?
+    set -e
+    echo "exit: $rc"
+  } 2>&1 | tee -a "$log"
+  if [ -f "$report" ]; then
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["case"] = sys.argv[2]; print(json.dumps(r))' \
+      "$report" "$name" >> "$lines" || true
+  fi
+}
+
 # The treecode (issue 12) with [run] backend = "cuda" and on the CPU, the same run.toml: Coulomb
 # at BaryTree's setting (degree 8, theta 0.7, leaves of 2000) and the Stokeslet at tol 1e-6, on
 # uniform points; reports into $1/tree-reports.jsonl, the log into $1/tree.log.
 tree_cases() {
-  local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-tree-cases" n k backend name toml rc
+  local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-tree-cases" n k backend name toml
   [ -x "$app" ] || { echo "no $app: treecode cases skipped"; return 0; }
   rm -rf "$cases"
   mkdir -p "$cases"
@@ -224,18 +242,7 @@ tree_cases() {
           echo "check = ${CHECK:-50}"
           echo "backend = \"$backend\""
         } > "$toml"
-        {
-          echo "== $name"
-          set +e
-          timeout "${CASE_TIMEOUT:-240}" "$app" run "$toml" --quiet
-          rc=$?
-          set -e
-          echo "exit: $rc"
-        } 2>&1 | tee -a "$out/tree.log"
-        if [ -f "$cases/$name.json" ]; then
-          python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["case"] = sys.argv[2]; print(json.dumps(r))' \
-            "$cases/$name.json" "$name" >> "$out/tree-reports.jsonl" || true
-        fi
+        run_case "$app" "$name" "$toml" "$cases/$name.json" "$out/tree.log" "$out/tree-reports.jsonl"
       done
     done
   done
@@ -297,7 +304,7 @@ run() {
   local cases="${TMPDIR:-/tmp}/parki-gpu-cases"
   rm -rf "$cases"
   mkdir -p "$cases"
-  local n k tol tols p backend name toml rc
+  local n k tol tols p backend name toml
   : > "$out/reports.jsonl"
   for n in ${SIZES:-1000000 4000000}; do
     for k in ${KERNELS:-stokes stokeslet}; do
@@ -330,18 +337,7 @@ run() {
               echo "check = ${CHECK:-50}"
               [ "$backend" = cuda ] && echo "backend = \"cuda\""
             } > "$toml"
-            {
-              echo "== $name"
-              set +e
-              timeout "${CASE_TIMEOUT:-240}" "$app" run "$toml" --quiet
-              rc=$?
-              set -e
-              echo "exit: $rc"
-            } 2>&1 | tee -a "$log"
-            if [ -f "$cases/$name.json" ]; then
-              python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["case"] = sys.argv[2]; print(json.dumps(r))' \
-                "$cases/$name.json" "$name" >> "$out/reports.jsonl" || true
-            fi
+            run_case "$app" "$name" "$toml" "$cases/$name.json" "$log" "$out/reports.jsonl"
           done
         done
       done

@@ -43,7 +43,8 @@ use crate::downward::propagate_active;
 use crate::evaluate::{local_side, tree_order, validate, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
 use crate::kernel::{PairKernel, TreeKernel, MAX_DENSITY, MAX_VALUE};
 use crate::lists::{
-    apply_lists, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide, TargetSide,
+    apply_lists, in_input_order, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide,
+    TargetSide,
 };
 use crate::traversal::{geometry, traverse, Interactions, SourceTree};
 use crate::tree::{Cluster, Tree, TreeParams};
@@ -591,16 +592,6 @@ fn list_work(p: &PlannedLists) -> ListWork {
         particles: Rows::concat(&p.pp, &p.cp),
         proxies: Rows::concat(&p.pc, &p.cc),
     }
-}
-
-/// Values in tree order (`nv` per point) put back in the input order of `tree`'s points.
-fn in_input_order(tree: &Tree, v: &[f64], nv: usize) -> Vec<f64> {
-    let mut out = vec![0.0; v.len()];
-    for (k, &i) in tree.order.iter().enumerate() {
-        let i = i as usize;
-        out[i * nv..(i + 1) * nv].copy_from_slice(&v[k * nv..(k + 1) * nv]);
-    }
-    out
 }
 
 /// Evaluates the treecode over the ranks of `comm`, each rank passing any of the sources and

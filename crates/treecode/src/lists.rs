@@ -77,13 +77,18 @@ impl Accumulators {
             &mut self.out,
             par,
         );
-        let mut values = vec![0.0; n * nv];
-        for (k, &i) in ts.tree.order.iter().enumerate() {
-            let i = i as usize;
-            values[i * nv..(i + 1) * nv].copy_from_slice(&self.out[k * nv..(k + 1) * nv]);
-        }
-        values
+        in_input_order(&ts.tree, &self.out, nv)
     }
+}
+
+/// Values in tree order (`nv` per point) put back in the input order of `tree`'s points.
+pub(crate) fn in_input_order(tree: &Tree, v: &[f64], nv: usize) -> Vec<f64> {
+    let mut out = vec![0.0; v.len()];
+    for (k, &i) in tree.order.iter().enumerate() {
+        let i = i as usize;
+        out[i * nv..(i + 1) * nv].copy_from_slice(&v[k * nv..(k + 1) * nv]);
+    }
+    out
 }
 
 /// Sources that lists refer to by cluster index: `ranges[s]`, cluster `s`'s particles in
