@@ -14,6 +14,9 @@
 //!   `tc_interpolate` over pieces of the active leaves (eq. (21)); the values cross the bus
 //!   once.
 //!
+//! Each stage waits for the device before it returns, so that the per-stage times of the
+//! report (upward pass, compute local and remote, downward pass) are the device's.
+//!
 //! The host keeps the trees, the traversal and the locally essential tree (parki-treecode).
 //! Double precision, as the host's treecode.
 
@@ -465,6 +468,8 @@ impl<D: Device> TreeSession for Session<'_, D> {
         let charges = self.charges.ptr();
         self.levels("tc_upward_level", &lists, Which::Sources, nd, charges)?;
         if !download {
+            // the stage's time is the device's, not the launches' (the report's stage table)
+            self.dev.synchronize()?;
             return Ok(None);
         }
         let mut v = vec![0.0; tree.clusters.len() * np * nd];
@@ -497,7 +502,8 @@ impl<D: Device> TreeSession for Session<'_, D> {
         let s = self.src.as_ref().expect("checked above");
         let side = [s.points[0].ptr(), s.points[1].ptr(), s.points[2].ptr(), s.points[3].ptr()];
         let prox = [self.proxies[0].ptr(), self.proxies[1].ptr(), self.proxies[2].ptr(), self.proxies[3].ptr()];
-        self.lists(work, side, ns, prox, len)
+        self.lists(work, side, ns, prox, len)?;
+        self.dev.synchronize()
     }
 
     fn apply_remote(&mut self, work: &ListWork, side: &SidePoints<'_>) -> Result<()> {
@@ -509,7 +515,8 @@ impl<D: Device> TreeSession for Session<'_, D> {
         self.proxies[3].upload(side.proxy_densities)?;
         let p = [self.side[0].ptr(), self.side[1].ptr(), self.side[2].ptr(), self.side[3].ptr()];
         let x = [self.proxies[0].ptr(), self.proxies[1].ptr(), self.proxies[2].ptr(), self.proxies[3].ptr()];
-        self.lists(work, p, side.particles[0].len(), x, side.proxies[0].len())
+        self.lists(work, p, side.particles[0].len(), x, side.proxies[0].len())?;
+        self.dev.synchronize()
     }
 
     fn finish(&mut self, active: &[bool]) -> Result<Vec<f64>> {
