@@ -1,5 +1,5 @@
 //! The device a [`crate::GpuBackend`] runs on: memory, kernel launches by name, batched 3-D
-//! FFTs. Two implementations: [`crate::cuda::CudaDevice`] (feature `cuda`: cudarc, NVRTC,
+//! FFTs. Two implementations: `crate::cuda::CudaDevice` (feature `cuda`: cudarc, NVRTC,
 //! cuFFT) and [`crate::Emulator`] (the kernels compiled as C++ and run on the host, so that the
 //! backend's data flow and every kernel are tested on machines without a GPU).
 

@@ -8,7 +8,7 @@
 //! [`GpuTreecode`] runs the treecode's upward pass, interaction lists and downward pass
 //! (parki-treecode's [`parki_treecode::TreeBackend`]) on the same devices.
 //!
-//! Two devices: [`cuda::CudaDevice`] (feature `cuda`; cudarc with dynamic loading, so the
+//! Two devices: `cuda::CudaDevice` (feature `cuda`; cudarc with dynamic loading, so the
 //! binary builds without the CUDA toolkit and runs on the CPU where no driver is present), and
 //! [`Emulator`], the same kernels compiled as C++ and run on the host, which tests the kernels
 //! and the backend's data flow against the CPU backend on machines without a GPU.

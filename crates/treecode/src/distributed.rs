@@ -364,7 +364,7 @@ fn fetch_let(
 /// module documentation for the steps.
 ///
 /// # Errors
-/// As [`crate::evaluate`], on every rank when any rank's input is bad.
+/// As [`crate::evaluate()`], on every rank when any rank's input is bad.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_owned<K: PairKernel>(
     comm: &Comm,
@@ -600,7 +600,7 @@ fn list_work(p: &PlannedLists) -> ListWork {
 /// back in its targets' order. Collective.
 ///
 /// # Errors
-/// As [`crate::evaluate`], on every rank when any rank's input is bad; a failed partition
+/// As [`crate::evaluate()`], on every rank when any rank's input is bad; a failed partition
 /// ([`Rcb::partition`]).
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_distributed<K: PairKernel>(

@@ -250,7 +250,7 @@ const SIN_VECTOR_LIMIT: f64 = 8.0e5;
 /// `sin x` per lane, vectorised: `x = q pi/2 + r` with `pi/2` in three parts of 33 bits (exact
 /// products for `|q| < 2^20`, fdlibm's constants), `|r| <= pi/4`; `sin r` and `cos r` by Taylor
 /// polynomials of degrees 15 and 16 (remainders below `5e-17`), chosen and signed by `q mod 4`.
-/// Lanes beyond [`SIN_VECTOR_LIMIT`] take libm's `sin` (the whole call, rarely).
+/// Lanes beyond `SIN_VECTOR_LIMIT` take libm's `sin` (the whole call, rarely).
 #[inline(always)]
 pub fn sin_lanes(x: &[f64; LANES]) -> [f64; LANES] {
     const PIO2_1: f64 = 1.570_796_326_734_125_6; // 0x3ff921fb54400000

@@ -21,7 +21,7 @@
 //! - [`direct`]: the scalar direct sum the results are checked against, and eq. (22)'s error.
 //! - [`distributed`]: the same over MPI ranks: RCB partitions by Zoltan, local trees, and the
 //!   locally essential tree read by passive-target one-sided MPI, overlapped with local compute.
-//! - [`evaluate`]: one evaluation end to end, results in the caller's order, with the
+//! - [`evaluate`](mod@evaluate): one evaluation end to end, results in the caller's order, with the
 //!   interaction counts and per-stage times.
 
 pub mod backend;

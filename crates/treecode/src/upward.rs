@@ -9,7 +9,7 @@
 //! - Parents, eq. (16): `q^_k = sum_children sum_k' L_k(s'_k') q^'_k'`, the parent's basis at the
 //!   child's proxies. That operator is the tensor product of three `(n + 1) x (n + 1)` matrices
 //!   `A_d[k][k'] = L_k(s'_{d,k'})`, applied one axis at a time: `3 (n + 1)^4` multiply-adds per
-//!   child and component instead of the paper's `(n + 1)^6` (digest §1.3, "[I] optimisation").
+//!   child and component instead of the paper's `(n + 1)^6` (digest §1.3, "\[I\] optimisation").
 //!   Exact: a child's interpolant of the parent's degree-`n` basis polynomials is the
 //!   polynomial itself (eq. (17)), so the result equals anterpolating the parent's particles
 //!   directly, to rounding.
