@@ -291,104 +291,85 @@ __device__ __forceinline__ void tc_transfer(const double* pnodes, const u32* pde
   }
 }
 
-// Parents' proxy charges from their children, eq. (16): block b handles parents
-// b, b + gridDim.x, ... of `parents` (a level's non-leaves), children child_off[i]..child_off[i+1]
-// of `children`; `scratch` holds 2 m^3 nc doubles per block.
-__device__ void tc_upward_level_impl(TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
-                   const double* nodes, const u32* degen, double* charges, double* scratch) {
+// One child-parent pair's tensor-factored operator added into dst, one axis sweep at a time
+// (3 m^4 nc multiply-adds): dst[k3][k2][k1][c] += sum A_z(k3, .) A_y(k2, .) A_x(k1, .) src, with
+// A_d(i, j) = a[d m^2 + i m + j], the factors of tc_transfer (upward, eq. (16): src the child's
+// charges, dst the parent's), or with `transpose` a[d m^2 + j m + i] (downward, eq. (20): src
+// the parent's potentials, dst the child's). t1, t2: m^3 nc scratch each. Every thread of the
+// block calls it (barriers between the sweeps).
+__device__ void tc_factored(const double* a, int m, int nc, int transpose, const double* src, double* t1, double* t2,
+                            double* dst) {
+  const u32 block = (u32)(m * m * m * nc), row = (u32)(m * nc), plane = (u32)m * row;
+  const int si = transpose ? 1 : m, sj = transpose ? m : 1;  // A(i, j) = a[i si + j sj]
+  // x: t1[r][i][c] = sum_j A_x(i, j) src[r][j][c]
+  for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
+    const u32 r = e / row, i = (e % row) / nc, c = e % nc;
+    double s = 0.0;
+    for (int j = 0; j < m; ++j) s = fma(a[i * si + j * sj], src[r * row + j * nc + c], s);
+    t1[e] = s;
+  }
+  __syncthreads();
+  // y: t2[k3][i][ii] = sum_j A_y(i, j) t1[k3][j][ii]
+  for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
+    const u32 k3 = e / plane, i = (e % plane) / row, ii = e % row;
+    double s = 0.0;
+    for (int j = 0; j < m; ++j) s = fma(a[m * m + i * si + j * sj], t1[k3 * plane + j * row + ii], s);
+    t2[e] = s;
+  }
+  __syncthreads();
+  // z: dst[i][ii] += sum_j A_z(i, j) t2[j][ii]
+  for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
+    const u32 i = e / plane, ii = e % plane;
+    double s = dst[e];
+    for (int j = 0; j < m; ++j) s = fma(a[2 * m * m + i * si + j * sj], t2[j * plane + ii], s);
+    dst[e] = s;
+  }
+}
+
+// One level of either pass: block b handles parents b, b + gridDim.x, ... of `parents` (a
+// level's non-leaves, upward; its active non-leaves, downward), children
+// child_off[i]..child_off[i+1] of `children`, `data` the charges (upward: each parent's block
+// set to the sum over its children, eq. (16)) or the potentials (downward: each child's block
+// plus the parent's, eq. (20)); `scratch` holds 2 m^3 nc doubles per block.
+__device__ void tc_level_impl(TcPassParams P, int down, const u32* parents, const u32* child_off, const u32* children,
+                              const double* nodes, const u32* degen, double* data, double* scratch) {
   __shared__ double a[3 * TC_MAX_M * TC_MAX_M];
   const int m = P.m, nc = P.nc;
-  const u32 block = (u32)(m * m * m * nc), row = (u32)(m * nc), plane = (u32)m * row;
+  const u32 block = (u32)(m * m * m * nc);
   double* t1 = scratch + (u64)blockIdx.x * 2 * block;
   double* t2 = t1 + block;
   for (u32 i = blockIdx.x; i < P.items; i += gridDim.x) {
     const u32 c = parents[i];
-    double* out = charges + (u64)c * block;
-    __syncthreads();
-    for (u32 e = threadIdx.x; e < block; e += blockDim.x) out[e] = 0.0;
+    double* parent = data + (u64)c * block;
+    if (!down) {
+      __syncthreads();
+      for (u32 e = threadIdx.x; e < block; e += blockDim.x) parent[e] = 0.0;
+    }
     for (u32 h = child_off[i]; h < child_off[i + 1]; ++h) {
       const u32 ch = children[h];
-      const double* cq = charges + (u64)ch * block;
+      double* child = data + (u64)ch * block;
       __syncthreads();
       tc_transfer(nodes + (u64)c * 3 * m, degen + 3 * c, nodes + (u64)ch * 3 * m, m, a);
       __syncthreads();
-      // x: t1[r][k1][c] = sum_k1' Ax[k1][k1'] q[r][k1'][c]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 r = e / row, k1 = (e % row) / nc, cc = e % nc;
-        double s = 0.0;
-        for (int kp = 0; kp < m; ++kp) s = fma(a[k1 * m + kp], cq[r * row + kp * nc + cc], s);
-        t1[e] = s;
-      }
-      __syncthreads();
-      // y: t2[k3'][k2][i] = sum_k2' Ay[k2][k2'] t1[k3'][k2'][i]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 k3p = e / plane, k2 = (e % plane) / row, ii = e % row;
-        double s = 0.0;
-        for (int kp = 0; kp < m; ++kp)
-          s = fma(a[m * m + k2 * m + kp], t1[k3p * plane + kp * row + ii], s);
-        t2[e] = s;
-      }
-      __syncthreads();
-      // z: out[k3][i] += sum_k3' Az[k3][k3'] t2[k3'][i]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 k3 = e / plane, ii = e % plane;
-        double s = out[e];
-        for (int kp = 0; kp < m; ++kp) s = fma(a[2 * m * m + k3 * m + kp], t2[kp * plane + ii], s);
-        out[e] = s;
-      }
+      if (down)
+        tc_factored(a, m, nc, 1, parent, t1, t2, child);
+      else
+        tc_factored(a, m, nc, 0, child, t1, t2, parent);
     }
   }
 }
-PARKI_EXPORT_SYNC(tc_upward_level, (TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
-                   const double* nodes, const u32* degen, double* charges, double* scratch), tc_upward_level_impl(P, parents, child_off, children, nodes, degen, charges, scratch))
 
-// Parents' proxy potentials to their children, eq. (20), the transposed factors: as
-// tc_upward_level over a level's active non-leaves, into the children's blocks of `pot`.
-__device__ void tc_downward_level_impl(TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
-                   const double* nodes, const u32* degen, double* pot, double* scratch) {
-  __shared__ double a[3 * TC_MAX_M * TC_MAX_M];
-  const int m = P.m, nv = P.nc;
-  const u32 block = (u32)(m * m * m * nv), row = (u32)(m * nv), plane = (u32)m * row;
-  double* t1 = scratch + (u64)blockIdx.x * 2 * block;
-  double* t2 = t1 + block;
-  for (u32 i = blockIdx.x; i < P.items; i += gridDim.x) {
-    const u32 c = parents[i];
-    const double* phi = pot + (u64)c * block;
-    for (u32 h = child_off[i]; h < child_off[i + 1]; ++h) {
-      const u32 ch = children[h];
-      double* out = pot + (u64)ch * block;
-      __syncthreads();
-      tc_transfer(nodes + (u64)c * 3 * m, degen + 3 * c, nodes + (u64)ch * 3 * m, m, a);
-      __syncthreads();
-      // x: t1[r][k1'][v] = sum_k1 Ax[k1][k1'] phi[r][k1][v]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 r = e / row, kp = (e % row) / nv, v = e % nv;
-        double s = 0.0;
-        for (int k1 = 0; k1 < m; ++k1) s = fma(a[k1 * m + kp], phi[r * row + k1 * nv + v], s);
-        t1[e] = s;
-      }
-      __syncthreads();
-      // y: t2[k3][k2'][i] = sum_k2 Ay[k2][k2'] t1[k3][k2][i]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 k3 = e / plane, kp = (e % plane) / row, ii = e % row;
-        double s = 0.0;
-        for (int k2 = 0; k2 < m; ++k2)
-          s = fma(a[m * m + k2 * m + kp], t1[k3 * plane + k2 * row + ii], s);
-        t2[e] = s;
-      }
-      __syncthreads();
-      // z: child[k3'][i] += sum_k3 Az[k3][k3'] t2[k3][i]
-      for (u32 e = threadIdx.x; e < block; e += blockDim.x) {
-        const u32 kp = e / plane, ii = e % plane;
-        double s = out[e];
-        for (int k3 = 0; k3 < m; ++k3) s = fma(a[2 * m * m + k3 * m + kp], t2[k3 * plane + ii], s);
-        out[e] = s;
-      }
-    }
-  }
-}
-PARKI_EXPORT_SYNC(tc_downward_level, (TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
-                   const double* nodes, const u32* degen, double* pot, double* scratch), tc_downward_level_impl(P, parents, child_off, children, nodes, degen, pot, scratch))
+// Parents' proxy charges from their children, eq. (16), a level of the upward pass.
+PARKI_EXPORT_SYNC(tc_upward_level,
+                  (TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
+                   const double* nodes, const u32* degen, double* charges, double* scratch),
+                  tc_level_impl(P, 0, parents, child_off, children, nodes, degen, charges, scratch))
+
+// Parents' proxy potentials to their children, eq. (20), a level of the downward pass.
+PARKI_EXPORT_SYNC(tc_downward_level,
+                  (TcPassParams P, const u32* parents, const u32* child_off, const u32* children,
+                   const double* nodes, const u32* degen, double* pot, double* scratch),
+                  tc_level_impl(P, 1, parents, child_off, children, nodes, degen, pot, scratch))
 
 // Leaves' proxy potentials at their targets, eq. (21): block b handles the piece
 // pieces[3b..3b+3] = [leaf c, begin, end] (at most blockDim.x targets, tree order), a thread per

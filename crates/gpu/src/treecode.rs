@@ -223,9 +223,8 @@ impl<'a, D: Device> DeviceTree<'a, D> {
             b.upload(v)?;
             Ok(b)
         };
-        let points = [up(view.points[0], what[0])?, up(view.points[1], what[0])?, up(view.points[2], what[0])?, {
-            up(view.densities, what[0])?
-        }];
+        let [x, y, z] = view.points;
+        let points = [up(x, what[0])?, up(y, what[0])?, up(z, what[0])?, up(view.densities, what[0])?];
         let mut n = DeviceBuffer::empty(dev, what[1]);
         n.upload(&nodes)?;
         let mut g = DeviceBuffer::empty(dev, what[2]);

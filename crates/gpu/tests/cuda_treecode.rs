@@ -9,8 +9,11 @@ use parki_core::isa::Isa;
 use parki_core::Par;
 use parki_gpu::cuda::{driver_available, CudaDevice};
 use parki_gpu::GpuTreecode;
-use parki_reference::generate::{particle_rng, Cloud};
-use parki_treecode::{evaluate_kernel_distributed_on, TreeBackend, TreeKernel, TreecodeParams};
+use parki_reference::generate::Cloud;
+use parki_treecode::{evaluate_kernel_distributed_on, TreeBackend, TreecodeParams};
+
+mod tree_common;
+use tree_common::{inputs, kernels, rel_l2};
 
 fn device() -> Option<GpuTreecode<CudaDevice>> {
     match GpuTreecode::<CudaDevice>::open(0) {
@@ -25,36 +28,17 @@ fn device() -> Option<GpuTreecode<CudaDevice>> {
     }
 }
 
-fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| y * y).sum();
-    (num / den).sqrt()
-}
-
 #[test]
 fn device_equals_the_host() {
     let Some(gpu) = device() else { return };
     println!("{}", gpu.describe());
     let comm = Comm::single();
     let p = TreecodeParams { degree: 5, theta: 0.7, max_leaf: 400, max_batch: 120 };
-    let kernels = [
-        TreeKernel::Coulomb,
-        TreeKernel::Yukawa { kappa: 0.8 },
-        TreeKernel::RegularizedCoulomb { epsilon: 0.05 },
-        TreeKernel::RegularizedYukawa { kappa: 0.8, epsilon: 0.05 },
-        TreeKernel::SinOverR { wavenumber: 3.0 },
-        TreeKernel::Stokeslet,
-        TreeKernel::Stresslet,
-        TreeKernel::Stokes,
-    ];
     for cloud in [Cloud::Uniform, Cloud::Plummer] {
         let sources = cloud.points(61, 0..40_000);
         let apart = cloud.points(62, 0..30_000);
-        for k in kernels {
-            let w = k.input_width();
-            let q: Vec<f64> = (0..sources.len() * w)
-                .map(|i| particle_rng(63, (i / w) as u64).normal() + (i % w) as f64 * 0.1)
-                .collect();
+        for k in kernels() {
+            let q = inputs(k, sources.len(), 63);
             for (label, targets) in [("targets", &apart), ("sources as targets", &sources)] {
                 let run = |dev: Option<&dyn TreeBackend>| {
                     let par = Par::with_threads(rayon::current_num_threads());

@@ -14,22 +14,11 @@ use parki_comm::{Comm, Universe};
 use parki_core::isa::Isa;
 use parki_core::Par;
 use parki_gpu::{Emulator, GpuTreecode};
-use parki_reference::generate::{particle_rng, Cloud};
+use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel_distributed_on, TreeBackend, TreeKernel, TreecodeParams};
 
-/// Every built-in kernel with parameters.
-fn kernels() -> Vec<TreeKernel> {
-    vec![
-        TreeKernel::Coulomb,
-        TreeKernel::Yukawa { kappa: 0.8 },
-        TreeKernel::RegularizedCoulomb { epsilon: 0.05 },
-        TreeKernel::RegularizedYukawa { kappa: 0.8, epsilon: 0.05 },
-        TreeKernel::SinOverR { wavenumber: 3.0 },
-        TreeKernel::Stokeslet,
-        TreeKernel::Stresslet,
-        TreeKernel::Stokes,
-    ]
-}
+mod tree_common;
+use tree_common::{inputs, kernels, rel_l2};
 
 /// Degree 3 (64 proxies), theta 0.7, leaves of at most 100 sources and 40 targets: clusters
 /// on both sides of the proxies' count, so every list type at a few thousand points.
@@ -43,18 +32,6 @@ fn points(cloud: Option<Cloud>, seed: u64, n: usize) -> Vec<[f64; 3]> {
         Some(c) => c.points(seed, 0..n),
         None => Cloud::Uniform.points(seed, 0..n).into_iter().map(|p| [p[0], p[1], 0.25]).collect(),
     }
-}
-
-/// The caller's inputs of `k` for `n` sources.
-fn inputs(k: TreeKernel, n: usize) -> Vec<f64> {
-    let w = k.input_width();
-    (0..n * w).map(|i| particle_rng(31, (i / w) as u64).normal() + (i % w) as f64 * 0.1).collect()
-}
-
-fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| y * y).sum();
-    (num / den).sqrt()
 }
 
 #[test]
@@ -74,7 +51,7 @@ fn device_equals_the_host_for_every_kernel_and_set() {
             _ => vec![TreeKernel::Yukawa { kappa: 0.8 }, TreeKernel::Stokes],
         };
         for k in ks {
-            let q = inputs(k, sources.len());
+            let q = inputs(k, sources.len(), 31);
             for (label, targets) in [("targets", &apart), ("sources as targets", &sources)] {
                 let run = |dev: Option<&GpuTreecode<Emulator>>| {
                     let dev = dev.map(|d| d as &dyn TreeBackend);
@@ -114,7 +91,7 @@ fn mpi_child() {
     for (cloud, k) in [(Cloud::Uniform, TreeKernel::Coulomb), (Cloud::Plummer, TreeKernel::Stokes)] {
         let sources = cloud.points(51, 0..ns);
         let targets = cloud.points(52, 0..nt);
-        let q = inputs(k, ns);
+        let q = inputs(k, ns, 31);
         let w = k.input_width();
         let ms = rank * ns / size..(rank + 1) * ns / size;
         let mt = rank * nt / size..(rank + 1) * nt / size;
