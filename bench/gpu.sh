@@ -30,11 +30,14 @@
 # CASE_TIMEOUT (seconds, default 240); EMULATOR_TESTS (default 0: the host emulator's test
 # binaries, which CI runs, are neither carried by prepare nor run on device time); CPU_BASELINE (default 1: the same cases on the CPU at
 # the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
-# test binaries); TEST_TIMEOUT (seconds per test binary, default 300); GPU_BENCH (default 1:
+# test binaries); TEST_TIMEOUT (seconds per test binary, default 300); TEST_BINARIES (e.g.
+# "cuda_treecode cuda_accuracy": only these test binaries); GPU_BENCH (default 1:
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
 # APP_BENCH (default 1: the parki-dist cases below); TREE_BENCH (default 1: the treecode's
 # cases, tree_cases: TREE_SIZES default "100000 1000000", TREE_KERNELS default "laplace
-# stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform). The device's cost constants:
+# stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform); MPI_CASES (default
+# 0; 1: mpi_cases, 1 against MPI_RANKS ranks on the device, needs prepare with GPU_MPI=1; MPI_N
+# default 200000). The device's cost constants:
 # BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
 # --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). P2P's erfc side by side:
 # BENCH_ARGS="--modes peak,eval --sizes 1e6,4e6 --erfc fitted,library --cpu 0". Free space and
@@ -253,6 +256,95 @@ tree_cases() {
   done
 }
 
+# Distributed runs on the device (issue 9: "2 ranks on one GPU equal to one rank"): with an
+# application built with MPI (prepare with GPU_MPI=1) and the machine's mpirun, potentials
+# compared (relative l2, bound 1e-13): the combined kernel 3P, the Stokeslet 2P and the Laplace
+# field 0P (spectral Ewald) at 1 and MPI_RANKS (default 2) ranks with backend = "cuda"; Coulomb
+# on Plummer points (the treecode, its LET's remote side on the device) on the CPU and the
+# device at MPI_RANKS ranks. MPI_BACKEND (default cuda) replaces "cuda" (cpu: to check the
+# script without a device). Into $1/mpi.log and $1/mpi.txt.
+mpi_cases() {
+  local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-mpi-cases" name r toml
+  [ -x "$app" ] || { echo "no $app: MPI cases skipped"; return 0; }
+  command -v mpirun >/dev/null || { echo "no mpirun on this machine: MPI cases skipped" | tee "$out/mpi.txt"; return 0; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  rm -rf "$cases"
+  mkdir -p "$cases"
+  : > "$out/mpi.txt"
+  local n=${MPI_N:-200000}
+  local ranks=${MPI_RANKS:-2} runs backend first
+  for name in stokes-3p stokeslet-2p laplace-field-0p tree-laplace; do
+    # Ewald: the device at 1 and at R ranks (the same parameters, the same sums); the
+    # treecode: the CPU and the device at R ranks (the partition shapes the trees, so its
+    # 1-rank result differs by the approximation error)
+    case $name in
+      tree-*) runs="$ranks:cpu $ranks:${MPI_BACKEND:-cuda}" ;;
+      *) runs="1:${MPI_BACKEND:-cuda} $ranks:${MPI_BACKEND:-cuda}" ;;
+    esac
+    first=""
+    for run in $runs; do
+      r=${run%%:*}
+      backend=${run#*:}
+      toml="$cases/$name-r$r-$backend.toml"
+      [ -n "$first" ] || first="$cases/$name-r$r-$backend"
+      {
+        echo "[problem]"
+        case $name in
+          stokes-3p) echo 'kernel = "stokes"'; echo 'box = [1.0, 1.0, 1.0]'; echo 'tolerance = 1e-9' ;;
+          stokeslet-2p) echo 'kernel = "stokeslet"'; echo 'box = [1.0, 1.0, 1.0]'; echo 'periodic = [true, true, false]'; echo 'tolerance = 1e-8' ;;
+          laplace-field-0p) echo 'kernel = "laplace"'; echo 'box = [1.0, 1.0, 1.0]'; echo 'periodic = [false, false, false]'; echo 'tolerance = 1e-8' ;;
+          tree-laplace) echo 'method = "treecode"'; echo 'kernel = "laplace"'; echo 'periodic = [false, false, false]'; echo 'tolerance = 1e-8' ;;
+        esac
+        echo "[sources]"
+        case $name in
+          tree-*) echo "generate = { distribution = \"plummer\", count = $n, seed = 3 }" ;;
+          *) echo "generate = { distribution = \"uniform\", count = $n, seed = 3 }" ;;
+        esac
+        echo "[output]"
+        echo "potential = \"$cases/$name-r$r-$backend.npy\""
+        [ "$name" = laplace-field-0p ] && echo "field = \"$cases/$name-r$r-$backend-field.npy\""
+        echo "report = \"$cases/$name-r$r-$backend.json\""
+        echo "[run]"
+        echo "check = 20"
+        echo "backend = \"$backend\""
+      } > "$toml"
+      {
+        echo "== $name at $r ranks, backend $backend"
+        set +e
+        timeout "${CASE_TIMEOUT:-240}" mpirun --oversubscribe -n "$r" -x LD_LIBRARY_PATH -x PARKI_CUDA_LIBS \
+          -x PARKI_KERNEL_CACHE "$app" run "$toml" --quiet
+        echo "exit: $?"
+        set -e
+      } 2>&1 | tee -a "$out/mpi.log"
+    done
+    python3 - "$first" "$cases/$name-r$r-$backend" "$name" "${first##*/} against ${name}-r$r-$backend" <<'PY' | tee -a "$out/mpi.txt"
+import ast, math, os, struct, sys
+def npy(path):
+    with open(path, "rb") as f:
+        assert f.read(6) == b"\x93NUMPY"
+        major = f.read(2)[0]
+        hlen = struct.unpack("<H" if major == 1 else "<I", f.read(2 if major == 1 else 4))[0]
+        header = ast.literal_eval(f.read(hlen).decode())
+        data = f.read()
+    fmt = {"<f8": "d", "<f4": "f"}[header["descr"]]
+    return struct.unpack("<%d%s" % (len(data) // struct.calcsize(fmt), fmt), data)
+one, many, name, what = sys.argv[1:5]
+for suffix in ("", "-field"):
+    a, b = one + suffix + ".npy", many + suffix + ".npy"
+    if not (os.path.exists(a) and os.path.exists(b)):
+        if suffix == "":
+            print(f"{name}: missing output ({a} or {b})")
+        continue
+    x, y = npy(a), npy(b)
+    num = sum((p - q) ** 2 for p, q in zip(x, y))
+    den = sum(q * q for q in x)
+    d = math.sqrt(num / den) if den > 0 else float("nan")
+    verdict = "ok" if len(x) == len(y) and d <= 1e-13 else "FAILED (bound 1e-13)"
+    print(f"{name}{suffix}: {what}, relative l2 {d:.2e} over {len(x)} values: {verdict}")
+PY
+  done
+}
+
 run() {
   [ -d "$carry" ] || { echo "no $carry: run 'bash bench/gpu.sh prepare' here first, then carry it"; exit 1; }
   local out=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
@@ -272,13 +364,21 @@ run() {
     echo "PARKI_CUDA_LIBS=$PARKI_CUDA_LIBS"
     ls -la /usr/local/cuda*/lib64 2>/dev/null | grep -E 'nvrtc|cufft' || echo "no /usr/local/cuda*/lib64 with NVRTC or cuFFT"
     if command -v nvcc >/dev/null; then nvcc --version | tail -2; fi
+    command -v mpirun >/dev/null && { echo "mpirun: $(command -v mpirun)"; mpirun --version 2>&1 | head -1; } || echo "no mpirun on this machine"
   } 2>&1 | tee "$out/machine.txt"
 
   # the device tests: every parki-gpu test binary, the device required
   local failed=0 t
   {
     echo "== tests"
-    for t in "$carry"/tests/parki-gpu-*; do
+    local list=("$carry"/tests/parki-gpu-*)
+    # TEST_BINARIES (e.g. "cuda_treecode cuda_accuracy"): only these, in that order
+    if [ -n "${TEST_BINARIES:-}" ]; then
+      list=()
+      for t in $TEST_BINARIES; do list+=("$carry/tests/parki-gpu-$t"); done
+    fi
+    for t in "${list[@]}"; do
+      [ -x "$t" ] || { echo "no test binary $t"; failed=$((failed + 1)); continue; }
       # the emulator's tests need no device and run in CI: not on device time unless asked
       case "$(basename "$t")" in
         parki-gpu-emulator*) [ "${EMULATOR_TESTS:-0}" = 1 ] || { echo "skipped (CI runs it): $t"; continue; } ;;
@@ -291,6 +391,9 @@ run() {
     echo "test binaries failed: $failed"
   } 2>&1 | tee "$out/tests.log"
 
+  # the treecode first: its device path is the newest
+  if [ "${TREE_BENCH:-1}" = 1 ]; then tree_cases "$out"; fi
+
   # parki-gpu-bench: FMA peak, whole evaluations (stage split, P2P rate against the peak,
   # bytes per particle, the CPU backend in the same process for the ratio), P2G variants and the
   # operator's break-even; BENCH_ARGS passes options (e.g. "--sizes 1e6 --modes peak,eval")
@@ -299,7 +402,7 @@ run() {
     timeout "${BENCH_TIMEOUT:-540}" "$carry/bin/parki-gpu-bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/gpu-bench.log" || true
     grep '^{' "$out/gpu-bench.log" > "$out/gpu-bench.jsonl" || true
   fi
-  [ "${TREE_BENCH:-1}" = 1 ] && tree_cases "$out"
+  [ "${MPI_CASES:-0}" = 1 ] && mpi_cases "$out"
   [ "${APP_BENCH:-1}" = 1 ] || return 0
 
   # ===================================================================================

@@ -380,6 +380,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             "particles_read": comm.sum(stats.let_tree.particles as u64),
             "shared_boxes": stats.let_tree.shared,
             "rounds_max": comm.max(stats.let_tree.rounds as u64),
+            "transport": stats.let_tree.transport.name(),
             "owned_sources_min_max": [comm.min(stats.owned[0] as u64), comm.max(stats.owned[0] as u64)],
         },
         "interactions": {"m2l": m2l, "m2l_work": stats.m2l_work, "p2p_leaf_pairs": comm.sum(stats.p2p[0]), "p2p_pairs": p2p},

@@ -565,6 +565,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "rounds": min_avg_max(spread(comm, lt.rounds as f64)),
         "total_bytes": comm.sum(lt.bytes),
         "total_messages": comm.sum(lt.messages),
+        "transport": lt.transport.name(),
     });
     let owned = json!({
         "sources": min_avg_max(spread(comm, stats.owned[0] as f64)),
@@ -623,8 +624,14 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     if ranks > 1 {
         let (b, m) = (spread(comm, lt.bytes as f64), spread(comm, lt.messages as f64));
         table += &format!(
-            "LET per rank: {:.3e} / {:.3e} / {:.3e} bytes, {} / {:.1} / {} gets (min/avg/max)\n",
-            b.0, b.1, b.2, m.0, m.1, m.2
+            "LET per rank: {:.3e} / {:.3e} / {:.3e} bytes, {} / {:.1} / {} gets (min/avg/max), {}\n",
+            b.0,
+            b.1,
+            b.2,
+            m.0,
+            m.1,
+            m.2,
+            lt.transport.name()
         );
     }
     if let Some(e) = &error {

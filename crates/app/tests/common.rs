@@ -51,9 +51,17 @@ pub fn assert_error(out: &std::process::Output, needles: &[&str]) {
 
 /// `mpirun -n ranks --oversubscribe parki-dist run config --quiet --threads 1` (as root too).
 pub fn mpirun_run(ranks: usize, config: &std::path::Path) -> std::process::Output {
-    std::process::Command::new("mpirun")
-        .args(["-n", &ranks.to_string(), "--oversubscribe"])
-        .arg(env!("CARGO_BIN_EXE_parki-dist"))
+    mpirun_run_env(ranks, config, &[])
+}
+
+/// [`mpirun_run`] with environment variables (`-x NAME` passes each to every rank).
+pub fn mpirun_run_env(ranks: usize, config: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new("mpirun");
+    cmd.args(["-n", &ranks.to_string(), "--oversubscribe"]);
+    for (name, value) in env {
+        cmd.args(["-x", name]).env(name, value);
+    }
+    cmd.arg(env!("CARGO_BIN_EXE_parki-dist"))
         .arg("run")
         .arg(config)
         .args(["--quiet", "--threads", "1"])

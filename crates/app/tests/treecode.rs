@@ -1,7 +1,7 @@
 //! `parki-dist run` for `method = "treecode"`: inputs from files and from a generator, the
 //! potential written in the targets' order and equal to the library's, the parameters chosen
 //! from the tolerance and reported with the lists, the check against the direct sum, and
-//! errors that name the field and the value.
+//! errors that name the field and the value; the LET read by messages equal to one-sided MPI.
 
 use parki_app::npy;
 use parki_core::isa::Isa;
@@ -10,7 +10,10 @@ use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel, TreeKernel, TreecodeParams};
 
 mod common;
-use common::{assert_error, mpirun_run as mpirun, read_report as report, run_app as run, succeeded, Dir};
+use common::{
+    assert_error, mpirun_run as mpirun, mpirun_run_env as mpirun_env, read_report as report, run_app as run, succeeded,
+    Dir,
+};
 
 #[test]
 fn files_in_potential_out_as_the_library_computes() {
@@ -193,5 +196,54 @@ fn treecode_backends_are_named() {
     if !cfg!(feature = "cuda") {
         let cfg = dir.file("run.toml", &toml("backend = \"cuda\""));
         assert_error(&run(&cfg), &["backend = \"cuda\" needs a binary built with --features cuda"]);
+    }
+}
+
+/// The LET's reads by messages (`PARKI_ONE_SIDED=messages`, and the fallback after a failed
+/// `MPI_Win_create` on one rank, simulated by `fail:<rank>`) give the same bytes as one-sided
+/// MPI: the treecode at 2 and 4 ranks and the FMM (two windows at once) at 3, outputs equal bit
+/// for bit, the same LET counts, the transport in the report, and the fallback said once.
+#[test]
+fn let_by_messages_equals_one_sided() {
+    let dir = Dir::new("let-transport");
+    for (method, ranks) in [("treecode", 2), ("treecode", 4), ("fmm", 3)] {
+        let cfg = dir.file(
+            "run.toml",
+            &format!(
+                r#"
+[problem]
+method = "{method}"
+kernel = "laplace"
+tolerance = 1e-6
+periodic = [false, false, false]
+
+[sources]
+generate = {{ distribution = "plummer", count = 12000, seed = 5 }}
+
+[output]
+potential = "u.npy"
+report = "report.json"
+"#
+            ),
+        );
+        let mut runs = Vec::new();
+        for mode in ["one-sided", "messages", "fail:1"] {
+            let text = succeeded(&mpirun_env(ranks, &cfg, &[("PARKI_ONE_SIDED", mode)]));
+            let fallback = text.matches("MPI_Win_create failed on 1 of").count();
+            assert_eq!(fallback, usize::from(mode == "fail:1"), "{method} {ranks} ranks {mode}: said once: {text}");
+            let r = report(&dir);
+            let transport = if mode == "one-sided" { "one-sided" } else { "messages" };
+            assert_eq!(r["let"]["transport"], transport, "{method} {ranks} ranks {mode}");
+            let u = npy::read(&dir.path("u.npy"), "u").unwrap();
+            runs.push((mode, u.data, r["let"].clone()));
+        }
+        let (_, base, base_let) = &runs[0];
+        for (mode, u, l) in &runs[1..] {
+            assert!(u == base, "{method} at {ranks} ranks: {mode} differs from one-sided");
+            for key in ["total_bytes", "bytes", "particles_read", "multipoles_read", "boxes_read"] {
+                assert_eq!(l[key], base_let[key], "{method} {ranks} ranks {mode}: let.{key}");
+            }
+        }
+        println!("{method} at {ranks} ranks: one-sided, messages and the fallback agree bit for bit");
     }
 }

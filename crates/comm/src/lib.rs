@@ -21,6 +21,8 @@
 mod comm;
 mod exchange;
 mod pod;
+#[cfg(feature = "mpi")]
+mod served;
 mod stats;
 mod traffic;
 mod universe;
@@ -32,7 +34,7 @@ pub use pod::{as_bytes, as_bytes_mut, Pod};
 pub use stats::{StageStats, TrafficStats};
 pub use traffic::{StageGuard, TrafficRow};
 pub use universe::{ThreadLevel, Universe};
-pub use window::Window;
+pub use window::{Transport, Window, ONE_SIDED_ENV};
 
 #[cfg(test)]
 mod tests {

@@ -191,6 +191,7 @@ fn run_distributed(
     let records = comm.expose(as_bytes(&exposed));
     let window = comm.expose(as_bytes(&multipoles));
     let mut let_stats = stats.let_tree;
+    let_stats.transport = window.transport();
     let (lists, traversal) = tree.traverse(ttree, &records, size, p, params.traversal, &mut let_stats);
     times.add(FmmStage::Traversal, traversal);
     let (extra, remote) = tree.read_sources(

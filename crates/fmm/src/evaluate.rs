@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use parki_comm::Transport;
 use parki_core::isa::Isa;
 use parki_core::par::{DisjointSlice, ThreadScratch};
 use parki_core::timing::{StageKind, StageTimes};
@@ -263,6 +264,8 @@ pub struct LetStats {
     pub messages: u64,
     /// Traversal rounds that waited for remote children.
     pub rounds: usize,
+    /// How the reads travelled (one-sided MPI, or messages where windows fail).
+    pub transport: Transport,
 }
 
 /// The result of an evaluation, in the caller's order.

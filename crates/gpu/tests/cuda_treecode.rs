@@ -34,6 +34,9 @@ fn device_equals_the_host() {
     println!("{}", gpu.describe());
     let comm = Comm::single();
     let p = TreecodeParams { degree: 5, theta: 0.7, max_leaf: 400, max_batch: 120 };
+    // every list type over the cases (a case need not have all four: uniform targets apart
+    // from the sources had no CP at these sizes)
+    let mut seen = [0usize; 4];
     for cloud in [Cloud::Uniform, Cloud::Plummer] {
         let sources = cloud.points(61, 0..40_000);
         let apart = cloud.points(62, 0..30_000);
@@ -56,9 +59,12 @@ fn device_equals_the_host() {
                     hs.times.total(),
                     ds.times.total()
                 );
-                assert!(hs.interactions.iter().all(|&c| c > 0), "every list type: {:?}", hs.interactions);
+                for (seen, &c) in seen.iter_mut().zip(&hs.interactions) {
+                    *seen += c;
+                }
                 assert!(d <= 1e-13, "{} {} {label}: {d:e}", cloud.name(), k.name());
             }
         }
     }
+    assert!(seen.iter().all(|&c| c > 0), "every list type over the cases: {seen:?}");
 }

@@ -31,7 +31,7 @@
 
 use std::time::Instant;
 
-use parki_comm::{as_bytes, as_bytes_mut, Comm, Window};
+use parki_comm::{as_bytes, as_bytes_mut, Comm, Transport, Window};
 use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result};
 use parki_decomp::{Rcb, Route, SortMode};
@@ -65,6 +65,8 @@ pub struct LetStats {
     pub messages: u64,
     /// Traversal rounds (each one epoch per remote rank that had clusters to expand).
     pub rounds: usize,
+    /// How the reads travelled (one-sided MPI, or messages where windows fail).
+    pub transport: Transport,
 }
 
 /// One cluster of an exposed tree: `[lo; 3], [hi; 3], count, begin, first child, children]`
@@ -223,7 +225,7 @@ fn fetch_let(
 ) -> Remote {
     let clock = Instant::now();
     let np = (n + 1).pow(3);
-    let mut stats = LetStats::default();
+    let mut stats = LetStats { transport: win.transport(), ..LetStats::default() };
     let mut tree = LetTree::default();
     let mut lists = Interactions::default();
     let me = comm.rank();
