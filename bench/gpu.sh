@@ -34,7 +34,7 @@
 # "cuda_treecode cuda_accuracy": only these test binaries); GPU_BENCH (default 1:
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
 # APP_BENCH (default 1: the parki-dist cases below); TREE_BENCH (default 1: the treecode's
-# cases, tree_cases: TREE_SIZES default "100000 1000000", TREE_KERNELS default "laplace
+# cases, tree_cases: TREE_SIZES default "100000 1000000 10000000", TREE_KERNELS default "laplace
 # stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform); MPI_CASES (default
 # 0; 1: mpi_cases, 1 against MPI_RANKS ranks on the device, needs prepare with GPU_MPI=1; MPI_N
 # default 200000). The device's cost constants:
@@ -213,14 +213,16 @@ run_case() {
 
 # The treecode (issue 12) with [run] backend = "cuda" and on the CPU, the same run.toml: Coulomb
 # at BaryTree's setting (degree 8, theta 0.7, leaves of 2000) and the Stokeslet at tol 1e-6, on
-# uniform points; reports into $1/tree-reports.jsonl, the log into $1/tree.log.
+# uniform points, N in TREE_SIZES on the device (BaryTree on one P100: 0.219 s, 3.56 s and 44.0 s
+# at 1e5, 1e6, 1e7) and TREE_BASELINE_SIZES on the CPU; reports into $1/tree-reports.jsonl, the
+# log into $1/tree.log.
 tree_cases() {
   local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-tree-cases" n k backend name toml
   [ -x "$app" ] || { echo "no $app: treecode cases skipped"; return 0; }
   rm -rf "$cases"
   mkdir -p "$cases"
   : > "$out/tree-reports.jsonl"
-  for n in ${TREE_SIZES:-100000 1000000}; do
+  for n in ${TREE_SIZES:-100000 1000000 10000000}; do
     for k in ${TREE_KERNELS:-laplace stokeslet}; do
       for backend in cuda cpu; do
         if [ "$backend" = cpu ]; then

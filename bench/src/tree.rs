@@ -7,6 +7,7 @@
 //! ```text
 //! parki-bench-tree --n 100000,1000000 --degree 8 --theta 0.7 --leaf 2000
 //! mpirun -n 4 parki-bench-tree --n 1000000 --threads 1      # strong scaling: bench/tree_scaling.sh
+//! parki-bench-tree --build-only --n 1000000 --leaf 2000,768  # the tree build alone, 1 vs all threads
 //! ```
 //!
 //! Each run prints a table row and a JSON line (prefixed `json `) for the scripts.
@@ -73,6 +74,49 @@ struct Cli {
     /// of a cloud (Coulomb only): a peer's points, e.g. BaryTree's (bench/barytree_side_by_side.sh).
     #[arg(long)]
     points: Option<std::path::PathBuf>,
+    /// Time the tree build alone (per cloud, N and leaf): one thread against the rayon pool of
+    /// --threads, in this process, best of --repeat (at least 3), then exit.
+    #[arg(long)]
+    build_only: bool,
+}
+
+/// `--build-only`: `Tree::build` (one thread) against `Tree::build_with` on the pool, the same
+/// points, alternating, best of `repeat`; the trees must be equal.
+fn build_only(cli: &Cli, par: Par) {
+    use parki_treecode::{Tree, TreeParams};
+    println!("# tree build alone: one thread against {} threads, best of {}", par.threads(), cli.repeat.max(3));
+    for cloud_name in &cli.cloud {
+        let cloud = Cloud::from_name(cloud_name, "--cloud").expect("cloud");
+        for &n in &cli.n {
+            let pts = cloud.points(cli.seed, 0..n);
+            for &leaf in &cli.leaf {
+                let p = TreeParams { max_leaf: leaf };
+                let (mut seq, mut pool) = (f64::MAX, f64::MAX);
+                for _ in 0..cli.repeat.max(3) {
+                    let t = Instant::now();
+                    let a = Tree::build(&pts, p);
+                    seq = seq.min(t.elapsed().as_secs_f64());
+                    let t = Instant::now();
+                    let b = Tree::build_with(&pts, p, par);
+                    pool = pool.min(t.elapsed().as_secs_f64());
+                    assert!(a.clusters == b.clusters && a.order == b.order, "the pool's tree differs");
+                }
+                println!(
+                    "{cloud_name:>9} N {n:>9} leaf {leaf:>5}: one thread {seq:.4} s ({:.1} M points/s), {} threads \
+                     {pool:.4} s ({:.1} M points/s), {:.2}x",
+                    n as f64 / seq / 1e6,
+                    par.threads(),
+                    n as f64 / pool / 1e6,
+                    seq / pool
+                );
+                println!(
+                    "json {{\"mode\":\"build\",\"cloud\":\"{cloud_name}\",\"n\":{n},\"leaf\":{leaf},\"seq_s\":{seq},\
+                     \"threads\":{},\"pool_s\":{pool}}}",
+                    par.threads()
+                );
+            }
+        }
+    }
 }
 
 /// The rows `x y z q` of a `--points` file.
@@ -92,6 +136,12 @@ fn main() {
         if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
     let par = Par::with_threads(threads);
+    if cli.build_only {
+        if rank == 0 {
+            build_only(&cli, par);
+        }
+        return;
+    }
     let isa = Isa::detect();
     let kernel =
         TreeKernel::from_name(&cli.kernel, Some(cli.kappa), Some(cli.epsilon), Some(cli.wavenumber)).expect("kernel");

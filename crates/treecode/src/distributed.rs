@@ -411,8 +411,9 @@ fn owned_checked<K: PairKernel>(
     let mut stats = TreecodeStats::default();
 
     let clock = Instant::now();
-    let build =
-        |pts: &[[f64; 3]], max_leaf: usize| (!pts.is_empty()).then(|| Tree::build(pts, TreeParams { max_leaf }));
+    let build = |pts: &[[f64; 3]], max_leaf: usize| {
+        (!pts.is_empty()).then(|| Tree::build_with(pts, TreeParams { max_leaf }, par))
+    };
     let (stree, ttree) = match par {
         Par::Seq => (build(sources, params.max_leaf), build(targets, params.max_batch)),
         Par::Rayon(_) => rayon::join(|| build(sources, params.max_leaf), || build(targets, params.max_batch)),

@@ -14,6 +14,9 @@
 //! contiguous range; clusters are numbered in depth-first pre-order, so a cluster's descendants
 //! follow it. Levels (root = 0) and leaves are listed for the level-synchronous passes.
 
+use parki_core::Par;
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
+
 /// Tree parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TreeParams {
@@ -76,18 +79,31 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Builds the tree of `positions` (finite; not empty) with `params`.
+    /// Builds the tree of `positions` (finite; not empty) with `params`, on one thread
+    /// ([`Tree::build_with`]).
     ///
     /// Panics if `positions` is empty or `max_leaf` is 0 (the callers validate both).
     pub fn build(positions: &[[f64; 3]], params: TreeParams) -> Self {
+        Self::build_with(positions, params, Par::Seq)
+    }
+
+    /// Builds the tree of `positions` (finite; not empty) with `params`; with `Par::Rayon`
+    /// the children of a cluster of more than [`PAR_MIN_PARTICLES`] particles are built in
+    /// parallel. The tree is the same whatever `par` (the same clusters, numbering and order).
+    ///
+    /// The points travel with their input indices through the sorts (32 bytes each), so each
+    /// level reads and writes contiguous memory instead of gathering `positions[order[k]]`.
+    ///
+    /// Panics if `positions` is empty or `max_leaf` is 0 (the callers validate both).
+    pub fn build_with(positions: &[[f64; 3]], params: TreeParams, par: Par) -> Self {
         assert!(!positions.is_empty(), "a tree needs at least one particle");
         assert!(params.max_leaf > 0, "max_leaf must be positive");
         assert!(positions.len() <= u32::MAX as usize, "at most 2^32 - 1 particles per tree");
-        let mut order: Vec<u32> = (0..positions.len() as u32).collect();
-        let mut t = Tree { clusters: Vec::new(), order: Vec::new(), levels: Vec::new(), leaves: Vec::new() };
-        let mut scratch = Vec::with_capacity(positions.len());
-        t.split(positions, &mut order, 0, positions.len(), 0, None, params, &mut scratch);
-        t.order = order;
+        let mut items: Vec<Item> = positions.iter().enumerate().map(|(i, &p)| Item { p, i: i as u32 }).collect();
+        let mut scratch = vec![Item { p: [0.0; 3], i: 0 }; positions.len()];
+        let clusters = subtree(&mut items, &mut scratch, 0, 0, params, par);
+        let mut t =
+            Tree { clusters, order: items.iter().map(|it| it.i).collect(), levels: Vec::new(), leaves: Vec::new() };
         for (c, cl) in t.clusters.iter().enumerate() {
             if t.levels.len() <= cl.level {
                 t.levels.resize(cl.level + 1, Vec::new());
@@ -104,86 +120,98 @@ impl Tree {
     pub fn root(&self) -> &Cluster {
         &self.clusters[0]
     }
-
-    /// Creates the cluster of `order[begin..end]` and, if it is to be split, its subtree;
-    /// returns its index.
-    #[allow(clippy::too_many_arguments)]
-    fn split(
-        &mut self,
-        pos: &[[f64; 3]],
-        order: &mut [u32],
-        begin: usize,
-        end: usize,
-        level: usize,
-        parent: Option<usize>,
-        params: TreeParams,
-        scratch: &mut Vec<u32>,
-    ) -> usize {
-        let (lo, hi) = bounding_box(pos, &order[begin..end]);
-        let me = self.clusters.len();
-        self.clusters.push(Cluster { begin, end, lo, hi, level, parent, children: Vec::new() });
-        let count = end - begin;
-        if count <= params.max_leaf {
-            return me;
-        }
-        let axes = split_axes(lo, hi, count, params.max_leaf);
-        if !axes.iter().any(|&a| a) {
-            // every particle at one point: nothing to bisect
-            return me;
-        }
-        let mid = [0, 1, 2].map(|d| 0.5 * (lo[d] + hi[d]));
-        let code = |j: u32| -> usize {
-            let p = &pos[j as usize];
-            (0..3).filter(|&d| axes[d] && p[d] >= mid[d]).map(|d| 1 << d).sum()
-        };
-        // stable counting sort of the range by child code
-        let mut counts = [0usize; 8];
-        for &j in &order[begin..end] {
-            counts[code(j)] += 1;
-        }
-        let mut start = [0usize; 9];
-        for b in 0..8 {
-            start[b + 1] = start[b] + counts[b];
-        }
-        scratch.clear();
-        scratch.resize(count, 0);
-        let mut fill = start;
-        for &j in &order[begin..end] {
-            let b = code(j);
-            scratch[fill[b]] = j;
-            fill[b] += 1;
-        }
-        order[begin..end].copy_from_slice(scratch);
-        let mut children = Vec::new();
-        for b in 0..8 {
-            if counts[b] > 0 {
-                let child = self.split(
-                    pos,
-                    order,
-                    begin + start[b],
-                    begin + start[b + 1],
-                    level + 1,
-                    Some(me),
-                    params,
-                    scratch,
-                );
-                children.push(child);
-            }
-        }
-        self.clusters[me].children = children;
-        me
-    }
 }
 
-/// Minimal bounding box of the points `idx` of `pos`.
-fn bounding_box(pos: &[[f64; 3]], idx: &[u32]) -> ([f64; 3], [f64; 3]) {
+/// Clusters of more particles than this build their children in parallel under `Par::Rayon`
+/// (below it a subtree is a few hundred microseconds of work, less than the task's cost pays for).
+pub const PAR_MIN_PARTICLES: usize = 1 << 15;
+
+/// A point with its input index, sorted together.
+#[derive(Clone, Copy)]
+struct Item {
+    p: [f64; 3],
+    i: u32,
+}
+
+/// The clusters of the subtree over `items` (which become tree order; `begin` is the first
+/// one's place in the whole tree), in depth-first pre-order with indices relative to the
+/// returned vector: the subtree's root first, its parent `None` (the caller's to set).
+/// `scratch` is as long as `items`.
+fn subtree(
+    items: &mut [Item],
+    scratch: &mut [Item],
+    begin: usize,
+    level: usize,
+    params: TreeParams,
+    par: Par,
+) -> Vec<Cluster> {
+    let (lo, hi) = bounding_box(items);
+    let count = items.len();
+    let mut out = vec![Cluster { begin, end: begin + count, lo, hi, level, parent: None, children: Vec::new() }];
+    if count <= params.max_leaf {
+        return out;
+    }
+    let axes = split_axes(lo, hi, count, params.max_leaf);
+    if !axes.iter().any(|&a| a) {
+        // every particle at one point: nothing to bisect
+        return out;
+    }
+    let mid = [0, 1, 2].map(|d| 0.5 * (lo[d] + hi[d]));
+    let code = |p: &[f64; 3]| -> usize { (0..3).filter(|&d| axes[d] && p[d] >= mid[d]).map(|d| 1 << d).sum() };
+    // stable counting sort by child code
+    let mut counts = [0usize; 8];
+    for it in items.iter() {
+        counts[code(&it.p)] += 1;
+    }
+    let mut start = [0usize; 9];
+    for b in 0..8 {
+        start[b + 1] = start[b] + counts[b];
+    }
+    let mut fill = start;
+    for it in items.iter() {
+        let b = code(&it.p);
+        scratch[fill[b]] = *it;
+        fill[b] += 1;
+    }
+    items.copy_from_slice(scratch);
+    // the non-empty children's ranges, as disjoint slices of items and scratch
+    let mut pieces: Vec<(&mut [Item], &mut [Item], usize)> = Vec::with_capacity(8);
+    let (mut rest_items, mut rest_scratch) = (items, scratch);
+    for b in 0..8 {
+        let (head, tail) = std::mem::take(&mut rest_items).split_at_mut(counts[b]);
+        let (shead, stail) = std::mem::take(&mut rest_scratch).split_at_mut(counts[b]);
+        (rest_items, rest_scratch) = (tail, stail);
+        if counts[b] > 0 {
+            pieces.push((head, shead, begin + start[b]));
+        }
+    }
+    let build = |(it, sc, b): (&mut [Item], &mut [Item], usize)| subtree(it, sc, b, level + 1, params, par);
+    let subs: Vec<Vec<Cluster>> = match par {
+        Par::Rayon(_) if count > PAR_MIN_PARTICLES => pieces.into_par_iter().map(build).collect(),
+        _ => pieces.into_iter().map(build).collect(),
+    };
+    for sub in subs {
+        let offset = out.len();
+        out[0].children.push(offset);
+        out.extend(sub.into_iter().map(|mut c| {
+            c.parent = Some(c.parent.map_or(0, |q| q + offset));
+            for child in &mut c.children {
+                *child += offset;
+            }
+            c
+        }));
+    }
+    out
+}
+
+/// Minimal bounding box of `items`.
+fn bounding_box(items: &[Item]) -> ([f64; 3], [f64; 3]) {
     let mut lo = [f64::INFINITY; 3];
     let mut hi = [f64::NEG_INFINITY; 3];
-    for &j in idx {
-        let p = &pos[j as usize];
+    for it in items {
         for d in 0..3 {
-            lo[d] = lo[d].min(p[d]);
-            hi[d] = hi[d].max(p[d]);
+            lo[d] = lo[d].min(it.p[d]);
+            hi[d] = hi[d].max(it.p[d]);
         }
     }
     (lo, hi)

@@ -164,6 +164,24 @@ fn trees_partition_the_particles() {
     }
 }
 
+/// The parallel build (children of clusters above `PAR_MIN_PARTICLES` built on the rayon pool)
+/// gives the sequential build's tree: the same clusters, numbering, boxes and order.
+#[test]
+fn parallel_build_equals_the_sequential_one() {
+    let n = 4 * parki_treecode::tree::PAR_MIN_PARTICLES + 123;
+    for (name, pos) in [("uniform", uniform(n, 5)), ("clustered", clustered(n, 6))] {
+        for max_leaf in [7usize, 100, 2000] {
+            let p = TreeParams { max_leaf };
+            let seq = Tree::build(&pos, p);
+            let par = Tree::build_with(&pos, p, Par::Rayon(2));
+            assert!(seq.clusters.len() > 8, "{name} {max_leaf}: a tree deep enough to split in parallel");
+            assert_eq!(par.clusters, seq.clusters, "{name} {max_leaf}: clusters");
+            assert_eq!(par.order, seq.order, "{name} {max_leaf}: order");
+            assert_eq!((par.levels.clone(), par.leaves.clone()), (seq.levels.clone(), seq.leaves.clone()));
+        }
+    }
+}
+
 /// The aspect-ratio rule: a cube splits 8 ways, a slab 4 (its thin axis kept whole), a rod 2;
 /// with few particles the child count caps the axes.
 #[test]
