@@ -23,7 +23,8 @@
 # crates/gpu/src/cuda.rs. run prints which it found.
 #
 # Environment. prepare: GPU_MPI=1 (build with MPI and carry its libraries), CARRY_BUDGET_MB
-# (default 60). run: OUT (default bench/results/gpu-<date>); SIZES (default "1000000 4000000");
+# (default 60), DEVICE_NVRTC (a folder with the lent machine's NVRTC: the kernels compiled here
+# for sm_90 and carried, see prepare). run: OUT (default bench/results/gpu-<date>); SIZES (default "1000000 4000000");
 # KERNELS (default "stokes stokeslet"); PRECISIONS (default "f64 f32"); TOLS (f64, default
 # "1e-6 1e-9"); F32_TOLS (default "1e-5 1e-3": the app refuses f32 below its round-off, about
 # 5e-6 for the Stokeslet and 4e-4 for stokes here); REPEAT (default 3); CHECK (default 50);
@@ -156,6 +157,20 @@ PY
       break
     done
   done
+
+  # the kernels compiled ahead for the lent machine (its NVRTC compiles them in about 100 s, on
+  # every fresh machine, out of the session's device time): DEVICE_NVRTC names a folder with
+  # libnvrtc.so.13 and its builtins of the machine's version (13.0 on the H100/H200 machines of
+  # sessions 9 and 21: `pip download nvidia-cuda-nvrtc==13.0.88 --no-deps`, unzipped,
+  # nvidia/cu13/lib). The disk cache's file names hash NVRTC's version, so a file of another
+  # version is never read there; run copies them into PARKI_KERNEL_CACHE.
+  if [ -n "${DEVICE_NVRTC:-}" ] && [ -x "$carry/tests/parki-gpu-nvrtc" ]; then
+    mkdir -p "$carry/kernel-cache"
+    echo "+ compiling kernels/ for sm_90 with the NVRTC in $DEVICE_NVRTC (cubin into $carry/kernel-cache)"
+    PARKI_CUDA_LIBS="$DEVICE_NVRTC" PARKI_KERNEL_CACHE="$PWD/$carry/kernel-cache" PARKI_REQUIRE_NVRTC=1 \
+      "$carry/tests/parki-gpu-nvrtc" kernels_compile_to_machine_code_for_hopper --exact --nocapture | grep -E 'bytes|result'
+    rm -f "$carry"/kernel-cache/*.ptx "$carry"/kernel-cache/*.tmp*
+  fi
 
   {
     echo "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ working tree changes)')"
@@ -356,6 +371,10 @@ run() {
   PARKI_CUDA_LIBS=$(cuda_lib_dirs)
   export PARKI_CUDA_LIBS
   export PARKI_KERNEL_CACHE=${PARKI_KERNEL_CACHE:-/tmp/parki-kernel-cache}
+  if [ -d "$carry/kernel-cache" ]; then
+    mkdir -p "$PARKI_KERNEL_CACHE"
+    cp -n "$carry"/kernel-cache/* "$PARKI_KERNEL_CACHE"/ 2>/dev/null || true
+  fi
   {
     echo "== machine"
     date -u

@@ -600,7 +600,8 @@ fn list_work(p: &PlannedLists) -> ListWork {
 /// Evaluates the treecode over the ranks of `comm`, each rank passing any of the sources and
 /// targets (positions, `K::DENSITY` densities per source): RCB partitions of the sources by
 /// Zoltan, targets to the rank whose box holds them, [`evaluate_owned`], and each rank's values
-/// back in its targets' order. Collective.
+/// back in its targets' order (on one rank: no partition, the caller's points as they are).
+/// Collective.
 ///
 /// # Errors
 /// As [`crate::evaluate()`], on every rank when any rank's input is bad; a failed partition
@@ -640,6 +641,15 @@ pub fn evaluate_distributed_on<K: PairKernel>(
     let (nd, nv) = (K::DENSITY, K::VALUE);
     let checked = params.validate().and_then(|()| validate(sources, densities, nd, targets));
     comm.agree(checked)?;
+    if comm.size() == 1 {
+        // one rank owns everything: no partition and no routes (they would copy every point
+        // and density twice and give the same order back), the same values
+        let (values, mut stats) =
+            owned_checked(comm, kernel, params, sources, densities, targets, par, isa, device)?;
+        stats.times.add(TreeStage::Partition, 0.0);
+        stats.owned = [sources.len(), targets.len()];
+        return Ok((values, stats));
+    }
     let clock = Instant::now();
     let (rcb, owners) = Rcb::partition(comm, sources)?;
     let towners: Vec<u32> = targets.iter().map(|&p| rcb.owner(p) as u32).collect();
