@@ -644,8 +644,7 @@ pub fn evaluate_distributed_on<K: PairKernel>(
     if comm.size() == 1 {
         // one rank owns everything: no partition and no routes (they would copy every point
         // and density twice and give the same order back), the same values
-        let (values, mut stats) =
-            owned_checked(comm, kernel, params, sources, densities, targets, par, isa, device)?;
+        let (values, mut stats) = owned_checked(comm, kernel, params, sources, densities, targets, par, isa, device)?;
         stats.times.add(TreeStage::Partition, 0.0);
         stats.owned = [sources.len(), targets.len()];
         return Ok((values, stats));
