@@ -11,7 +11,9 @@
 //!   box), and targets against sources in another box interpolate over other clusters (at
 //!   degree 8, theta 0.7, leaf 150, the Plummer sphere's E is 1.8e-11 on one process and 5e-8 on
 //!   4 ranks; docs/treecode.md §5);
-//! - on one rank, the distributed path is the one-process evaluation (equal to 1e-15).
+//! - on one rank, the distributed path is the one-process evaluation (equal to 1e-15);
+//! - the LET read by messages (`PARKI_ONE_SIDED=messages`, the transport where `MPI_Win_create`
+//!   fails) at 2 and 8 ranks prints the same lines as by one-sided MPI.
 //!
 //! The test re-runs this test binary under mpirun with `PARKI_TREE_MPI_CHILD` set; in the
 //! children, `mpi_child` runs the cases.
@@ -149,23 +151,36 @@ fn distributed_equals_one_process() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    for ranks in [1, 2, 3, 4, 8] {
+    // the LET by one-sided MPI at every rank count, and by messages (the transport where
+    // MPI_Win_create fails) at 2 and 8: the same lines, so the same values, errors and LET counts
+    let mut one_sided = std::collections::HashMap::new();
+    for (ranks, transport) in [(1, "one-sided"), (2, "one-sided"), (3, "one-sided"), (4, "one-sided"), (8, "one-sided")]
+        .into_iter()
+        .chain([(2, "messages"), (8, "messages")])
+    {
         let out = Command::new("mpirun")
-            .args(["-n", &ranks.to_string(), "--oversubscribe"])
+            .args(["-n", &ranks.to_string(), "--oversubscribe", "-x", "PARKI_ONE_SIDED"])
             .arg(&exe)
             .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_TREE_MPI_CHILD", "1")
+            .env("PARKI_ONE_SIDED", transport)
             .env("RAYON_NUM_THREADS", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             .output()
             .expect("mpirun must be installed (openmpi-bin)");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let lines: Vec<&str> = text.lines().filter_map(|l| l.find("treecode ").map(|k| &l[k..])).collect();
+        let lines: Vec<String> = text.lines().filter_map(|l| l.find("treecode ").map(|k| l[k..].to_string())).collect();
         for l in &lines {
-            println!("{l}");
+            println!("{l} ({transport})");
         }
-        assert!(out.status.success(), "mpirun -n {ranks}: {text}");
+        assert!(out.status.success(), "mpirun -n {ranks} ({transport}): {text}");
         assert_eq!(lines.len(), 3, "{text}");
+        match one_sided.get(&ranks) {
+            None => {
+                one_sided.insert(ranks, lines);
+            }
+            Some(expected) => assert_eq!(&lines, expected, "{ranks} ranks: messages against one-sided"),
+        }
     }
 }
