@@ -34,10 +34,6 @@ const TAG_DONE: c_int = 3;
 /// Largest reply of one request (MPI counts are `int`); longer reads are split.
 pub(crate) const MAX_REPLY: usize = 1 << 30;
 
-/// The exposed bytes, shared with the server thread (a copy: the server must not outlive a
-/// borrow).
-struct Exposed(Arc<[u8]>);
-
 /// A communicator handle the server thread may hold (calls are serialised by the crate's lock).
 #[derive(Clone, Copy)]
 struct RawComm(ffi::MPI_Comm);
@@ -85,48 +81,44 @@ fn test(request: &mut ffi::MPI_Request) -> bool {
     flag != 0
 }
 
-/// Posts a send of `buffer` (`MPI_Isend`); the caller keeps the buffer until it completes.
-fn isend(comm: RawComm, buffer: &[u8], to: usize, tag: c_int) -> ffi::MPI_Request {
-    // SAFETY: an all-zero bit pattern is a valid (null) handle, overwritten by MPI_Isend.
+/// Which non-blocking operation [`post`] starts.
+#[derive(Clone, Copy)]
+enum Post {
+    /// `MPI_Isend` of the buffer.
+    Send,
+    /// `MPI_Irecv` into the buffer.
+    Recv,
+}
+
+/// Starts a send of, or a receive into, the `bytes` at `buffer` with `peer` (`MPI_Isend`,
+/// `MPI_Irecv`). The caller keeps the buffer alive, unmoved and (for a send) unchanged until the
+/// request completes: a send's buffer in a [`Pending`] or waited for, a receive's waited for
+/// before it is read.
+fn post(comm: RawComm, op: Post, buffer: *mut c_void, bytes: usize, peer: usize, tag: c_int) -> ffi::MPI_Request {
+    // SAFETY: an all-zero bit pattern is a valid (null) handle, overwritten by MPI.
     let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
+    let (count, peer) = (count_i32(bytes, "message bytes"), count_i32(peer, "rank"));
     let _serial = mpi_serial();
-    // SAFETY: `buffer` stays alive and unchanged until the request completes (the callers keep
-    // it in a `Pending` or wait for it); the communicator is live.
+    // SAFETY: `buffer` holds `bytes` bytes and stays valid until the request completes (the
+    // callers' contract above); the communicator is live.
     let rc = unsafe {
-        ffi::MPI_Isend(
-            buffer.as_ptr() as *mut c_void,
-            count_i32(buffer.len(), "message bytes"),
-            ffi::RSMPI_UINT8_T,
-            count_i32(to, "rank"),
-            tag,
-            comm.0,
-            &mut request,
-        )
+        match op {
+            Post::Send => ffi::MPI_Isend(buffer, count, ffi::RSMPI_UINT8_T, peer, tag, comm.0, &mut request),
+            Post::Recv => ffi::MPI_Irecv(buffer, count, ffi::RSMPI_UINT8_T, peer, tag, comm.0, &mut request),
+        }
     };
-    mpi_check(rc, "MPI_Isend");
+    mpi_check(rc, if matches!(op, Post::Send) { "MPI_Isend" } else { "MPI_Irecv" });
     request
 }
 
-/// Posts a receive into `buffer` (`MPI_Irecv`); the caller keeps the buffer until it completes.
+/// [`post`] of a send of `buffer`.
+fn isend(comm: RawComm, buffer: &[u8], to: usize, tag: c_int) -> ffi::MPI_Request {
+    post(comm, Post::Send, buffer.as_ptr() as *mut c_void, buffer.len(), to, tag)
+}
+
+/// [`post`] of a receive into `buffer`.
 fn irecv(comm: RawComm, buffer: &mut [u8], from: usize, tag: c_int) -> ffi::MPI_Request {
-    // SAFETY: see isend.
-    let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
-    let _serial = mpi_serial();
-    // SAFETY: `buffer` is writable and stays borrowed until the request completes (the caller
-    // waits for it before using the buffer); the communicator is live.
-    let rc = unsafe {
-        ffi::MPI_Irecv(
-            buffer.as_mut_ptr() as *mut c_void,
-            count_i32(buffer.len(), "message bytes"),
-            ffi::RSMPI_UINT8_T,
-            count_i32(from, "rank"),
-            tag,
-            comm.0,
-            &mut request,
-        )
-    };
-    mpi_check(rc, "MPI_Irecv");
-    request
+    post(comm, Post::Recv, buffer.as_mut_ptr() as *mut c_void, buffer.len(), from, tag)
 }
 
 /// Waits for `requests` by polling, releasing the lock between polls.
@@ -182,8 +174,8 @@ fn recv_probed(comm: RawComm, from: usize, tag: c_int, bytes: usize) -> Vec<u8> 
 }
 
 /// The server's loop: answers requests until every other rank is done.
-fn serve(comm: RawComm, size: usize, exposed: Exposed) {
-    let data = exposed.0;
+/// `data` is the server's copy of the exposed bytes (it must not outlive a borrow).
+fn serve(comm: RawComm, size: usize, data: Arc<[u8]>) {
     let mut done = 0;
     let mut replies: Vec<Pending> = Vec::new();
     let mut backoff = Backoff(20);
@@ -240,7 +232,7 @@ impl Served {
         }
         let raw = RawComm(private);
         let (size, rank) = (size as usize, rank as usize);
-        let exposed = Exposed(Arc::from(local));
+        let exposed: Arc<[u8]> = Arc::from(local);
         let server = std::thread::Builder::new()
             .name("parki-window-server".into())
             .spawn(move || serve(raw, size, exposed))

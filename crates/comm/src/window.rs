@@ -26,6 +26,8 @@ use std::time::Instant;
 
 use crate::comm::Comm;
 #[cfg(feature = "mpi")]
+use crate::comm::ReduceOp;
+#[cfg(feature = "mpi")]
 use crate::comm::{count_i32, ffi, mpi_check, mpi_error_message, mpi_live, mpi_serial};
 #[cfg(feature = "mpi")]
 use crate::served::Served;
@@ -173,12 +175,14 @@ impl Comm {
                     }
                     _ => try_create(raw, local).map_err(|why| (None, why)),
                 };
-                let failed = self.sum(u64::from(created.is_err()));
                 let (window, why) = match created {
                     Ok(win) => (Some(win), None),
                     Err((win, why)) => (win, Some(why)),
                 };
-                let holding = self.sum(u64::from(window.is_some()));
+                // ranks that failed, ranks that hold a window: one reduction
+                let mut counts = [u64::from(why.is_some()), u64::from(window.is_some())];
+                self.all_reduce(&mut counts, ReduceOp::Sum);
+                let [failed, holding] = counts;
                 match window {
                     Some(win) if failed == 0 => Remote::OneSided(win),
                     window => {
