@@ -40,13 +40,16 @@ use parki_core::isa::Isa;
 use parki_core::timing::StageTimes;
 use parki_core::{Par, Result};
 
+use crate::backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
 use crate::evaluate::{
-    evaluate, evaluate_stokeslet, stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput,
-    FmmParams, FmmStage, FmmStats, NearSources, Precision, StokesletOutput,
+    device_far_and_near, device_upward, evaluate_on, evaluate_stokeslet_on, stokeslet_densities, upward, validate,
+    validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats, NearSources, ParentChild, Precision,
+    StokesletOutput,
 };
 use crate::let_tree::{box_id, record, FrontierSlot, LetTree, Shared, RECORD_BYTES};
 use crate::octree::{encloses, Octree, RootCube, SortedPoints};
 use crate::partition::{global_cube, shared_boxes, Partition};
+use crate::translate::Operators;
 
 /// `phi` and its gradient, as [`evaluate`], for the sources and targets of every rank of
 /// `comm`: each rank passes any part of the sources (with their charges) and of the targets
@@ -64,13 +67,33 @@ pub fn evaluate_distributed(
     isa: Isa,
     par: Par,
 ) -> Result<FmmOutput> {
+    evaluate_distributed_on(comm, sources, charges, targets, params, isa, par, None)
+}
+
+/// [`evaluate_distributed`] with each rank's compute stages on `device` when given (its own
+/// device: the caller opens the rank's one; see [`crate::evaluate::evaluate_on`]). A device
+/// error on any rank is every rank's error, after the collective steps. Collective.
+///
+/// # Errors
+/// As [`evaluate_distributed`], and the device's.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_distributed_on(
+    comm: &Comm,
+    sources: &[[f64; 3]],
+    charges: &[f64],
+    targets: Option<&[[f64; 3]]>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+    device: Option<&dyn FmmBackend>,
+) -> Result<FmmOutput> {
     comm.agree(params.validate().and_then(|()| validate(sources, charges, targets.unwrap_or(sources))))?;
     if comm.size() == 1 {
-        return evaluate(sources, charges, targets, params, isa, par);
+        return evaluate_on(sources, charges, targets, params, isa, par, device);
     }
     let cube = global_cube(comm, sources, targets);
     let (values, stats) =
-        run_distributed(comm, FmmKernel::Laplace, cube, sources, &[charges], targets, params, isa, par);
+        run_distributed(comm, FmmKernel::Laplace, cube, sources, &[charges], targets, params, isa, par, device)?;
     let potential = values.iter().map(|v| v[0]).collect();
     let gradient = match params.gradient {
         true => values.iter().map(|v| [v[1], v[2], v[3]]).collect(),
@@ -93,16 +116,45 @@ pub fn evaluate_stokeslet_distributed(
     isa: Isa,
     par: Par,
 ) -> Result<StokesletOutput> {
+    evaluate_stokeslet_distributed_on(comm, sources, forces, targets, params, isa, par, None)
+}
+
+/// [`evaluate_stokeslet_distributed`] with each rank's compute stages on `device` when given
+/// (see [`evaluate_distributed_on`]). Collective.
+///
+/// # Errors
+/// As [`evaluate_stokeslet_distributed`], and the device's.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_stokeslet_distributed_on(
+    comm: &Comm,
+    sources: &[[f64; 3]],
+    forces: &[[f64; 3]],
+    targets: Option<&[[f64; 3]]>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+    device: Option<&dyn FmmBackend>,
+) -> Result<StokesletOutput> {
     comm.agree(validate_stokeslet(sources, forces, targets, params))?;
     if comm.size() == 1 {
-        return evaluate_stokeslet(sources, forces, targets, params, isa, par);
+        return evaluate_stokeslet_on(sources, forces, targets, params, isa, par, device);
     }
     let cube = global_cube(comm, sources, targets);
     let [f0, f1, f2, psi] = stokeslet_densities(sources, forces, &cube);
     let mut p = *params;
     p.gradient = true;
-    let (values, stats) =
-        run_distributed(comm, FmmKernel::Stokeslet, cube, sources, &[&f0, &f1, &f2, &psi], targets, &p, isa, par);
+    let (values, stats) = run_distributed(
+        comm,
+        FmmKernel::Stokeslet,
+        cube,
+        sources,
+        &[&f0, &f1, &f2, &psi],
+        targets,
+        &p,
+        isa,
+        par,
+        device,
+    )?;
     Ok(StokesletOutput { velocity: values.iter().map(|v| [v[0], v[1], v[2]]).collect(), stats })
 }
 
@@ -119,7 +171,8 @@ fn run_distributed(
     params: &FmmParams,
     isa: Isa,
     par: Par,
-) -> (Vec<[f64; 4]>, FmmStats) {
+    device: Option<&dyn FmmBackend>,
+) -> Result<(Vec<[f64; 4]>, FmmStats)> {
     let (me, size) = (comm.rank(), comm.size());
     let p = params.order;
     let nc = densities.len();
@@ -161,7 +214,33 @@ fn run_distributed(
     // 4. Upward pass and the shared boxes' sums.
     let dens: Vec<Vec<f64>> =
         (0..nc).map(|c| stree.order.iter().map(|&i| part.densities[i * nc + c]).collect()).collect();
-    let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
+    // On a device: P2M and M2M there, the multipoles downloaded for the shared sums and the
+    // exposure; a device error is agreed on here, a point every rank reaches.
+    let ops = Operators::shared(p);
+    let pc = ParentChild::new(&ops);
+    let mut session: Option<Box<dyn FmmSession + '_>> = None;
+    let multipoles = match device {
+        None => upward(&stree, &dens, p, isa, par, &mut times),
+        Some(dev) => {
+            let spec = DeviceFmm {
+                kernel,
+                ops: &ops,
+                gradient: params.gradient,
+                updown: [&pc.updown[0], &pc.updown[1]],
+                sources: &stree,
+                densities: &dens,
+                targets: ttree,
+            };
+            let made = dev.begin(spec).and_then(|mut s| {
+                device_upward(&mut *s, &mut times)?;
+                let m = s.multipoles()?;
+                Ok((s, m))
+            });
+            let (s, m) = comm.agree(made)?;
+            session = Some(s);
+            m
+        }
+    };
     let clock = Instant::now();
     let ids = shared_boxes(&part.splitters);
     let (counts, shared_multipoles) = shared_sums(comm, &stree, &part.splitters, &ids, &multipoles, bs);
@@ -212,12 +291,44 @@ fn run_distributed(
     all_multipoles.extend_from_slice(&extra);
     drop(extra);
     stats.let_tree = let_stats;
-    let src = let_sources(params.precision, &stree.points, &dens, &remote, width);
+    let (points, cols) = let_points(&stree.points, &dens, &remote, width);
     times.add(FmmStage::Let, (clock.elapsed().as_secs_f64() - traversal).max(0.0));
 
     // 6. Downward, and the values back to the callers.
-    let values =
-        src.far_and_near(kernel, ttree, &tree.boxes, &lists, &all_multipoles, params, isa, par, &mut times, &mut stats);
+    let values = match session.as_mut() {
+        None => {
+            let src = let_sources(params.precision, &points, &cols);
+            src.far_and_near(
+                kernel,
+                ttree,
+                &tree.boxes,
+                &lists,
+                &all_multipoles,
+                params,
+                isa,
+                par,
+                &mut times,
+                &mut stats,
+            )
+        }
+        Some(s) => {
+            let near: Vec<&[f64]> = match kernel {
+                FmmKernel::Laplace => vec![&cols[0]],
+                FmmKernel::Stokeslet => cols[..3].iter().map(|c| c.as_slice()).collect(),
+            };
+            let side =
+                SourceSide { boxes: &tree.boxes, multipoles: Some(&all_multipoles), points: &points, near: &near };
+            let done = device_far_and_near(&mut **s, ttree, &side, &lists, &ops, par, &mut times, &mut stats);
+            let mut v = comm.agree(done)?;
+            if params.precision == Precision::F32 {
+                for x in v.iter_mut().flatten() {
+                    *x = *x as f32 as f64;
+                }
+            }
+            v
+        }
+    };
+    drop(session);
     let clock = Instant::now();
     let mut by_owned = vec![0.0; values.len() * 4];
     for (k, &i) in ttree.order.iter().enumerate() {
@@ -226,7 +337,7 @@ fn run_distributed(
     let out = part.return_to_callers(comm, &by_owned, 4, targets.map_or(sources.len(), |t| t.len()));
     times.add(FmmStage::Partition, clock.elapsed().as_secs_f64());
     stats.times = times;
-    (out.chunks_exact(4).map(|v| [v[0], v[1], v[2], v[3]]).collect(), stats)
+    Ok((out.chunks_exact(4).map(|v| [v[0], v[1], v[2], v[3]]).collect(), stats))
 }
 
 /// The global counts and multipoles of the shared boxes `ids` (one all-reduce each), from the
@@ -276,15 +387,10 @@ fn gather_frontier(comm: &Comm, stree: &Octree, splitters: &[u64]) -> (Vec<Front
     (comm.all_gather(&padded), per_rank, mine.len())
 }
 
-/// The near field's sources of the LET: the local particles (in tree order, densities `dens`)
-/// followed by the remote ones (`width` values each: position and densities).
-fn let_sources(
-    precision: Precision,
-    local: &[[f64; 3]],
-    dens: &[Vec<f64>],
-    remote: &[f64],
-    width: usize,
-) -> NearSources {
+/// The near field's particles of the LET: the local ones (in tree order, densities `dens`)
+/// followed by the remote ones (`width` values each: position and densities), as positions and
+/// one column per density.
+fn let_points(local: &[[f64; 3]], dens: &[Vec<f64>], remote: &[f64], width: usize) -> (Vec<[f64; 3]>, Vec<Vec<f64>>) {
     let mut points = local.to_vec();
     let mut cols: Vec<Vec<f64>> = dens.to_vec();
     for r in remote.chunks_exact(width) {
@@ -293,8 +399,13 @@ fn let_sources(
             col.push(r[3 + c]);
         }
     }
+    (points, cols)
+}
+
+/// The near field's sources of the LET's particles ([`let_points`]).
+fn let_sources(precision: Precision, points: &[[f64; 3]], cols: &[Vec<f64>]) -> NearSources {
     // the Stokeslet's four densities are the force components and f . (x - c)
     let forces: Option<Vec<[f64; 3]>> =
         (cols.len() == 4).then(|| (0..points.len()).map(|k| [cols[0][k], cols[1][k], cols[2][k]]).collect());
-    NearSources::new(precision, &points, &cols[0], forces.as_deref())
+    NearSources::new(precision, points, &cols[0], forces.as_deref())
 }

@@ -13,6 +13,7 @@ use rayon::prelude::{
     IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
 };
 
+use crate::backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
 use crate::basis::MAX_ORDER;
 use crate::cost::CostModel;
 use crate::expansion::{l2p_box, p2m_box, LaneScratch};
@@ -365,9 +366,27 @@ pub fn evaluate(
     isa: Isa,
     par: Par,
 ) -> Result<FmmOutput> {
+    evaluate_on(sources, charges, targets, params, isa, par, None)
+}
+
+/// [`evaluate`] with the compute stages (P2M, M2M, M2L, L2L, L2P, P2P) on `device` when given
+/// (the trees and the traversal stay on the host; [`crate::backend`]). On a device every stage
+/// runs in f64; with [`Precision::F32`] the results are rounded to f32.
+///
+/// # Errors
+/// As [`evaluate`], and the device's (memory, launches).
+pub fn evaluate_on(
+    sources: &[[f64; 3]],
+    charges: &[f64],
+    targets: Option<&[[f64; 3]]>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+    device: Option<&dyn FmmBackend>,
+) -> Result<FmmOutput> {
     params.validate()?;
     validate(sources, charges, targets.unwrap_or(sources))?;
-    let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par);
+    let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par, device)?;
     let order = &core.order;
     let mut potential = vec![0.0; order.len()];
     for (k, &i) in order.iter().enumerate() {
@@ -434,6 +453,23 @@ pub fn evaluate_stokeslet(
     isa: Isa,
     par: Par,
 ) -> Result<StokesletOutput> {
+    evaluate_stokeslet_on(sources, forces, targets, params, isa, par, None)
+}
+
+/// [`evaluate_stokeslet`] with the compute stages on `device` when given (see
+/// [`evaluate_on`]).
+///
+/// # Errors
+/// As [`evaluate_stokeslet`], and the device's.
+pub fn evaluate_stokeslet_on(
+    sources: &[[f64; 3]],
+    forces: &[[f64; 3]],
+    targets: Option<&[[f64; 3]]>,
+    params: &FmmParams,
+    isa: Isa,
+    par: Par,
+    device: Option<&dyn FmmBackend>,
+) -> Result<StokesletOutput> {
     validate_stokeslet(sources, forces, targets, params)?;
     let cube = match targets {
         Some(t) => RootCube::around(&[sources, t]),
@@ -442,7 +478,8 @@ pub fn evaluate_stokeslet(
     let [f0, f1, f2, psi] = stokeslet_densities(sources, forces, &cube);
     let mut p = *params;
     p.gradient = true;
-    let core = run_with(FmmKernel::Stokeslet, sources, &[&f0, &f1, &f2, &psi], Some(forces), targets, &p, isa, par);
+    let core =
+        run_with(FmmKernel::Stokeslet, sources, &[&f0, &f1, &f2, &psi], Some(forces), targets, &p, isa, par, device)?;
     let mut velocity = vec![[0.0; 3]; core.order.len()];
     for (k, &i) in core.order.iter().enumerate() {
         velocity[i] = [core.values[k][0], core.values[k][1], core.values[k][2]];
@@ -513,7 +550,8 @@ fn run_with(
     params: &FmmParams,
     isa: Isa,
     par: Par,
-) -> Core {
+    device: Option<&dyn FmmBackend>,
+) -> Result<Core> {
     let p = params.order;
     let mut stats = FmmStats::default();
     let mut times = StageTimes::<FmmStage>::default();
@@ -547,13 +585,101 @@ fn run_with(
     stats.depth = [stree.depth(), ttree.depth()];
     let dens: Vec<Vec<f64>> = densities.iter().map(|d| stree.order.iter().map(|&i| d[i]).collect()).collect();
     let forces: Option<Vec<[f64; 3]>> = forces.map(|f| stree.order.iter().map(|&i| f[i]).collect());
-    let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
-    let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
-    let near = NearSources::new(params.precision, &stree.points, &dens[0], forces.as_deref());
-    let values =
-        near.far_and_near(kernel, ttree, &stree.boxes, &lists, &multipoles, params, isa, par, &mut times, &mut stats);
+    let values = match device {
+        None => {
+            let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
+            let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+            let near = NearSources::new(params.precision, &stree.points, &dens[0], forces.as_deref());
+            near.far_and_near(
+                kernel,
+                ttree,
+                &stree.boxes,
+                &lists,
+                &multipoles,
+                params,
+                isa,
+                par,
+                &mut times,
+                &mut stats,
+            )
+        }
+        Some(dev) => {
+            let ops = Operators::shared(p);
+            let pc = ParentChild::new(&ops);
+            let spec = DeviceFmm {
+                kernel,
+                ops: &ops,
+                gradient: params.gradient,
+                updown: [&pc.updown[0], &pc.updown[1]],
+                sources: &stree,
+                densities: &dens,
+                targets: ttree,
+            };
+            let mut session = dev.begin(spec)?;
+            device_upward(&mut *session, &mut times)?;
+            let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+            let cols: Vec<Vec<f64>> = match &forces {
+                Some(f) => (0..3).map(|a| f.iter().map(|v| v[a]).collect()).collect(),
+                None => vec![dens[0].clone()],
+            };
+            let near: Vec<&[f64]> = cols.iter().map(|c| c.as_slice()).collect();
+            let side = SourceSide { boxes: &stree.boxes, multipoles: None, points: &stree.points, near: &near };
+            let mut v = device_far_and_near(&mut *session, ttree, &side, &lists, &ops, par, &mut times, &mut stats)?;
+            if params.precision == Precision::F32 {
+                for x in v.iter_mut().flatten() {
+                    *x = *x as f32 as f64;
+                }
+            }
+            v
+        }
+    };
     stats.times = times;
-    Core { values, order: ttree.order.clone(), stats }
+    Ok(Core { values, order: ttree.order.clone(), stats })
+}
+
+/// P2M and M2M on a device, timed as the host's stages.
+pub(crate) fn device_upward(session: &mut dyn FmmSession, times: &mut StageTimes<FmmStage>) -> Result<()> {
+    times.time(FmmStage::P2M, || session.p2m())?;
+    times.time(FmmStage::M2M, || session.m2m())
+}
+
+/// M2L, L2L, L2P and P2P on a device against `side`, by `lists`; the statistics as
+/// [`far_and_near`]'s. Returns the values per target in tree order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn device_far_and_near(
+    session: &mut dyn FmmSession,
+    ttree: &Octree,
+    side: &SourceSide<'_>,
+    lists: &Lists,
+    ops: &Operators,
+    par: Par,
+    times: &mut StageTimes<FmmStage>,
+    stats: &mut FmmStats,
+) -> Result<Vec<[f64; 4]>> {
+    let p = ops.p;
+    let split = min_len(par);
+    stats.m2l = lists.m2l.len();
+    stats.betas = lists.betas.len();
+    stats.m2l_work =
+        lists.m2l.iter().map(|e| (e.order as f64 / p as f64).powi(3)).sum::<f64>() / lists.m2l.len().max(1) as f64;
+    times.time(FmmStage::M2L, || {
+        let yrots: Vec<YRotation> =
+            lists.betas.par_chunks(8).with_min_len(split.div_ceil(8)).flat_map_iter(|b| ops.y_rotations(b)).collect();
+        session.m2l(side, lists, &yrots)
+    })?;
+    times.time(FmmStage::L2L, || session.l2l())?;
+    times.time(FmmStage::L2P, || session.l2p())?;
+    times.time(FmmStage::P2P, || session.p2p(side, lists))?;
+    let mut counts = [0u64; 2];
+    for &li in &ttree.leaves() {
+        let n = ttree.boxes[li].count() as u64;
+        for &s in lists.p2p_of(li) {
+            counts[0] += 1;
+            counts[1] += n * side.boxes[s as usize].count() as u64;
+        }
+    }
+    stats.p2p = counts;
+    session.values()
 }
 
 /// The near field's sources in the arithmetic of a [`Precision`].
@@ -608,12 +734,12 @@ impl NearSources {
 }
 
 /// The rotations of the parent-child translations (polar angle `acos(+-1/sqrt 3)` of `t`).
-struct ParentChild {
-    updown: [YRotation; 2],
+pub(crate) struct ParentChild {
+    pub(crate) updown: [YRotation; 2],
 }
 
 impl ParentChild {
-    fn new(ops: &Operators) -> Self {
+    pub(crate) fn new(ops: &Operators) -> Self {
         let b0 = (1.0 / 3f64.sqrt()).acos();
         Self { updown: [ops.y_rotation(b0), ops.y_rotation(std::f64::consts::PI - b0)] }
     }

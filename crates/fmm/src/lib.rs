@@ -13,7 +13,9 @@
 //!   modified stencil as splitting order, into M2L and P2P lists.
 //! - [`cost`]: the cost model that chooses the leaf size per backend.
 //! - [`evaluate`]: one evaluation end to end.
+//! - [`backend`]: the seam to a device (parki-gpu's CUDA FMM).
 
+pub mod backend;
 pub mod basis;
 pub mod cost;
 pub mod distributed;
@@ -26,11 +28,15 @@ pub mod rotation;
 pub mod translate;
 pub mod traversal;
 
+pub use backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
 pub use basis::{idx, regular, Scalings, MAX_ORDER};
-pub use distributed::{evaluate_distributed, evaluate_stokeslet_distributed};
+pub use distributed::{
+    evaluate_distributed, evaluate_distributed_on, evaluate_stokeslet_distributed, evaluate_stokeslet_distributed_on,
+};
 pub use evaluate::{
-    evaluate, evaluate_f32, evaluate_stokeslet, for_tolerance, for_tolerance_of, FmmKernel, FmmOutput, FmmOutputF32,
-    FmmParams, FmmStage, FmmStats, LetStats, Precision, StokesletOutput, TOLERANCE_TABLE,
+    evaluate, evaluate_f32, evaluate_on, evaluate_stokeslet, evaluate_stokeslet_on, for_tolerance, for_tolerance_of,
+    FmmKernel, FmmOutput, FmmOutputF32, FmmParams, FmmStage, FmmStats, LetStats, Precision, StokesletOutput,
+    TOLERANCE_TABLE,
 };
 pub use octree::{OctBox, Octree, RootCube};
 pub use translate::{Geometry, LaneScratch8, Op, Operators, Scratch};

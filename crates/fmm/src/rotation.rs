@@ -205,6 +205,20 @@ impl YRotation {
         self.p
     }
 
+    /// The blocks as stored: per degree `n` (from [`YRotation::offsets`]`[n]`), the even block
+    /// (`(n+1)^2`) by rows then by columns, then the odd block (`n^2`) by rows then by columns;
+    /// row (or column) `j` of the even block is `m = j`, of the odd block `m = -(j + 1)`. A
+    /// device copies this as it is (parki-gpu's FMM).
+    pub fn data(&self) -> &[f64] {
+        &self.data
+    }
+
+    /// Offset of degree `n`'s blocks in [`YRotation::data`] (the same for every angle of one
+    /// order).
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
+    }
+
     /// `v <- W_n(R_y(b))^T v` (`transpose`) or `W_n(R_y(b)) v` for the degrees `n < q`, through
     /// `tmp` (at least `2q` values).
     #[inline(always)]

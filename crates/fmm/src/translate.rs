@@ -167,6 +167,17 @@ impl Operators {
         cache.lock().unwrap_or_else(|e| e.into_inner()).entry(p).or_insert(made).clone()
     }
 
+    /// The unit coaxial matrix of `op`: per `k = |m|` (`0..p`) a `(p-k) x (p-k)` block over
+    /// `n, n' = k..p` stored by columns (entry `(n, n')` at `(n' - k) (p - k) + n - k`; S|S is
+    /// lower and R|R upper triangular, with zeros stored). A device copies these as they are.
+    pub fn coaxial(&self, op: Op) -> &[Vec<f64>] {
+        match op {
+            Op::M2M => &self.ss.columns,
+            Op::M2L => &self.sr.columns,
+            Op::L2L => &self.rr.columns,
+        }
+    }
+
     /// The `y` rotation by `-beta` for a translation of polar angle `beta`.
     pub fn y_rotation(&self, beta: f64) -> YRotation {
         YRotation::new(-beta, &self.wp, self.p)

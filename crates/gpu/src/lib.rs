@@ -5,6 +5,9 @@
 //! bus once each way per evaluation. The kernels are CUDA C in `kernels/` at the repository
 //! root ([`kernels`]), compiled at first use by NVRTC for the device's architecture.
 //!
+//! [`GpuFmm`] runs the FMM's P2M, M2M, M2L, L2L, L2P and P2P (parki-fmm's
+//! [`parki_fmm::FmmBackend`]) there too.
+//!
 //! [`GpuTreecode`] runs the treecode's upward pass, interaction lists and downward pass
 //! (parki-treecode's [`parki_treecode::TreeBackend`]) on the same devices.
 //!
@@ -24,10 +27,12 @@ pub use device::{Args, Device, DeviceInfo, DevicePtr, Precision};
 mod backend;
 mod buffer;
 mod emulator;
+mod fmm;
 pub mod params;
 mod treecode;
 
 pub use backend::{DeviceSpread, GpuBackend};
 pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer, PinnedBuffer};
 pub use emulator::{has_entry_point, EmuFft, Emulator};
+pub use fmm::GpuFmm;
 pub use treecode::GpuTreecode;

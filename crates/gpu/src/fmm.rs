@@ -1,0 +1,558 @@
+//! The FMM's compute stages on a device: [`GpuFmm`] is a [`parki_fmm::FmmBackend`] over
+//! `kernels/fmm.cu`.
+//!
+//! One evaluation ([`parki_fmm::FmmSession`]) keeps on the device: the source tree's points,
+//! harmonic densities and multipoles, the target tree's points, locals and values, and the
+//! operators of the order (the P2M and L2P weights, the three unit coaxial matrices, the
+//! parent-child rotations; the M2L rotations of the traversal's polar angles are uploaded with
+//! the lists). The launches:
+//! - `fmm_p2m` over the source leaves (a block per leaf), `fmm_m2m` once per level from the
+//!   deepest (a block per parent);
+//! - `fmm_m2l`, one launch for every M2L translation: a block per target box, its entries one
+//!   after the other, so no atomics and a deterministic sum;
+//! - `fmm_l2l` once per level from the top (a block per box);
+//! - `fmm_l2p` and `fmm_p2p` over pieces of at most [`BLOCK`] targets of each target leaf;
+//!   the values cross the bus once.
+//!
+//! Each stage waits for the device before it returns, so that the per-stage times of the report
+//! are the device's. The host keeps the trees, the traversal and the locally essential tree
+//! (parki-fmm). Double precision.
+
+use std::sync::Arc;
+
+use parki_core::{Error, Result};
+use parki_fmm::backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
+use parki_fmm::rotation::YRotation;
+use parki_fmm::traversal::Lists;
+use parki_fmm::{FmmKernel, OctBox, Octree, Op};
+
+use crate::buffer::DeviceBuffer;
+use crate::device::{Args, Device, DevicePtr};
+
+/// Threads per block of every FMM kernel (`FMM_BLOCK`).
+const BLOCK: u32 = 128;
+
+/// Dynamic shared memory a translation block may use for its two work vectors; above it (orders
+/// beyond 55) they live in global scratch.
+const SHARED_LIMIT: usize = 48 << 10;
+
+/// Most blocks of a translation launch whose work vectors live in global scratch.
+const SCRATCH_BLOCKS: usize = 1024;
+
+/// Most blocks of any launch (the kernels loop over their items with a stride of the grid).
+const MAX_GRID: usize = 65_535;
+
+/// The scalars of every FMM kernel (`FmmParams` in kernels/fmm.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct FmmArgs {
+    p: i32,
+    nc: i32,
+    kernel: i32,
+    gradient: i32,
+    items: u32,
+    up: u32,
+    rstride: u32,
+    cstride: u32,
+    origin: [f64; 3],
+}
+
+/// The FMM backend on device `D` (a CUDA device, or the host emulator in tests).
+pub struct GpuFmm<D: Device> {
+    dev: Arc<D>,
+}
+
+impl<D: Device> GpuFmm<D> {
+    /// The backend on an open device.
+    pub fn new(dev: Arc<D>) -> Self {
+        Self { dev }
+    }
+
+    /// Opens the device of local (node) rank `local_rank` ([`Device::open`]).
+    ///
+    /// # Errors
+    /// The device's: no driver or device, kernels that do not compile.
+    pub fn open(local_rank: usize) -> Result<Self> {
+        Ok(Self::new(Arc::new(D::open(local_rank)?)))
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// Device bytes one evaluation needs: `nc` harmonic densities at order `p`, `sources` and
+    /// `targets` points and boxes: points with their densities or values, every box's
+    /// description and expansions, the operators, and a margin for the lists and a locally
+    /// essential tree's remote boxes (a quarter of the local ones).
+    pub fn estimate_bytes(p: usize, nc: usize, sources: [usize; 2], targets: [usize; 2]) -> usize {
+        let bs = nc * p * p * 8;
+        let per_box = 32 + 16 + 4;
+        let s = sources[0] * (3 + nc + 3) * 8 + sources[1] * (bs + per_box);
+        let t = targets[0] * (3 + 4) * 8 + targets[1] * (bs + per_box + 8);
+        let ops = 3 * p * p * p * 8 + 8 * p * p * p * 8;
+        let lists = targets[1] * 200 * 12 + targets[1] * 27 * 4;
+        let scratch = SCRATCH_BLOCKS * 2 * p * p * 8;
+        s + t + s / 4 + ops + lists + scratch + (16 << 20)
+    }
+}
+
+impl<D: Device> FmmBackend for GpuFmm<D> {
+    fn describe(&self) -> String {
+        let i = self.dev.info();
+        format!("{} (device {} of {}), FMM stages on the device, M2L in one launch, f64", i.name, i.ordinal, i.count)
+    }
+
+    fn begin<'a>(&'a self, spec: DeviceFmm<'a>) -> Result<Box<dyn FmmSession + 'a>> {
+        let p = spec.ops.p;
+        let nc = spec.densities.len();
+        let (src, trg) = (spec.sources, spec.targets);
+        let need =
+            Self::estimate_bytes(p, nc, [src.points.len(), src.boxes.len()], [trg.points.len(), trg.boxes.len()]);
+        let free = self.dev.free_memory()?;
+        if need as u64 > free {
+            return Err(Error::Resource {
+                message: format!(
+                    "the FMM needs about {:.2} GB of device memory ({} sources, {} targets, order {p}); {:.2} GB are \
+                     free: use more ranks (GPUs) or a lower tolerance",
+                    need as f64 / 1e9,
+                    src.points.len(),
+                    trg.points.len(),
+                    free as f64 / 1e9
+                ),
+            });
+        }
+        Session::new(&self.dev, spec).map(|s| Box::new(s) as Box<dyn FmmSession + 'a>)
+    }
+}
+
+/// A buffer holding `v`.
+fn upload<D: Device, T: Copy>(dev: &Arc<D>, v: &[T], what: &'static str) -> Result<DeviceBuffer<D>> {
+    let mut b = DeviceBuffer::empty(dev, what);
+    b.upload(v)?;
+    Ok(b)
+}
+
+/// Centres and edges (`[x, y, z, h]`) and spans (`[begin, end, first child, children]`) of
+/// `boxes` in `cube`.
+fn describe_boxes(cube: &parki_fmm::RootCube, boxes: &[OctBox]) -> (Vec<[f64; 4]>, Vec<[u32; 4]>) {
+    let cent = boxes
+        .iter()
+        .map(|b| {
+            let c = cube.centre(b);
+            [c[0], c[1], c[2], cube.edge(b.level as usize)]
+        })
+        .collect();
+    let span = boxes.iter().map(|b| [b.begin as u32, b.end as u32, b.first_child, b.children as u32]).collect();
+    (cent, span)
+}
+
+/// Pieces `[box, begin, end]` of at most [`BLOCK`] points of each leaf of `tree`.
+fn leaf_pieces(tree: &Octree) -> Vec<[u32; 3]> {
+    let mut out = Vec::new();
+    for (i, b) in tree.boxes.iter().enumerate() {
+        if b.is_leaf() {
+            let mut s = b.begin;
+            while s < b.end {
+                let e = (s + BLOCK as usize).min(b.end);
+                out.push([i as u32, s as u32, e as u32]);
+                s = e;
+            }
+        }
+    }
+    out
+}
+
+/// The rotations `rots` as one array (each [`YRotation::data`] of one order, the same length).
+fn rotation_data(rots: &[&YRotation]) -> Vec<f64> {
+    let mut v = Vec::with_capacity(rots.iter().map(|r| r.data().len()).sum());
+    for r in rots {
+        v.extend_from_slice(r.data());
+    }
+    v
+}
+
+/// One evaluation's device state.
+struct Session<'a, D: Device> {
+    dev: &'a Arc<D>,
+    spec: DeviceFmm<'a>,
+    p: usize,
+    nc: usize,
+    /// Doubles per y rotation, per coaxial operator.
+    rstride: usize,
+    cstride: usize,
+    // operators
+    p2m_w: DeviceBuffer<D>,
+    l2p_w: DeviceBuffer<D>,
+    coax: DeviceBuffer<D>,
+    coff: DeviceBuffer<D>,
+    yoff: DeviceBuffer<D>,
+    updown: DeviceBuffer<D>,
+    // the source tree
+    scent: DeviceBuffer<D>,
+    sspan: DeviceBuffer<D>,
+    spoints: [DeviceBuffer<D>; 3],
+    sdens: DeviceBuffer<D>,
+    multipoles: DeviceBuffer<D>,
+    // the target tree
+    tcent: DeviceBuffer<D>,
+    tparent: DeviceBuffer<D>,
+    tpoints: [DeviceBuffer<D>; 3],
+    locals: DeviceBuffer<D>,
+    values: DeviceBuffer<D>,
+    // lists and another source side
+    index: DeviceBuffer<D>,
+    offsets: DeviceBuffer<D>,
+    entries: DeviceBuffer<D>,
+    yrots: DeviceBuffer<D>,
+    side_cent: DeviceBuffer<D>,
+    side_span: DeviceBuffer<D>,
+    side_multipoles: DeviceBuffer<D>,
+    side_points: [DeviceBuffer<D>; 3],
+    side_near: [DeviceBuffer<D>; 3],
+    scratch: DeviceBuffer<D>,
+}
+
+/// Launches `name` (a precision-independent entry point) on `grid` blocks.
+fn launch<D: Device>(dev: &D, name: &str, grid: usize, shared: usize, args: &mut Args) -> Result<()> {
+    if grid == 0 {
+        return Ok(());
+    }
+    let p = args.pointers();
+    // SAFETY: every call site passes the kernel's parameters in order and type (kernels/fmm.cu;
+    // checked against the host FMM by the emulator tests), with device addresses of live
+    // buffers sized for what the kernel touches.
+    unsafe { dev.launch(name, [grid.min(MAX_GRID) as u32, 1, 1], [BLOCK, 1, 1], shared as u32, &p[..args.len()]) }
+}
+
+impl<'a, D: Device> Session<'a, D> {
+    fn new(dev: &'a Arc<D>, spec: DeviceFmm<'a>) -> Result<Self> {
+        let ops = spec.ops;
+        let p = ops.p;
+        let nc = spec.densities.len();
+        let (src, trg) = (spec.sources, spec.targets);
+        // operators
+        let mut coax = Vec::new();
+        let mut coff = Vec::with_capacity(p);
+        for op in [Op::M2M, Op::M2L, Op::L2L] {
+            for (k, c) in ops.coaxial(op).iter().enumerate() {
+                if op == Op::M2M {
+                    coff.push(coax.len() as u32);
+                }
+                debug_assert_eq!(c.len(), (p - k) * (p - k));
+                coax.extend_from_slice(c);
+            }
+        }
+        let cstride = coax.len() / 3;
+        let yoff: Vec<u32> = spec.updown[0].offsets().iter().map(|&o| o as u32).collect();
+        let rstride = spec.updown[0].data().len();
+        let (sc, ss) = describe_boxes(&src.cube, &src.boxes);
+        let (tc, _) = describe_boxes(&trg.cube, &trg.boxes);
+        let tparent: Vec<u32> = trg.boxes.iter().map(|b| b.parent).collect();
+        let axis = |pts: &[[f64; 3]], a: usize| -> Vec<f64> { pts.iter().map(|x| x[a]).collect() };
+        let mut dens = Vec::with_capacity(nc * src.points.len());
+        for d in spec.densities {
+            dens.extend_from_slice(d);
+        }
+        let bs = nc * p * p;
+        let buf = |what| DeviceBuffer::empty(dev, what);
+        let multipoles = DeviceBuffer::new(dev, src.boxes.len() * bs * 8, "FMM multipoles")?;
+        multipoles.zero(src.boxes.len() * bs * 8)?;
+        let locals = DeviceBuffer::new(dev, trg.boxes.len() * bs * 8, "FMM locals")?;
+        locals.zero(trg.boxes.len() * bs * 8)?;
+        let values = DeviceBuffer::new(dev, trg.points.len().max(1) * 4 * 8, "FMM target values")?;
+        Ok(Self {
+            dev,
+            spec,
+            p,
+            nc,
+            rstride,
+            cstride,
+            p2m_w: upload(dev, &ops.scalings.p2m, "FMM operators")?,
+            l2p_w: upload(dev, &ops.scalings.l2p, "FMM operators")?,
+            coax: upload(dev, &coax, "FMM coaxial matrices")?,
+            coff: upload(dev, &coff, "FMM operators")?,
+            yoff: upload(dev, &yoff, "FMM operators")?,
+            updown: upload(dev, &rotation_data(&spec.updown), "FMM rotations")?,
+            scent: upload(dev, &sc, "FMM source boxes")?,
+            sspan: upload(dev, &ss, "FMM source boxes")?,
+            spoints: [
+                upload(dev, &axis(&src.points, 0), "FMM sources")?,
+                upload(dev, &axis(&src.points, 1), "FMM sources")?,
+                upload(dev, &axis(&src.points, 2), "FMM sources")?,
+            ],
+            sdens: upload(dev, &dens, "FMM source densities")?,
+            multipoles,
+            tcent: upload(dev, &tc, "FMM target boxes")?,
+            tparent: upload(dev, &tparent, "FMM target boxes")?,
+            tpoints: [
+                upload(dev, &axis(&trg.points, 0), "FMM targets")?,
+                upload(dev, &axis(&trg.points, 1), "FMM targets")?,
+                upload(dev, &axis(&trg.points, 2), "FMM targets")?,
+            ],
+            locals,
+            values,
+            index: buf("FMM work items"),
+            offsets: buf("FMM list offsets"),
+            entries: buf("FMM list entries"),
+            yrots: buf("FMM rotations"),
+            side_cent: buf("FMM remote boxes"),
+            side_span: buf("FMM remote boxes"),
+            side_multipoles: buf("FMM remote multipoles"),
+            side_points: [buf("FMM remote particles"), buf("FMM remote particles"), buf("FMM remote particles")],
+            side_near: [buf("FMM near densities"), buf("FMM near densities"), buf("FMM near densities")],
+            scratch: buf("FMM translation scratch"),
+        })
+    }
+
+    fn args(&self, items: usize) -> FmmArgs {
+        let kernel = match self.spec.kernel {
+            FmmKernel::Laplace => 0,
+            FmmKernel::Stokeslet => 1,
+        };
+        let cube = self.spec.targets.cube;
+        FmmArgs {
+            p: self.p as i32,
+            nc: self.nc as i32,
+            kernel,
+            gradient: self.spec.gradient as i32,
+            items: items as u32,
+            up: 0,
+            rstride: self.rstride as u32,
+            cstride: self.cstride as u32,
+            origin: [0, 1, 2].map(|a| cube.origin[a] + 0.5 * cube.size),
+        }
+    }
+
+    /// Grid, dynamic shared bytes and scratch address of a translation launch over `items`.
+    fn translation_launch(&mut self, items: usize) -> Result<(usize, usize, DevicePtr)> {
+        let work = 2 * self.p * self.p * 8;
+        if work <= SHARED_LIMIT {
+            return Ok((items.min(MAX_GRID), work, 0));
+        }
+        let grid = items.min(SCRATCH_BLOCKS);
+        self.scratch.ensure(grid * work)?;
+        Ok((grid, 0, self.scratch.ptr()))
+    }
+}
+
+impl<D: Device> FmmSession for Session<'_, D> {
+    fn p2m(&mut self) -> Result<()> {
+        let src = self.spec.sources;
+        let leaves: Vec<u32> = (0..src.boxes.len()).filter(|&i| src.boxes[i].is_leaf()).map(|i| i as u32).collect();
+        if 2 * self.p - 1 > BLOCK as usize {
+            return Err(Error::OutOfRange {
+                field: "fmm.order".into(),
+                value: self.p.to_string(),
+                allowed: format!("at most {} on the device", BLOCK.div_ceil(2)),
+            });
+        }
+        self.index.upload(&leaves)?;
+        let mut a = Args::new();
+        a.push(self.args(leaves.len()))
+            .push(self.index.ptr())
+            .push(self.scent.ptr())
+            .push(self.sspan.ptr())
+            .push(self.spoints[0].ptr())
+            .push(self.spoints[1].ptr())
+            .push(self.spoints[2].ptr())
+            .push(self.sdens.ptr())
+            .push(src.points.len() as u32)
+            .push(self.p2m_w.ptr())
+            .push(self.multipoles.ptr());
+        launch(&**self.dev, "fmm_p2m", leaves.len(), 0, &mut a)?;
+        self.dev.synchronize()
+    }
+
+    fn m2m(&mut self) -> Result<()> {
+        let src = self.spec.sources;
+        // the parents of every level, deepest first, in one index array
+        let mut index = Vec::new();
+        let mut launches = Vec::new();
+        for l in (0..src.depth()).rev() {
+            let at = index.len();
+            index.extend((src.levels[l]..src.levels[l + 1]).filter(|&i| !src.boxes[i].is_leaf()).map(|i| i as u32));
+            if index.len() > at {
+                launches.push((at, index.len() - at));
+            }
+        }
+        if launches.is_empty() {
+            return self.dev.synchronize();
+        }
+        self.index.upload(&index)?;
+        for (at, n) in launches {
+            let (grid, shared, scratch) = self.translation_launch(n)?;
+            let mut a = Args::new();
+            a.push(self.args(n))
+                .push(self.index.ptr() + 4 * at as u64)
+                .push(self.scent.ptr())
+                .push(self.sspan.ptr())
+                .push(self.multipoles.ptr())
+                .push(self.updown.ptr())
+                .push(self.yoff.ptr())
+                .push(self.coax.ptr())
+                .push(self.coff.ptr())
+                .push(scratch);
+            launch(&**self.dev, "fmm_m2m", grid, shared, &mut a)?;
+        }
+        self.dev.synchronize()
+    }
+
+    fn multipoles(&mut self) -> Result<Vec<f64>> {
+        let mut v = vec![0.0; self.spec.sources.boxes.len() * self.nc * self.p * self.p];
+        self.multipoles.download(&mut v)?;
+        Ok(v)
+    }
+
+    fn m2l(&mut self, side: &SourceSide<'_>, lists: &Lists, yrots: &[YRotation]) -> Result<()> {
+        let trg = self.spec.targets;
+        let (scent, smult) = match side.multipoles {
+            None => (self.scent.ptr(), self.multipoles.ptr()),
+            Some(m) => {
+                let (c, _) = describe_boxes(&trg.cube, side.boxes);
+                self.side_cent.upload(&c)?;
+                self.side_multipoles.upload(m)?;
+                (self.side_cent.ptr(), self.side_multipoles.ptr())
+            }
+        };
+        let targets: Vec<u32> = (0..trg.boxes.len())
+            .filter(|&i| lists.m2l_offsets[i] < lists.m2l_offsets[i + 1])
+            .map(|i| i as u32)
+            .collect();
+        if targets.is_empty() {
+            return self.dev.synchronize();
+        }
+        let offsets: Vec<u32> = lists.m2l_offsets.iter().map(|&o| o as u32).collect();
+        let entries: Vec<[u32; 3]> = lists.m2l.iter().map(|e| [e.source, e.beta, e.order as u32]).collect();
+        let rots: Vec<&YRotation> = yrots.iter().collect();
+        self.index.upload(&targets)?;
+        self.offsets.upload(&offsets)?;
+        self.entries.upload(&entries)?;
+        self.yrots.upload(&rotation_data(&rots))?;
+        let (grid, shared, scratch) = self.translation_launch(targets.len())?;
+        let mut a = Args::new();
+        a.push(self.args(targets.len()))
+            .push(self.index.ptr())
+            .push(self.offsets.ptr())
+            .push(self.entries.ptr())
+            .push(self.tcent.ptr())
+            .push(scent)
+            .push(smult)
+            .push(self.locals.ptr())
+            .push(self.yrots.ptr())
+            .push(self.yoff.ptr())
+            .push(self.coax.ptr())
+            .push(self.coff.ptr())
+            .push(scratch);
+        launch(&**self.dev, "fmm_m2l", grid, shared, &mut a)?;
+        self.dev.synchronize()
+    }
+
+    fn l2l(&mut self) -> Result<()> {
+        let trg = self.spec.targets;
+        if trg.depth() < 2 {
+            return self.dev.synchronize();
+        }
+        let all: Vec<u32> = (0..trg.boxes.len() as u32).collect();
+        self.index.upload(&all)?;
+        for l in 1..trg.depth() {
+            let (lo, hi) = (trg.levels[l], trg.levels[l + 1]);
+            let (grid, shared, scratch) = self.translation_launch(hi - lo)?;
+            let mut a = Args::new();
+            a.push(self.args(hi - lo))
+                .push(self.index.ptr() + 4 * lo as u64)
+                .push(self.tparent.ptr())
+                .push(self.tcent.ptr())
+                .push(self.locals.ptr())
+                .push(self.updown.ptr())
+                .push(self.yoff.ptr())
+                .push(self.coax.ptr())
+                .push(self.coff.ptr())
+                .push(scratch);
+            launch(&**self.dev, "fmm_l2l", grid, shared, &mut a)?;
+        }
+        self.dev.synchronize()
+    }
+
+    fn l2p(&mut self) -> Result<()> {
+        let pieces = leaf_pieces(self.spec.targets);
+        self.index.upload(&pieces)?;
+        let mut a = Args::new();
+        a.push(self.args(pieces.len()))
+            .push(self.index.ptr())
+            .push(self.tcent.ptr())
+            .push(self.tpoints[0].ptr())
+            .push(self.tpoints[1].ptr())
+            .push(self.tpoints[2].ptr())
+            .push(self.locals.ptr())
+            .push(self.l2p_w.ptr())
+            .push(self.values.ptr());
+        launch(&**self.dev, "fmm_l2p", pieces.len(), 0, &mut a)?;
+        self.dev.synchronize()
+    }
+
+    fn p2p(&mut self, side: &SourceSide<'_>, lists: &Lists) -> Result<()> {
+        let trg = self.spec.targets;
+        let want = match self.spec.kernel {
+            FmmKernel::Laplace => 1,
+            FmmKernel::Stokeslet => 3,
+        };
+        if side.near.len() != want || side.near.iter().any(|c| c.len() != side.points.len()) {
+            return Err(Error::LengthMismatch {
+                field: "fmm near-field densities".into(),
+                found: side.near.iter().map(|c| c.len()).find(|&l| l != side.points.len()).unwrap_or(side.near.len()),
+                reference: "fmm near-field points".into(),
+                expected: side.points.len(),
+            });
+        }
+        let local = side.multipoles.is_none();
+        let (sx, sspan) = if local {
+            ([self.spoints[0].ptr(), self.spoints[1].ptr(), self.spoints[2].ptr()], self.sspan.ptr())
+        } else {
+            let (_, s) = describe_boxes(&trg.cube, side.boxes);
+            self.side_span.upload(&s)?;
+            for a in 0..3 {
+                let v: Vec<f64> = side.points.iter().map(|x| x[a]).collect();
+                self.side_points[a].upload(&v)?;
+            }
+            ([self.side_points[0].ptr(), self.side_points[1].ptr(), self.side_points[2].ptr()], self.side_span.ptr())
+        };
+        let mut q = [0u64; 3];
+        for (k, c) in side.near.iter().enumerate() {
+            self.side_near[k].upload(c)?;
+            q[k] = self.side_near[k].ptr();
+        }
+        for k in want..3 {
+            q[k] = q[0];
+        }
+        let pieces = leaf_pieces(trg);
+        let offsets: Vec<u32> = lists.p2p_offsets.iter().map(|&o| o as u32).collect();
+        self.index.upload(&pieces)?;
+        self.offsets.upload(&offsets)?;
+        self.entries.upload(&lists.p2p)?;
+        let mut a = Args::new();
+        a.push(self.args(pieces.len()))
+            .push(self.index.ptr())
+            .push(self.offsets.ptr())
+            .push(self.entries.ptr())
+            .push(sspan)
+            .push(self.tpoints[0].ptr())
+            .push(self.tpoints[1].ptr())
+            .push(self.tpoints[2].ptr())
+            .push(sx[0])
+            .push(sx[1])
+            .push(sx[2])
+            .push(q[0])
+            .push(q[1])
+            .push(q[2])
+            .push(self.values.ptr());
+        launch(&**self.dev, "fmm_p2p", pieces.len(), 0, &mut a)?;
+        self.dev.synchronize()
+    }
+
+    fn values(&mut self) -> Result<Vec<[f64; 4]>> {
+        let mut v = vec![[0.0; 4]; self.spec.targets.points.len()];
+        self.values.download(&mut v)?;
+        Ok(v)
+    }
+}
