@@ -22,6 +22,9 @@
 //! order = 12
 //! max_leaf = 256
 //! stencil = true             # the paper's modified stencil (false: the 189-box list)
+//!
+//! [run]
+//! backend = "cuda"           # optional: P2M, M2M, M2L, L2L, L2P, P2P on the GPU ("cpu", "auto")
 //! ```
 //!
 //! On several ranks each reads (or generates) its rows of every input, the distributed FMM
@@ -37,13 +40,15 @@ use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
 use parki_fmm::traversal::TraversalParams;
 use parki_fmm::{
-    evaluate_distributed, evaluate_stokeslet_distributed, for_tolerance_of, FmmKernel, FmmParams, FmmStats, Precision,
+    evaluate_distributed_on, evaluate_stokeslet_distributed_on, for_tolerance_of, FmmBackend, FmmKernel, FmmParams,
+    FmmStats, Precision,
 };
 use parki_treecode::TreeKernel;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::app::{plural, warn, Log, RunArgs, RunSummary};
+use crate::backend::{self, Choice, Compute, Request};
 use crate::config::{repeat_error, resolve, ParticleSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
@@ -124,6 +129,7 @@ pub struct FmmSection {
 /// What an FMM run.toml asks for, checked.
 struct Setup {
     cfg: FmmConfig,
+    request: Request,
     kernel: FmmKernel,
     params: FmmParams,
     choice: Value,
@@ -227,6 +233,14 @@ fn setup(args: &RunArgs) -> Result<Setup> {
             allowed: "\"avx512\", \"avx2\" or \"scalar\"".into(),
         })?,
     };
+    let request = match cfg.run.backend.as_deref() {
+        None => Request::default(),
+        Some(name) => Request::parse(name).ok_or_else(|| Error::OutOfRange {
+            field: "run.backend".into(),
+            value: format!("\"{name}\""),
+            allowed: "\"cpu\", \"cuda\" or \"auto\"".into(),
+        })?,
+    };
     let threads = args.threads.or(cfg.run.threads).unwrap_or_else(rayon::current_num_threads).max(1);
     let inputs = outputs::particle_inputs(&args.config, &cfg.sources, cfg.targets.as_ref());
     let paths = OutputPaths {
@@ -236,7 +250,27 @@ fn setup(args: &RunArgs) -> Result<Setup> {
         data_field: "output.potential",
     };
     let paths = outputs::check_paths(&args.config, &inputs, paths)?;
-    Ok(Setup { cfg, kernel, params, choice, isa, threads, paths })
+    Ok(Setup { cfg, request, kernel, params, choice, isa, threads, paths })
+}
+
+/// The device of a run that computes on CUDA (`None` on the CPU): this rank's device (node
+/// rank modulo the devices), its kernels compiled.
+fn open_device(choice: &Choice, comm: &Comm) -> Result<Option<Box<dyn FmmBackend>>> {
+    match choice.compute {
+        Compute::Cpu => Ok(None),
+        Compute::Cuda => cuda_device(comm),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device(comm: &Comm) -> Result<Option<Box<dyn FmmBackend>>> {
+    let local = parki_dist::node_rank(comm);
+    Ok(Some(Box::new(parki_gpu::GpuFmm::<parki_gpu::cuda::CudaDevice>::open(local)?)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device(_comm: &Comm) -> Result<Option<Box<dyn FmmBackend>>> {
+    Err(backend::feature_error())
 }
 
 /// Runs an FMM run.toml over the ranks of `comm` (collective; every error is agreed on).
@@ -245,8 +279,17 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let t0 = Instant::now();
     let log = Log { on: !args.quiet && comm.rank() == 0 };
     let (rank, ranks) = (comm.rank(), comm.size());
-    let Setup { cfg, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
+    let Setup { cfg, request, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
     let p = &cfg.problem;
+    let compute = backend::resolve(request, cfg.run.backend.is_some(), comm)?;
+    if request == Request::Auto {
+        log.line(&format!("backend auto: {} ({})", compute.compute.name(), compute.reason));
+    }
+    let device = comm.agree(open_device(&compute, comm))?;
+    let device_name = device.as_ref().map(|d| d.describe());
+    if let Some(d) = &device_name {
+        log.line(&format!("device: {d}"));
+    }
     if paths.is_empty() && !args.json {
         warn(
             comm,
@@ -292,16 +335,17 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let mut result: Option<(Vec<f64>, Vec<[f64; 3]>, FmmStats)> = None;
     for r in 0..repeat {
         let t = Instant::now();
+        let dev = device.as_deref();
         let out = pool.install(|| -> Result<(Vec<f64>, Vec<[f64; 3]>, FmmStats)> {
             match kernel {
                 FmmKernel::Laplace => {
-                    let o = evaluate_distributed(comm, &sources, &q, targets.as_deref(), &params, isa, par)?;
+                    let o = evaluate_distributed_on(comm, &sources, &q, targets.as_deref(), &params, isa, par, dev)?;
                     let field: Vec<[f64; 3]> = o.gradient.iter().map(|g| [-g[0], -g[1], -g[2]]).collect();
                     Ok((o.potential, field, o.stats))
                 }
                 FmmKernel::Stokeslet => {
-                    let o =
-                        evaluate_stokeslet_distributed(comm, &sources, &forces, targets.as_deref(), &params, isa, par)?;
+                    let t = targets.as_deref();
+                    let o = evaluate_stokeslet_distributed_on(comm, &sources, &forces, t, &params, isa, par, dev)?;
                     Ok((o.velocity.iter().flatten().copied().collect(), Vec::new(), o.stats))
                 }
             }
@@ -369,6 +413,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             "leaf_estimates_seconds": stats.leaf_estimates.iter().map(|&(l, t)| json!([l, t])).collect::<Vec<_>>(),
         },
         "isa": isa.name(),
+        "backend": compute.compute.name(),
+        "backend_requested": request.name(),
+        "backend_reason": compute.reason,
+        "device": device_name.as_ref().map(|d| json!({"description": d})),
         "threads": threads,
         "boxes": {"sources": stats.boxes[0], "targets": stats.boxes[1]},
         "depth": {"sources": stats.depth[0], "targets": stats.depth[1]},
@@ -405,6 +453,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         p2p as f64,
         nt as f64 / total.max(f64::MIN_POSITIVE)
     );
+    table += &format!("backend {}\n", compute.compute.name());
     if let Some(e) = &error {
         table += &format!(
             "error on {} targets against the direct sum: relative l2 {:.3e}\n",

@@ -129,7 +129,7 @@ fn bad_fmm_runs_are_named() {
     let base = |problem: &str, extra: &str| {
         format!("[problem]\nmethod = \"fmm\"\n{problem}\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 100 }}\n{extra}")
     };
-    let cases: [(String, &[&str]); 8] = [
+    let cases: [(String, &[&str]); 9] = [
         (base("kernel = \"laplace\"\ntolerance = 1e-8\nprecision = \"f32\"", ""), &["problem.tolerance", "f32"]),
         (base("kernel = \"laplace\"\ntolerance = 1e-5\nprecision = \"f16\"", ""), &["problem.precision", "f16"]),
         (base("kernel = \"yukawa\"\ntolerance = 1e-6", ""), &["problem.kernel", "yukawa", "treecode"]),
@@ -138,6 +138,7 @@ fn bad_fmm_runs_are_named() {
         (base("kernel = \"laplace\"", ""), &["fmm.order"]),
         (base("kernel = \"laplace\"\ntolerance = 1e-6", "[fmm]\norder = 99"), &["fmm.order", "99"]),
         (base("kernel = \"stokeslet\"\ntolerance = 1e-6", "[output]\nfield = \"e.npy\""), &["output.field", "laplace"]),
+        (base("kernel = \"laplace\"\ntolerance = 1e-6", "[run]\nbackend = \"gpu\""), &["run.backend = \"gpu\""]),
     ];
     for (text, needles) in cases {
         let cfg = dir.file("run.toml", &text);
@@ -146,4 +147,33 @@ fn bad_fmm_runs_are_named() {
     // on several ranks too, every rank names it and none hangs
     let cfg = dir.file("run.toml", &base("kernel = \"laplace\"\ntolerance = 1e-6", "[fmm]\norder = 99"));
     assert_error(&mpirun(2, &cfg), &["fmm.order", "99"]);
+}
+
+/// `[run] backend`: `"cpu"` and `"auto"` run and say so in the report and the table; `"cuda"`
+/// without the CUDA backend (or without a driver) is one clear error.
+#[test]
+fn the_backend_is_chosen_and_reported() {
+    let dir = Dir::new("fmm-backend");
+    let cfg = |backend: &str| {
+        format!(
+            "[problem]\nmethod = \"fmm\"\nkernel = \"laplace\"\ntolerance = 1e-6\n\
+             [sources]\ngenerate = {{ distribution = \"plummer\", count = 3000 }}\n\
+             [output]\nreport = \"report.json\"\n[run]\nbackend = \"{backend}\"\ncheck = 100\n"
+        )
+    };
+    let text = succeeded(&run(&dir.file("run.toml", &cfg("cpu"))));
+    assert!(text.contains("backend cpu"), "{text}");
+    let r = report(&dir);
+    assert_eq!((r["backend"].as_str(), r["backend_requested"].as_str()), (Some("cpu"), Some("cpu")));
+    assert!(r["error"]["relative_l2"].as_f64().unwrap() < 1e-6);
+    let out = run(&dir.file("run.toml", &cfg("auto")));
+    let text = succeeded(&out);
+    let r = report(&dir);
+    let chose = r["backend"].as_str().unwrap().to_string();
+    assert!(text.contains(&format!("backend {chose}")), "{text}");
+    assert!(r["error"]["relative_l2"].as_f64().unwrap() < 1e-6);
+    if chose == "cpu" {
+        let out = run(&dir.file("run.toml", &cfg("cuda")));
+        assert_error(&out, &["backend = \"cuda\""]);
+    }
 }
