@@ -36,7 +36,9 @@
 # run parki-gpu-bench, options in BENCH_ARGS, limit BENCH_TIMEOUT seconds, default 540);
 # APP_BENCH (default 1: the parki-dist cases below); TREE_BENCH (default 1: the treecode's
 # cases, tree_cases: TREE_SIZES default "100000 1000000 10000000", TREE_KERNELS default "laplace
-# stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform); MPI_CASES (default
+# stokeslet", TREE_BASELINE_SIZES for the CPU, TREE_CLOUD default uniform); FMM_BENCH (default
+# 1: the FMM's cases, fmm_cases: FMM_SIZES, FMM_KERNELS, FMM_TOLS, FMM_BASELINE_SIZES, FMM_LEAF,
+# FMM_CLOUD); MPI_CASES (default
 # 0; 1: mpi_cases, 1 against MPI_RANKS ranks on the device, needs prepare with GPU_MPI=1; MPI_N
 # default 200000). The device's cost constants:
 # BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
@@ -273,6 +275,55 @@ tree_cases() {
   done
 }
 
+# The FMM (issue 13) with [run] backend = "cuda" and on the CPU, the same run.toml: Laplace with
+# the field and the Stokeslet at FMM_TOLS (default "1e-6 1e-9") on uniform points, N in
+# FMM_SIZES on the device (default "1000000 10000000") and FMM_BASELINE_SIZES on the CPU
+# (default "1000000"); the leaf size is the cost model's (the CPU's constants until the device's
+# are measured) unless FMM_LEAF is set; reports into $1/fmm-reports.jsonl, the log into
+# $1/fmm.log.
+fmm_cases() {
+  local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-fmm-cases" n k tol backend name toml
+  [ -x "$app" ] || { echo "no $app: FMM cases skipped"; return 0; }
+  rm -rf "$cases"
+  mkdir -p "$cases"
+  : > "$out/fmm-reports.jsonl"
+  for n in ${FMM_SIZES:-1000000 10000000}; do
+    for k in ${FMM_KERNELS:-laplace stokeslet}; do
+      for tol in ${FMM_TOLS:-1e-6 1e-9}; do
+        for backend in cuda cpu; do
+          if [ "$backend" = cpu ]; then
+            case " ${FMM_BASELINE_SIZES:-1000000} " in *" $n "*) ;; *) continue ;; esac
+          fi
+          name="fmm-$k-n$n-tol$tol-$backend"
+          toml="$cases/$name.toml"
+          {
+            echo "[problem]"
+            echo "method = \"fmm\""
+            echo "kernel = \"$k\""
+            echo "periodic = [false, false, false]"
+            echo "tolerance = $tol"
+            echo "[sources]"
+            echo "generate = { distribution = \"${FMM_CLOUD:-uniform}\", count = $n, seed = 1 }"
+            if [ -n "${FMM_LEAF:-}" ]; then
+              echo "[fmm]"
+              echo "max_leaf = $FMM_LEAF"
+            fi
+            echo "[output]"
+            [ "$k" = laplace ] && echo "field = \"$cases/$name-e.npy\""
+            echo "report = \"$cases/$name.json\""
+            echo "[run]"
+            echo "repeat = ${REPEAT:-3}"
+            echo "check = ${CHECK:-50}"
+            echo "backend = \"$backend\""
+          } > "$toml"
+          run_case "$app" "$name" "$toml" "$cases/$name.json" "$out/fmm.log" "$out/fmm-reports.jsonl"
+          rm -f "$cases/$name-e.npy"
+        done
+      done
+    done
+  done
+}
+
 # Distributed runs on the device (issue 9: "2 ranks on one GPU equal to one rank"): with an
 # application built with MPI (prepare with GPU_MPI=1) and the machine's mpirun, potentials
 # compared (relative l2, bound 1e-13): the combined kernel 3P, the Stokeslet 2P and the Laplace
@@ -412,7 +463,8 @@ run() {
     echo "test binaries failed: $failed"
   } 2>&1 | tee "$out/tests.log"
 
-  # the treecode first: its device path is the newest
+  # the FMM first, then the treecode: their device paths are the newest
+  if [ "${FMM_BENCH:-1}" = 1 ]; then fmm_cases "$out"; fi
   if [ "${TREE_BENCH:-1}" = 1 ]; then tree_cases "$out"; fi
 
   # parki-gpu-bench: FMA peak, whole evaluations (stage split, P2P rate against the peak,
