@@ -558,3 +558,169 @@ PARKI_EXPORT_SYNC(fmm_p2p,
                    const double* tx, const double* ty, const double* tz, const double* sx, const double* sy,
                    const double* sz, const double* q0, const double* q1, const double* q2, double* values),
                   fmm_p2p_impl(P, pieces, poff, near, sspan, tx, ty, tz, sx, sy, sz, q0, q1, q2, values))
+
+// ---- M2L with a thread per translation (orders up to FMM_THREAD_P) ----
+//
+// At low orders a translation has too few coefficients (p^2 = 64 at p = 8) to occupy a block,
+// and the block variant's five barriers per translation dominate. Here every thread of a block
+// runs whole translations of the block's target box in its own memory (the entries t, t +
+// blockDim.x, ...), summing them privately; the block then adds the threads' sums into shared
+// memory by atomics and the box's locals once (the order of those additions varies: results
+// agree with the block variant's to rounding, not bitwise).
+
+#define FMM_THREAD_P 16
+
+// One translation of the first q degrees of `in` added into `acc`, by one thread: the same
+// operations as fmm_translate (and parki_fmm::translate's translate_body), serially.
+__device__ void fmm_translate_serial(int op, int p, int q, const double* in, double* acc, double* a, double* b,
+                                     const double* cfrom, const double* cto, const double* w, const u32* yoff,
+                                     const double* coax, const u32* coff) {
+  const double tx = cto[0] - cfrom[0], ty = cto[1] - cfrom[1], tz = cto[2] - cfrom[2];
+  const double rho = hypot(tx, ty);
+  double ca = 1.0, sa = 0.0;
+  if (rho > 0.0) {
+    ca = tx / rho;
+    sa = ty / rho;
+  }
+  const double t = sqrt(rho * rho + tz * tz);
+  double xin, xout, pre;
+  if (op == FMM_M2L) {
+    xin = cfrom[3] / t;
+    xout = cto[3] / t;
+    pre = 1.0 / t;
+  } else if (op == FMM_M2M) {
+    xin = cfrom[3] / t;
+    xout = t / cto[3];
+    pre = 1.0;
+  } else {
+    xin = t / cfrom[3];
+    xout = cto[3] / t;
+    pre = 1.0;
+  }
+  double cs[2 * FMM_THREAD_P], pin[FMM_THREAD_P], pout[FMM_THREAD_P];
+  {
+    const double c1 = ca, s1 = -sa;
+    double c = 1.0, s = 0.0, u = 1.0, v = pre;
+    for (int m = 0; m < q; ++m) {
+      cs[2 * m] = c;
+      cs[2 * m + 1] = s;
+      const double cn = c * c1 - s * s1;
+      s = s * c1 + c * s1;
+      c = cn;
+      pin[m] = u;
+      pout[m] = v;
+      u *= xin;
+      v *= xout;
+    }
+  }
+  // a = W(R_z)^T in
+  a[0] = in[0];
+  for (int n = 1; n < q; ++n) {
+    const int c0 = n * n + n;
+    a[c0] = in[c0];
+    for (int k = 1; k <= n; ++k) {
+      const double c = cs[2 * k], s = -cs[2 * k + 1];
+      const double vp = in[c0 + k], vm = in[c0 - k];
+      a[c0 + k] = fma(c, vp, s * vm);
+      a[c0 - k] = fma(c, vm, -s * vp);
+    }
+  }
+  // b = W(R_y)^T a, then a = coaxial(b), then b = W(R_y) a
+  for (int pass = 0; pass < 3; ++pass) {
+    if (pass == 1) {
+      for (int n = 0; n < q; ++n) {
+        for (int m = -n; m <= n; ++m) {
+          const int k = m < 0 ? -m : m;
+          const int d = p - k, r = n - k, cnt = q - k;
+          const double* col = coax + coff[k];
+          int j0 = 0, j1 = cnt;
+          if (op == FMM_M2M) j1 = r + 1;
+          if (op == FMM_L2L) j0 = r;
+          double s = 0.0;
+          for (int j = j0; j < j1; ++j) {
+            const int np = k + j;
+            s = fma(col[j * d + r], b[np * np + np + m] * pin[np], s);
+          }
+          a[n * n + n + m] = s * pout[n];
+        }
+      }
+      continue;
+    }
+    const int transpose = pass == 0;
+    const double* src = a;
+    double* dst = b;
+    dst[0] = src[0];
+    for (int n = 1; n < q; ++n) {
+      const int c0 = n * n + n, e = n + 1;
+      const u32 base = yoff[n];
+      const double* ev = w + base + (transpose ? 0 : e * e);
+      const double* od = w + base + 2 * e * e + (transpose ? 0 : n * n);
+      for (int i = 0; i <= n; ++i) {
+        double s = 0.0;
+        for (int j = 0; j <= n; ++j) s = fma(ev[j * e + i], src[c0 + j], s);
+        dst[c0 + i] = s;
+      }
+      for (int i = 0; i < n; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < n; ++j) s = fma(od[j * n + i], src[c0 - 1 - j], s);
+        dst[c0 - 1 - i] = s;
+      }
+    }
+  }
+  // acc += W(R_z) b
+  acc[0] += b[0];
+  for (int n = 1; n < q; ++n) {
+    const int c0 = n * n + n;
+    acc[c0] += b[c0];
+    for (int k = 1; k <= n; ++k) {
+      const double c = cs[2 * k], s = cs[2 * k + 1];
+      const double vp = b[c0 + k], vm = b[c0 - k];
+      acc[c0 + k] += fma(c, vp, s * vm);
+      acc[c0 - k] += fma(c, vm, -s * vp);
+    }
+  }
+}
+
+// M2L, a thread per translation: block item i is target box targets[i] (as fmm_m2l); P.p <=
+// FMM_THREAD_P. Static shared memory: the block's sums, p^2 doubles.
+__device__ void fmm_m2l_thread_impl(FmmParams P, const u32* targets, const u32* moff, const u32* entries,
+                                    const double* tcent, const double* scent, const double* multipoles,
+                                    double* locals, const double* yrot, const u32* yoff, const double* coax,
+                                    const u32* coff) {
+  __shared__ double sum[FMM_THREAD_P * FMM_THREAD_P];
+  const int p = P.p, p2 = p * p;
+  const u64 bs = (u64)P.nc * p2;
+  const double* op = coax + (u64)FMM_M2L * P.cstride;
+  double a[FMM_THREAD_P * FMM_THREAD_P], b[FMM_THREAD_P * FMM_THREAD_P], acc[FMM_THREAD_P * FMM_THREAD_P];
+  for (u32 it = blockIdx.x; it < P.items; it += gridDim.x) {
+    const u32 tb = targets[it];
+    const u32 e0 = moff[tb], e1 = moff[tb + 1];
+    for (int c = 0; c < P.nc; ++c) {
+      for (int i = 0; i < p2; ++i) acc[i] = 0.0;
+      for (u32 e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+        const u32 sb = entries[3 * e], r = entries[3 * e + 1];
+        const int q = (int)entries[3 * e + 2];
+        fmm_translate_serial(FMM_M2L, p, q, multipoles + sb * bs + c * p2, acc, a, b, scent + 4 * (u64)sb,
+                             tcent + 4 * (u64)tb, yrot + (u64)r * P.rstride, yoff, op, coff);
+      }
+      // the block's sums in shared memory (each thread starting at its own coefficient, so that
+      // the atomics of one moment hit different addresses), then into the box's locals
+      double* out = locals + tb * bs + (u64)c * p2;
+      for (int i = threadIdx.x; i < p2; i += blockDim.x) sum[i] = 0.0;
+      __syncthreads();
+      for (int j = 0; j < p2; ++j) {
+        const int i = ((int)threadIdx.x + j) % p2;
+        if (acc[i] != 0.0) atomicAdd(&sum[i], acc[i]);
+      }
+      __syncthreads();
+      for (int i = threadIdx.x; i < p2; i += blockDim.x) out[i] += sum[i];
+      __syncthreads();
+    }
+  }
+}
+PARKI_EXPORT_SYNC(fmm_m2l_thread,
+                  (FmmParams P, const u32* targets, const u32* moff, const u32* entries, const double* tcent,
+                   const double* scent, const double* multipoles, double* locals, const double* yrot,
+                   const u32* yoff, const double* coax, const u32* coff),
+                  fmm_m2l_thread_impl(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff, coax,
+                                      coff))

@@ -57,15 +57,66 @@ struct FmmArgs {
     origin: [f64; 3],
 }
 
+/// Most order of the thread-per-translation M2L (`FMM_THREAD_P`).
+pub const M2L_THREAD_MAX_ORDER: usize = 16;
+
+/// How M2L runs on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum M2lVariant {
+    /// [`M2lVariant::Thread`] up to order [`M2L_THREAD_MAX_ORDER`], [`M2lVariant::Block`] above.
+    #[default]
+    Auto,
+    /// `fmm_m2l`: a block per target box, each translation by the whole block (its
+    /// coefficients over the threads, five barriers per translation).
+    Block,
+    /// `fmm_m2l_thread`: a block per target box, a thread per translation (its entries over
+    /// the threads, whole translations in each thread's memory), the block's sums by shared
+    /// atomics; orders up to [`M2L_THREAD_MAX_ORDER`].
+    Thread,
+}
+
+impl M2lVariant {
+    /// The variant that runs at order `p`.
+    pub fn resolve(self, p: usize) -> Self {
+        match self {
+            M2lVariant::Auto if p <= M2L_THREAD_MAX_ORDER => M2lVariant::Thread,
+            M2lVariant::Auto => M2lVariant::Block,
+            M2lVariant::Thread if p > M2L_THREAD_MAX_ORDER => M2lVariant::Block,
+            v => v,
+        }
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            M2lVariant::Auto => "auto",
+            M2lVariant::Block => "block",
+            M2lVariant::Thread => "thread",
+        }
+    }
+}
+
 /// The FMM backend on device `D` (a CUDA device, or the host emulator in tests).
 pub struct GpuFmm<D: Device> {
     dev: Arc<D>,
+    m2l: M2lVariant,
 }
 
 impl<D: Device> GpuFmm<D> {
     /// The backend on an open device.
     pub fn new(dev: Arc<D>) -> Self {
-        Self { dev }
+        Self { dev, m2l: M2lVariant::Auto }
+    }
+
+    /// The same backend with M2L by `variant`.
+    pub fn with_m2l(mut self, variant: M2lVariant) -> Self {
+        self.m2l = variant;
+        self
+    }
+
+    /// Another backend on the same device, with M2L by `variant`.
+    pub fn on_the_same_device(&self, variant: M2lVariant) -> Self {
+        Self { dev: self.dev.clone(), m2l: variant }
     }
 
     /// Opens the device of local (node) rank `local_rank` ([`Device::open`]).
@@ -100,7 +151,14 @@ impl<D: Device> GpuFmm<D> {
 impl<D: Device> FmmBackend for GpuFmm<D> {
     fn describe(&self) -> String {
         let i = self.dev.info();
-        format!("{} (device {} of {}), FMM stages on the device, M2L in one launch, f64", i.name, i.ordinal, i.count)
+        format!(
+            "{} (device {} of {}), FMM stages on the device, M2L in one launch ({}: a thread per translation up to \
+             order {M2L_THREAD_MAX_ORDER}, a block above), f64",
+            i.name,
+            i.ordinal,
+            i.count,
+            self.m2l.name()
+        )
     }
 
     fn begin<'a>(&'a self, spec: DeviceFmm<'a>) -> Result<Box<dyn FmmSession + 'a>> {
@@ -122,7 +180,8 @@ impl<D: Device> FmmBackend for GpuFmm<D> {
                 ),
             });
         }
-        Session::new(&self.dev, spec).map(|s| Box::new(s) as Box<dyn FmmSession + 'a>)
+        let m2l = self.m2l.resolve(p);
+        Session::new(&self.dev, spec, m2l).map(|s| Box::new(s) as Box<dyn FmmSession + 'a>)
     }
 }
 
@@ -176,6 +235,7 @@ fn rotation_data(rots: &[&YRotation]) -> Vec<f64> {
 struct Session<'a, D: Device> {
     dev: &'a Arc<D>,
     spec: DeviceFmm<'a>,
+    m2l: M2lVariant,
     p: usize,
     nc: usize,
     /// Doubles per y rotation, per coaxial operator.
@@ -226,7 +286,7 @@ fn launch<D: Device>(dev: &D, name: &str, grid: usize, shared: usize, args: &mut
 }
 
 impl<'a, D: Device> Session<'a, D> {
-    fn new(dev: &'a Arc<D>, spec: DeviceFmm<'a>) -> Result<Self> {
+    fn new(dev: &'a Arc<D>, spec: DeviceFmm<'a>, m2l: M2lVariant) -> Result<Self> {
         let ops = spec.ops;
         let p = ops.p;
         let nc = spec.densities.len();
@@ -264,6 +324,7 @@ impl<'a, D: Device> Session<'a, D> {
         Ok(Self {
             dev,
             spec,
+            m2l,
             p,
             nc,
             rstride,
@@ -429,7 +490,6 @@ impl<D: Device> FmmSession for Session<'_, D> {
         self.offsets.upload(&offsets)?;
         self.entries.upload(&entries)?;
         self.yrots.upload(&rotation_data(&rots))?;
-        let (grid, shared, scratch) = self.translation_launch(targets.len())?;
         let mut a = Args::new();
         a.push(self.args(targets.len()))
             .push(self.index.ptr())
@@ -442,9 +502,14 @@ impl<D: Device> FmmSession for Session<'_, D> {
             .push(self.yrots.ptr())
             .push(self.yoff.ptr())
             .push(self.coax.ptr())
-            .push(self.coff.ptr())
-            .push(scratch);
-        launch(&**self.dev, "fmm_m2l", grid, shared, &mut a)?;
+            .push(self.coff.ptr());
+        if self.m2l == M2lVariant::Thread {
+            launch(&**self.dev, "fmm_m2l_thread", targets.len(), 0, &mut a)?;
+        } else {
+            let (grid, shared, scratch) = self.translation_launch(targets.len())?;
+            a.push(scratch);
+            launch(&**self.dev, "fmm_m2l", grid, shared, &mut a)?;
+        }
         self.dev.synchronize()
     }
 

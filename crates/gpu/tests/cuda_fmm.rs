@@ -12,7 +12,7 @@ use parki_core::timing::StageKind;
 use parki_core::Par;
 use parki_fmm::{evaluate_on, evaluate_stokeslet_on, FmmBackend, FmmParams, FmmStage, FmmStats};
 use parki_gpu::cuda::{driver_available, CudaDevice};
-use parki_gpu::GpuFmm;
+use parki_gpu::{GpuFmm, M2lVariant};
 use parki_reference::generate::Cloud;
 
 fn device() -> Option<GpuFmm<CudaDevice>> {
@@ -110,21 +110,28 @@ fn device_equals_the_host() {
 #[test]
 fn one_million_points_at_order_8() {
     let Some(gpu) = device() else { return };
-    let dev = &gpu as &dyn FmmBackend;
     let par = Par::with_threads(rayon::current_num_threads());
     let sources = Cloud::Uniform.points(81, 0..1_000_000);
     let q = charges(sources.len(), 82);
-    for leaf in [32, 64, 128, 256, 512] {
+    for (variant, leaf) in [32, 64, 128, 256, 512]
+        .iter()
+        .map(|&l| (M2lVariant::Thread, l))
+        .chain([(M2lVariant::Block, 64), (M2lVariant::Block, 256)])
+    {
+        let gpu = gpu.on_the_same_device(variant);
+        let dev = &gpu as &dyn FmmBackend;
         let p = FmmParams::new(8, Some(leaf));
         for rep in 0..3 {
             let out = evaluate_on(&sources, &q, None, &p, Isa::detect(), par, Some(dev)).unwrap();
             let s = &out.stats;
-            let compute: f64 = [FmmStage::P2M, FmmStage::M2M, FmmStage::M2L, FmmStage::L2L, FmmStage::L2P, FmmStage::P2P]
-                .iter()
-                .map(|&st| s.times.get(st))
-                .sum();
+            let compute: f64 =
+                [FmmStage::P2M, FmmStage::M2M, FmmStage::M2L, FmmStage::L2L, FmmStage::L2P, FmmStage::P2P]
+                    .iter()
+                    .map(|&st| s.times.get(st))
+                    .sum();
             println!(
-                "1e6 p 8 leaf {leaf} rep {rep}: total {:.4} s, device stages {compute:.4} s, {} M2L, {:.3e} P2P pairs ({})",
+                "1e6 p 8 M2L {} leaf {leaf} rep {rep}: total {:.4} s, device stages {compute:.4} s, {} M2L, {:.3e} P2P pairs ({})",
+                variant.name(),
                 s.times.total(),
                 s.m2l,
                 s.p2p[1] as f64,

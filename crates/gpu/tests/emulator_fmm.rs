@@ -1,5 +1,6 @@
 //! The FMM's device path (`GpuFmm`, kernels/fmm.cu) on the host emulator against the host FMM:
-//! Laplace potential and gradient on uniform, Gaussian, Plummer and sphere-shell points, targets
+//! Laplace potential and gradient on uniform, Gaussian, Plummer and sphere-shell points (M2L a
+//! thread per translation, and on the uniform cube a block per translation too), targets
 //! apart from the sources and the sources as targets, at orders 6, 8, 12 and 58 (the last with the
 //! translations' work vectors in global scratch instead of shared memory); the potential alone;
 //! the Stokeslet; and over 2 and 3 MPI ranks (the locally essential tree's remote multipoles and
@@ -16,7 +17,7 @@ use parki_fmm::{
     evaluate_distributed_on, evaluate_on, evaluate_stokeslet_distributed_on, evaluate_stokeslet_on, FmmBackend,
     FmmParams, FmmStats,
 };
-use parki_gpu::{Emulator, GpuFmm};
+use parki_gpu::{Emulator, GpuFmm, M2lVariant};
 use parki_reference::generate::Cloud;
 
 /// `sqrt(sum |a - b|^2 / sum |b|^2)`.
@@ -58,6 +59,7 @@ fn same_work(host: &FmmStats, device: &FmmStats) {
 fn laplace_device_equals_the_host() {
     let gpu = GpuFmm::<Emulator>::open(0).unwrap();
     let dev = &gpu as &dyn FmmBackend;
+    let block = GpuFmm::<Emulator>::open(0).unwrap().with_m2l(M2lVariant::Block);
     let mut worst: f64 = 0.0;
     for cloud in [Cloud::Uniform, Cloud::Gaussian, Cloud::Plummer, Cloud::Shell] {
         let sources = cloud.points(61, 0..2000);
@@ -70,6 +72,13 @@ fn laplace_device_equals_the_host() {
                 let host = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, None).unwrap();
                 let device = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, Some(dev)).unwrap();
                 same_work(&host.stats, &device.stats);
+                // the block-per-translation M2L too, on the uniform cube
+                if cloud == Cloud::Uniform {
+                    let d = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, Some(&block)).unwrap();
+                    let db = rel_l2(&d.potential, &host.potential);
+                    println!("{:>8} p {order:>2} {label:>18}: M2L by blocks, potential {db:.2e}", cloud.name());
+                    assert!(db <= 1e-13, "M2L by blocks: {db:e}");
+                }
                 assert!(host.stats.m2l > 0 && host.stats.p2p[1] > 0, "both fields present");
                 let dp = rel_l2(&device.potential, &host.potential);
                 let g = |v: &[[f64; 3]]| -> Vec<f64> { v.iter().flatten().copied().collect() };
