@@ -13,10 +13,12 @@
 //   (L2L: its parent's local into it), one launch per level.
 // - fmm_m2l: a block per target box, its M2L entries one after the other (no atomics; every
 //   target's sum is the block's): rotate t onto +z (z then y), coaxial S|R, rotate back.
-// - fmm_l2p: a thread per target (a block per piece of a leaf): potential and gradient from the
+// - fmm_l2p: a thread per target (flat over the targets): potential and gradient from the
 //   leaf's local expansion, the gradient by the paper's sparse differentiation (§3.4) in gather
 //   form; the Stokeslet's four harmonic potentials combined as parki_fmm's L2P.
-// - fmm_p2p: a thread per target, the sources of the leaf's near list staged in shared memory.
+// - fmm_p2p: a thread per target, a block per piece of a leaf, the sources of the leaf's near
+//   list staged in shared memory; fmm_p2p_global: a thread per target (flat), the sources read
+//   from global memory (for small leaves).
 //
 // The translations (M2M, M2L, L2L) run on two block-visible work vectors of p^2 doubles: in
 // dynamic shared memory when they fit (the host passes scratch = 0), else in global scratch at
@@ -430,21 +432,20 @@ __device__ void fmm_local_at(const double* local, const double* l2p, int p, doub
   out[3] = gz;
 }
 
-// L2P: block item i is a piece (leaf box, begin, end: 3 u32) of at most blockDim.x targets, a
-// thread per target; values (4 per target, tree order) written: Laplace [phi, grad phi]
-// (gradient zero unless asked), Stokeslet u_i = sum_k (phi_k - (y - c)_k d_i phi_k) + d_i psi
-// with the four harmonic potentials phi_0..2 and psi (parki_fmm::evaluate's L2P).
-__device__ void fmm_l2p_impl(FmmParams P, const u32* pieces, const double* cent, const double* x, const double* y,
+// L2P: a thread per target j < P.items (grid-stride), its leaf box tleaf[j]; values (4 per
+// target, tree order) written: Laplace [phi, grad phi] (gradient zero unless asked), Stokeslet
+// u_i = sum_k (phi_k - (y - c)_k d_i phi_k) + d_i psi with the four harmonic potentials phi_0..2
+// and psi (parki_fmm::evaluate's L2P). Flat over the targets, so small leaves fill the blocks.
+__device__ void fmm_l2p_impl(FmmParams P, const u32* tleaf, const double* cent, const double* x, const double* y,
                              const double* z, const double* locals, const double* l2p, double* values) {
   const int p = P.p, p2 = p * p;
   const u64 bs = (u64)P.nc * p2;
-  for (u32 it = blockIdx.x; it < P.items; it += gridDim.x) {
-    const u32 lb = pieces[3 * it], j = pieces[3 * it + 1] + threadIdx.x;
-    if (j >= pieces[3 * it + 2]) continue;
+  for (u64 j = global_thread(); j < P.items; j += (u64)gridDim.x * blockDim.x) {
+    const u32 lb = tleaf[j];
     const double* c = cent + 4 * (u64)lb;
     const double h = c[3], inv = 1.0 / h;
     const double ux = (x[j] - c[0]) * inv, uy = (y[j] - c[1]) * inv, uz = (z[j] - c[2]) * inv;
-    double* out = values + 4 * (u64)j;
+    double* out = values + 4 * j;
     const double* local = locals + lb * bs;
     double r[4];
     if (P.kernel == 0) {
@@ -474,9 +475,69 @@ __device__ void fmm_l2p_impl(FmmParams P, const u32* pieces, const double* cent,
   }
 }
 PARKI_EXPORT(fmm_l2p,
-             (FmmParams P, const u32* pieces, const double* cent, const double* x, const double* y, const double* z,
+             (FmmParams P, const u32* tleaf, const double* cent, const double* x, const double* y, const double* z,
               const double* locals, const double* l2p, double* values),
-             fmm_l2p_impl(P, pieces, cent, x, y, z, locals, l2p, values))
+             fmm_l2p_impl(P, tleaf, cent, x, y, z, locals, l2p, values))
+
+// One source's contribution to a target's accumulators (d = y - x): Laplace phi += q / r,
+// grad += -q d / r^3; Stokeslet u += f / r + (f . d) d / r^3; nothing at r = 0.
+__device__ __forceinline__ void fmm_pair(bool stokes, double dx, double dy, double dz, double q0, double q1,
+                                         double q2, double* acc) {
+  const double r2 = fma(dx, dx, fma(dy, dy, dz * dz));
+  if (r2 == 0.0) return;
+  const double ri = 1.0 / sqrt(r2);
+  if (!stokes) {
+    const double qr = q0 * ri;
+    acc[0] += qr;
+    const double w = -qr * ri * ri;
+    acc[1] = fma(w, dx, acc[1]);
+    acc[2] = fma(w, dy, acc[2]);
+    acc[3] = fma(w, dz, acc[3]);
+  } else {
+    const double fd = fma(q0, dx, fma(q1, dy, q2 * dz)) * ri * ri * ri;
+    acc[0] += fma(q0, ri, fd * dx);
+    acc[1] += fma(q1, ri, fd * dy);
+    acc[2] += fma(q2, ri, fd * dz);
+  }
+}
+
+// Adds a target's near-field sums into its values (the gradient only when asked).
+__device__ __forceinline__ void fmm_add_near(const FmmParams& P, const double* acc, double* out) {
+  out[0] += acc[0];
+  if (P.kernel != 0 || P.gradient) {
+    out[1] += acc[1];
+    out[2] += acc[2];
+    out[3] += P.kernel != 0 ? 0.0 : acc[3];
+  }
+}
+
+// P2P, a thread per target j < P.items (grid-stride), sources read from global memory (the
+// threads of a leaf read the same source at once): the leaf tleaf[j]'s near list
+// poff[leaf]..poff[leaf + 1] of `near` (source leaves of the side, particles
+// sspan[4 s]..sspan[4 s + 1]). For small leaves, where a block per leaf would idle.
+__device__ void fmm_p2p_global_impl(FmmParams P, const u32* tleaf, const u32* poff, const u32* near,
+                                    const u32* sspan, const double* tx, const double* ty, const double* tz,
+                                    const double* sx, const double* sy, const double* sz, const double* q0,
+                                    const double* q1, const double* q2, double* values) {
+  const bool stokes = P.kernel != 0;
+  for (u64 j = global_thread(); j < P.items; j += (u64)gridDim.x * blockDim.x) {
+    const u32 lb = tleaf[j];
+    const double yx = tx[j], yy = ty[j], yz = tz[j];
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    for (u32 e = poff[lb]; e < poff[lb + 1]; ++e) {
+      const u32 sb = near[e];
+      for (u32 k = sspan[4 * sb]; k < sspan[4 * sb + 1]; ++k)
+        fmm_pair(stokes, yx - sx[k], yy - sy[k], yz - sz[k], q0[k], stokes ? q1[k] : 0.0, stokes ? q2[k] : 0.0,
+                 acc);
+    }
+    fmm_add_near(P, acc, values + 4 * j);
+  }
+}
+PARKI_EXPORT(fmm_p2p_global,
+             (FmmParams P, const u32* tleaf, const u32* poff, const u32* near, const u32* sspan, const double* tx,
+              const double* ty, const double* tz, const double* sx, const double* sy, const double* sz,
+              const double* q0, const double* q1, const double* q2, double* values),
+             fmm_p2p_global_impl(P, tleaf, poff, near, sspan, tx, ty, tz, sx, sy, sz, q0, q1, q2, values))
 
 // P2P: block item i is a piece (leaf box, begin, end) of at most blockDim.x targets, a thread per
 // target; the leaf's near list poff[leaf]..poff[leaf + 1] of `near` (source leaves of the side,
@@ -493,7 +554,7 @@ __device__ void fmm_p2p_impl(FmmParams P, const u32* pieces, const u32* poff, co
     const u32 lb = pieces[3 * it], j = pieces[3 * it + 1] + threadIdx.x;
     const bool active = j < pieces[3 * it + 2];
     const double yx = active ? tx[j] : 0.0, yy = active ? ty[j] : 0.0, yz = active ? tz[j] : 0.0;
-    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
     for (u32 e = poff[lb]; e < poff[lb + 1]; ++e) {
       const u32 sb = near[e];
       const u32 b0 = sspan[4 * sb], b1 = sspan[4 * sb + 1];
@@ -506,51 +567,16 @@ __device__ void fmm_p2p_impl(FmmParams P, const u32* pieces, const u32* poff, co
           s[1][threadIdx.x] = sy[k];
           s[2][threadIdx.x] = sz[k];
           s[3][threadIdx.x] = q0[k];
-          if (stokes) {
-            s[4][threadIdx.x] = q1[k];
-            s[5][threadIdx.x] = q2[k];
-          }
+          s[4][threadIdx.x] = stokes ? q1[k] : 0.0;
+          s[5][threadIdx.x] = stokes ? q2[k] : 0.0;
         }
         __syncthreads();
-        if (active) {
-          for (u32 l = 0; l < len; ++l) {
-            const double dx = yx - s[0][l], dy = yy - s[1][l], dz = yz - s[2][l];
-            const double r2 = fma(dx, dx, fma(dy, dy, dz * dz));
-            if (r2 == 0.0) continue;
-            const double ri = 1.0 / sqrt(r2);
-            if (!stokes) {
-              const double qr = s[3][l] * ri;
-              a0 += qr;
-              const double w = -qr * ri * ri;
-              a1 = fma(w, dx, a1);
-              a2 = fma(w, dy, a2);
-              a3 = fma(w, dz, a3);
-            } else {
-              const double fx = s[3][l], fy = s[4][l], fz = s[5][l];
-              const double fd = fma(fx, dx, fma(fy, dy, fz * dz)) * ri * ri * ri;
-              a0 += fma(fx, ri, fd * dx);
-              a1 += fma(fy, ri, fd * dy);
-              a2 += fma(fz, ri, fd * dz);
-            }
-          }
-        }
+        if (active)
+          for (u32 l = 0; l < len; ++l)
+            fmm_pair(stokes, yx - s[0][l], yy - s[1][l], yz - s[2][l], s[3][l], s[4][l], s[5][l], acc);
       }
     }
-    if (active) {
-      double* out = values + 4 * (u64)j;
-      if (!stokes) {
-        out[0] += a0;
-        if (P.gradient) {
-          out[1] += a1;
-          out[2] += a2;
-          out[3] += a3;
-        }
-      } else {
-        out[0] += a0;
-        out[1] += a1;
-        out[2] += a2;
-      }
-    }
+    if (active) fmm_add_near(P, acc, values + 4 * (u64)j);
   }
 }
 PARKI_EXPORT_SYNC(fmm_p2p,

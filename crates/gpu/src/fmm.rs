@@ -11,8 +11,9 @@
 //! - `fmm_m2l`, one launch for every M2L translation: a block per target box, its entries one
 //!   after the other, so no atomics and a deterministic sum;
 //! - `fmm_l2l` once per level from the top (a block per box);
-//! - `fmm_l2p` and `fmm_p2p` over pieces of at most [`BLOCK`] targets of each target leaf;
-//!   the values cross the bus once.
+//! - `fmm_l2p` a thread per target; `fmm_p2p` a block per piece of at most [`BLOCK`] targets
+//!   of a leaf (sources staged in shared memory) or `fmm_p2p_global` a thread per target
+//!   ([`P2pVariant`]); the values cross the bus once.
 //!
 //! Each stage waits for the device before it returns, so that the per-stage times of the report
 //! are the device's. The host keeps the trees, the traversal and the locally essential tree
@@ -96,16 +97,56 @@ impl M2lVariant {
     }
 }
 
+/// Mean targets per target leaf below which [`P2pVariant::Auto`] takes
+/// [`P2pVariant::Global`] (a block of [`BLOCK`] threads per piece of a leaf would idle).
+pub const P2P_GLOBAL_BELOW: usize = 64;
+
+/// How P2P runs on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum P2pVariant {
+    /// [`P2pVariant::Global`] when the target leaves hold fewer than [`P2P_GLOBAL_BELOW`]
+    /// points on average, else [`P2pVariant::Shared`].
+    #[default]
+    Auto,
+    /// `fmm_p2p`: a block per piece of at most 128 targets of a leaf, the near list's sources
+    /// staged through shared memory.
+    Shared,
+    /// `fmm_p2p_global`: a thread per target over all targets, the sources read from global
+    /// memory (the threads of one leaf read the same source at once).
+    Global,
+}
+
+impl P2pVariant {
+    /// The variant for target leaves of `mean` points on average.
+    pub fn resolve(self, mean: f64) -> Self {
+        match self {
+            P2pVariant::Auto if mean < P2P_GLOBAL_BELOW as f64 => P2pVariant::Global,
+            P2pVariant::Auto => P2pVariant::Shared,
+            v => v,
+        }
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            P2pVariant::Auto => "auto",
+            P2pVariant::Shared => "shared",
+            P2pVariant::Global => "global",
+        }
+    }
+}
+
 /// The FMM backend on device `D` (a CUDA device, or the host emulator in tests).
 pub struct GpuFmm<D: Device> {
     dev: Arc<D>,
     m2l: M2lVariant,
+    p2p: P2pVariant,
 }
 
 impl<D: Device> GpuFmm<D> {
     /// The backend on an open device.
     pub fn new(dev: Arc<D>) -> Self {
-        Self { dev, m2l: M2lVariant::Auto }
+        Self { dev, m2l: M2lVariant::Auto, p2p: P2pVariant::Auto }
     }
 
     /// The same backend with M2L by `variant`.
@@ -114,9 +155,15 @@ impl<D: Device> GpuFmm<D> {
         self
     }
 
-    /// Another backend on the same device, with M2L by `variant`.
-    pub fn on_the_same_device(&self, variant: M2lVariant) -> Self {
-        Self { dev: self.dev.clone(), m2l: variant }
+    /// The same backend with P2P by `variant`.
+    pub fn with_p2p(mut self, variant: P2pVariant) -> Self {
+        self.p2p = variant;
+        self
+    }
+
+    /// Another backend on the same device, with the default variants.
+    pub fn on_the_same_device(&self) -> Self {
+        Self::new(self.dev.clone())
     }
 
     /// Opens the device of local (node) rank `local_rank` ([`Device::open`]).
@@ -153,11 +200,13 @@ impl<D: Device> FmmBackend for GpuFmm<D> {
         let i = self.dev.info();
         format!(
             "{} (device {} of {}), FMM stages on the device, M2L in one launch ({}: a thread per translation up to \
-             order {M2L_THREAD_MAX_ORDER}, a block above), f64",
+             order {M2L_THREAD_MAX_ORDER}, a block above), P2P {} (auto: a thread per target below {P2P_GLOBAL_BELOW} \
+             per leaf, a block per leaf above), f64",
             i.name,
             i.ordinal,
             i.count,
-            self.m2l.name()
+            self.m2l.name(),
+            self.p2p.name()
         )
     }
 
@@ -181,7 +230,9 @@ impl<D: Device> FmmBackend for GpuFmm<D> {
             });
         }
         let m2l = self.m2l.resolve(p);
-        Session::new(&self.dev, spec, m2l).map(|s| Box::new(s) as Box<dyn FmmSession + 'a>)
+        let leaves = trg.boxes.iter().filter(|b| b.is_leaf()).count().max(1);
+        let p2p = self.p2p.resolve(trg.points.len() as f64 / leaves as f64);
+        Session::new(&self.dev, spec, m2l, p2p).map(|s| Box::new(s) as Box<dyn FmmSession + 'a>)
     }
 }
 
@@ -236,6 +287,7 @@ struct Session<'a, D: Device> {
     dev: &'a Arc<D>,
     spec: DeviceFmm<'a>,
     m2l: M2lVariant,
+    p2p: P2pVariant,
     p: usize,
     nc: usize,
     /// Doubles per y rotation, per coaxial operator.
@@ -257,6 +309,8 @@ struct Session<'a, D: Device> {
     // the target tree
     tcent: DeviceBuffer<D>,
     tparent: DeviceBuffer<D>,
+    /// The leaf box of every target (tree order).
+    tleaf: DeviceBuffer<D>,
     tpoints: [DeviceBuffer<D>; 3],
     locals: DeviceBuffer<D>,
     values: DeviceBuffer<D>,
@@ -286,7 +340,7 @@ fn launch<D: Device>(dev: &D, name: &str, grid: usize, shared: usize, args: &mut
 }
 
 impl<'a, D: Device> Session<'a, D> {
-    fn new(dev: &'a Arc<D>, spec: DeviceFmm<'a>, m2l: M2lVariant) -> Result<Self> {
+    fn new(dev: &'a Arc<D>, spec: DeviceFmm<'a>, m2l: M2lVariant, p2p: P2pVariant) -> Result<Self> {
         let ops = spec.ops;
         let p = ops.p;
         let nc = spec.densities.len();
@@ -309,6 +363,12 @@ impl<'a, D: Device> Session<'a, D> {
         let (sc, ss) = describe_boxes(&src.cube, &src.boxes);
         let (tc, _) = describe_boxes(&trg.cube, &trg.boxes);
         let tparent: Vec<u32> = trg.boxes.iter().map(|b| b.parent).collect();
+        let mut tleaf = vec![0u32; trg.points.len()];
+        for (i, b) in trg.boxes.iter().enumerate() {
+            if b.is_leaf() {
+                tleaf[b.begin..b.end].fill(i as u32);
+            }
+        }
         let axis = |pts: &[[f64; 3]], a: usize| -> Vec<f64> { pts.iter().map(|x| x[a]).collect() };
         let mut dens = Vec::with_capacity(nc * src.points.len());
         for d in spec.densities {
@@ -325,6 +385,7 @@ impl<'a, D: Device> Session<'a, D> {
             dev,
             spec,
             m2l,
+            p2p,
             p,
             nc,
             rstride,
@@ -346,6 +407,7 @@ impl<'a, D: Device> Session<'a, D> {
             multipoles,
             tcent: upload(dev, &tc, "FMM target boxes")?,
             tparent: upload(dev, &tparent, "FMM target boxes")?,
+            tleaf: upload(dev, &tleaf, "FMM target leaves")?,
             tpoints: [
                 upload(dev, &axis(&trg.points, 0), "FMM targets")?,
                 upload(dev, &axis(&trg.points, 1), "FMM targets")?,
@@ -540,11 +602,10 @@ impl<D: Device> FmmSession for Session<'_, D> {
     }
 
     fn l2p(&mut self) -> Result<()> {
-        let pieces = leaf_pieces(self.spec.targets);
-        self.index.upload(&pieces)?;
+        let nt = self.spec.targets.points.len();
         let mut a = Args::new();
-        a.push(self.args(pieces.len()))
-            .push(self.index.ptr())
+        a.push(self.args(nt))
+            .push(self.tleaf.ptr())
             .push(self.tcent.ptr())
             .push(self.tpoints[0].ptr())
             .push(self.tpoints[1].ptr())
@@ -552,7 +613,7 @@ impl<D: Device> FmmSession for Session<'_, D> {
             .push(self.locals.ptr())
             .push(self.l2p_w.ptr())
             .push(self.values.ptr());
-        launch(&**self.dev, "fmm_l2p", pieces.len(), 0, &mut a)?;
+        launch(&**self.dev, "fmm_l2p", nt.div_ceil(BLOCK as usize), 0, &mut a)?;
         self.dev.synchronize()
     }
 
@@ -590,14 +651,24 @@ impl<D: Device> FmmSession for Session<'_, D> {
         for k in want..3 {
             q[k] = q[0];
         }
-        let pieces = leaf_pieces(trg);
         let offsets: Vec<u32> = lists.p2p_offsets.iter().map(|&o| o as u32).collect();
-        self.index.upload(&pieces)?;
         self.offsets.upload(&offsets)?;
         self.entries.upload(&lists.p2p)?;
+        let (name, items, grid) = match self.p2p {
+            P2pVariant::Global => {
+                let nt = trg.points.len();
+                ("fmm_p2p_global", nt, nt.div_ceil(BLOCK as usize))
+            }
+            _ => {
+                let pieces = leaf_pieces(trg);
+                self.index.upload(&pieces)?;
+                ("fmm_p2p", pieces.len(), pieces.len())
+            }
+        };
+        let items_at = if self.p2p == P2pVariant::Global { self.tleaf.ptr() } else { self.index.ptr() };
         let mut a = Args::new();
-        a.push(self.args(pieces.len()))
-            .push(self.index.ptr())
+        a.push(self.args(items))
+            .push(items_at)
             .push(self.offsets.ptr())
             .push(self.entries.ptr())
             .push(sspan)
@@ -611,7 +682,7 @@ impl<D: Device> FmmSession for Session<'_, D> {
             .push(q[1])
             .push(q[2])
             .push(self.values.ptr());
-        launch(&**self.dev, "fmm_p2p", pieces.len(), 0, &mut a)?;
+        launch(&**self.dev, name, grid, 0, &mut a)?;
         self.dev.synchronize()
     }
 

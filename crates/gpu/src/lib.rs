@@ -34,5 +34,5 @@ mod treecode;
 pub use backend::{DeviceSpread, GpuBackend};
 pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer, PinnedBuffer};
 pub use emulator::{has_entry_point, EmuFft, Emulator};
-pub use fmm::{GpuFmm, M2lVariant, M2L_THREAD_MAX_ORDER};
+pub use fmm::{GpuFmm, M2lVariant, P2pVariant, M2L_THREAD_MAX_ORDER, P2P_GLOBAL_BELOW};
 pub use treecode::GpuTreecode;

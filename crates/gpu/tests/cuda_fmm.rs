@@ -12,7 +12,7 @@ use parki_core::timing::StageKind;
 use parki_core::Par;
 use parki_fmm::{evaluate_on, evaluate_stokeslet_on, FmmBackend, FmmParams, FmmStage, FmmStats};
 use parki_gpu::cuda::{driver_available, CudaDevice};
-use parki_gpu::{GpuFmm, M2lVariant};
+use parki_gpu::{GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
 
 fn device() -> Option<GpuFmm<CudaDevice>> {
@@ -106,19 +106,21 @@ fn device_equals_the_host() {
 }
 
 /// The seed's case: 1e6 uniform points with the gradient at p = 8, leaves of 32 .. 512 points,
-/// three evaluations each (the first pays the device's first launches).
+/// and the M2L and P2P variants side by side, three evaluations each (the first pays the
+/// device's first launches).
 #[test]
 fn one_million_points_at_order_8() {
     let Some(gpu) = device() else { return };
     let par = Par::with_threads(rayon::current_num_threads());
     let sources = Cloud::Uniform.points(81, 0..1_000_000);
     let q = charges(sources.len(), 82);
-    for (variant, leaf) in [32, 64, 128, 256, 512]
-        .iter()
-        .map(|&l| (M2lVariant::Thread, l))
-        .chain([(M2lVariant::Block, 64), (M2lVariant::Block, 256)])
-    {
-        let gpu = gpu.on_the_same_device(variant);
+    let cases = [32, 64, 128, 256, 512].iter().map(|&l| (M2lVariant::Thread, P2pVariant::Auto, l)).chain([
+        (M2lVariant::Block, P2pVariant::Auto, 64),
+        (M2lVariant::Thread, P2pVariant::Shared, 64),
+        (M2lVariant::Thread, P2pVariant::Global, 256),
+    ]);
+    for (variant, near, leaf) in cases {
+        let gpu = gpu.on_the_same_device().with_m2l(variant).with_p2p(near);
         let dev = &gpu as &dyn FmmBackend;
         let p = FmmParams::new(8, Some(leaf));
         for rep in 0..3 {
@@ -130,8 +132,9 @@ fn one_million_points_at_order_8() {
                     .map(|&st| s.times.get(st))
                     .sum();
             println!(
-                "1e6 p 8 M2L {} leaf {leaf} rep {rep}: total {:.4} s, device stages {compute:.4} s, {} M2L, {:.3e} P2P pairs ({})",
+                "1e6 p 8 M2L {} P2P {} leaf {leaf} rep {rep}: total {:.4} s, device stages {compute:.4} s, {} M2L, {:.3e} P2P pairs ({})",
                 variant.name(),
+                near.name(),
                 s.times.total(),
                 s.m2l,
                 s.p2p[1] as f64,

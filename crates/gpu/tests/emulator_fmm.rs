@@ -17,7 +17,7 @@ use parki_fmm::{
     evaluate_distributed_on, evaluate_on, evaluate_stokeslet_distributed_on, evaluate_stokeslet_on, FmmBackend,
     FmmParams, FmmStats,
 };
-use parki_gpu::{Emulator, GpuFmm, M2lVariant};
+use parki_gpu::{Emulator, GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
 
 /// `sqrt(sum |a - b|^2 / sum |b|^2)`.
@@ -59,7 +59,8 @@ fn same_work(host: &FmmStats, device: &FmmStats) {
 fn laplace_device_equals_the_host() {
     let gpu = GpuFmm::<Emulator>::open(0).unwrap();
     let dev = &gpu as &dyn FmmBackend;
-    let block = GpuFmm::<Emulator>::open(0).unwrap().with_m2l(M2lVariant::Block);
+    // the other variants: M2L by blocks, and P2P by blocks (leaves of 40 take global by default)
+    let block = GpuFmm::<Emulator>::open(0).unwrap().with_m2l(M2lVariant::Block).with_p2p(P2pVariant::Shared);
     let mut worst: f64 = 0.0;
     for cloud in [Cloud::Uniform, Cloud::Gaussian, Cloud::Plummer, Cloud::Shell] {
         let sources = cloud.points(61, 0..2000);
@@ -76,7 +77,7 @@ fn laplace_device_equals_the_host() {
                 if cloud == Cloud::Uniform {
                     let d = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, Some(&block)).unwrap();
                     let db = rel_l2(&d.potential, &host.potential);
-                    println!("{:>8} p {order:>2} {label:>18}: M2L by blocks, potential {db:.2e}", cloud.name());
+                    println!("{:>8} p {order:>2} {label:>18}: M2L and P2P by blocks, potential {db:.2e}", cloud.name());
                     assert!(db <= 1e-13, "M2L by blocks: {db:e}");
                 }
                 assert!(host.stats.m2l > 0 && host.stats.p2p[1] > 0, "both fields present");
