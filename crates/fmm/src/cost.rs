@@ -15,7 +15,8 @@
 //!   M2M and L2L (`p^3`).
 //!
 //! The unit costs are per thread ([`CostModel::cpu`], measured on the machine of
-//! docs/fmm.md; [`CostModel::measure`] measures them where the code runs).
+//! docs/fmm.md; [`CostModel::measure`] measures them where the code runs), or per device
+//! ([`CostModel::fit`] from a device's measured stage times).
 
 use std::time::Instant;
 
@@ -277,6 +278,81 @@ impl CostModel {
     }
 }
 
+/// One measured evaluation for [`CostModel::fit`]: its order, work counts and stage times (a
+/// Laplace evaluation with the gradient, f64).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostSample {
+    /// Expansion order.
+    pub p: usize,
+    /// Source points (P2M) plus target points (L2P).
+    pub points: usize,
+    /// Source plus target boxes (M2M, L2L).
+    pub boxes: usize,
+    /// M2L translations and their mean `q^3 / p^3` (eq. (24)).
+    pub m2l: (usize, f64),
+    /// P2P pairs.
+    pub pairs: u64,
+    /// Seconds of P2P, M2L, P2M plus L2P, and M2M plus L2L.
+    pub times: [f64; 4],
+}
+
+impl CostModel {
+    /// The unit costs that fit measured evaluations (a device's: `samples` from its stage
+    /// times; one "thread" is then the whole device), least squares through the origin per
+    /// term: the pair time from the P2P times against the pairs; the translation's
+    /// `a p^3 + b p^2` from the M2L and the M2M plus L2L times against the translations at their
+    /// orders (two or more orders make the two terms separable; with one order the `p^2` term
+    /// takes it all); the expansion time from P2M plus L2P against points times `p^2`. The
+    /// potential-only and Stokeslet pair times keep `reference`'s ratios to its pair time, the
+    /// f32 pair time is the f64 one (a device runs f64), and the rotations (made on the host)
+    /// are `reference`'s.
+    pub fn fit(samples: &[CostSample], reference: &CostModel) -> Self {
+        let mut pp = (0.0, 0.0);
+        let mut ex = (0.0, 0.0);
+        // normal equations of t = a x + b y
+        let (mut sxx, mut sxy, mut syy, mut stx, mut sty) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for s in samples {
+            let pf = s.p as f64;
+            pp.0 += s.times[0] * s.pairs as f64;
+            pp.1 += (s.pairs as f64).powi(2);
+            let e = s.points as f64 * pf * pf;
+            ex.0 += s.times[2] * e;
+            ex.1 += e * e;
+            let m = s.m2l.0 as f64 * s.m2l.1 + s.boxes as f64;
+            let (x, y, t) = (m * pf.powi(3), m * pf * pf, s.times[1] + s.times[3]);
+            sxx += x * x;
+            sxy += x * y;
+            syy += y * y;
+            stx += t * x;
+            sty += t * y;
+        }
+        let ratio = |v: f64| if v.is_finite() { v } else { 0.0 };
+        let p2p_pair = ratio(pp.0 / pp.1);
+        let expansion = ratio(ex.0 / ex.1);
+        let det = sxx * syy - sxy * sxy;
+        let (mut a, mut b) = if det.abs() > 1e-12 * sxx * syy {
+            ((stx * syy - sty * sxy) / det, (sty * sxx - stx * sxy) / det)
+        } else {
+            (0.0, ratio(sty / syy))
+        };
+        if a < 0.0 || b < 0.0 {
+            // one term alone where the two-term fit is not physical
+            (a, b) = if a < 0.0 { (0.0, ratio(sty / syy)) } else { (ratio(stx / sxx), 0.0) };
+        }
+        let scale = |v: f64| v * p2p_pair / reference.p2p_pair;
+        Self {
+            p2p_pair,
+            p2p_pair_potential: scale(reference.p2p_pair_potential),
+            p2p_pair_f32: p2p_pair,
+            p2p_pair_stokeslet: scale(reference.p2p_pair_stokeslet),
+            translation_p3: a,
+            translation_p2: b,
+            expansion,
+            rotation_p4: reference.rotation_p4,
+        }
+    }
+}
+
 /// An evaluation's estimated seconds by stage group.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageEstimate {
@@ -304,4 +380,48 @@ pub fn best_leaf(estimates: &[(usize, f64)]) -> usize {
         }
     }
     best.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fit` recovers the constants that made the samples' times.
+    #[test]
+    fn fit_recovers_the_constants() {
+        let truth = CostModel {
+            p2p_pair: 2e-12,
+            p2p_pair_potential: 1e-12,
+            p2p_pair_f32: 2e-12,
+            p2p_pair_stokeslet: 3e-12,
+            translation_p3: 5e-13,
+            translation_p2: 3e-11,
+            expansion: 4e-13,
+            rotation_p4: CostModel::cpu().rotation_p4,
+        };
+        let reference =
+            CostModel { p2p_pair: 1.0, p2p_pair_potential: 0.5, p2p_pair_stokeslet: 1.5, ..CostModel::cpu() };
+        let mut samples = Vec::new();
+        for (p, leaf) in [(8usize, 32usize), (8, 128), (16, 64), (24, 256)] {
+            let (points, boxes, m2l, work, pairs) =
+                (2_000_000, 80_000 / leaf * 8, 119 * 80_000 / leaf, 0.7, 27 * 1_000_000 * leaf as u64);
+            let m = m2l as f64 * work + boxes as f64;
+            let pf = p as f64;
+            let t = [
+                truth.p2p_pair * pairs as f64,
+                m * (truth.translation_p3 * pf.powi(3) + truth.translation_p2 * pf * pf) * 0.9,
+                truth.expansion * points as f64 * pf * pf,
+                m * (truth.translation_p3 * pf.powi(3) + truth.translation_p2 * pf * pf) * 0.1,
+            ];
+            samples.push(CostSample { p, points, boxes, m2l: (m2l, work), pairs, times: t });
+        }
+        let fit = CostModel::fit(&samples, &reference);
+        let close = |a: f64, b: f64| ((a - b) / b).abs() < 1e-9;
+        assert!(close(fit.p2p_pair, truth.p2p_pair), "{fit:?}");
+        assert!(close(fit.translation_p3, truth.translation_p3), "{fit:?}");
+        assert!(close(fit.translation_p2, truth.translation_p2), "{fit:?}");
+        assert!(close(fit.expansion, truth.expansion), "{fit:?}");
+        assert!(close(fit.p2p_pair_potential, truth.p2p_pair_potential), "{fit:?}");
+        assert!(close(fit.p2p_pair_stokeslet, truth.p2p_pair_stokeslet), "{fit:?}");
+    }
 }

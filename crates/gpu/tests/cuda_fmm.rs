@@ -2,7 +2,8 @@
 //! Plummer and sphere-shell points, targets apart and the sources as targets, orders 8, 24 and 58
 //! (the last with the translations' work vectors in global memory), and the Stokeslet, within
 //! 1e-13 (relative l2); then one million uniform points at p = 8 with the gradient (the seed's
-//! Table 8 case; its GPU took 1.23 s), the per-stage split printed. Without a driver or device
+//! Table 8 case; its GPU took 1.23 s), the per-stage split printed; and the device's unit costs
+//! for the leaf-size model fitted from measured stage times. Without a driver or device
 //! the test says "skipped: no CUDA device" (with `PARKI_REQUIRE_CUDA=1` and a driver it must
 //! open).
 #![cfg(feature = "cuda")]
@@ -10,7 +11,9 @@
 use parki_core::isa::Isa;
 use parki_core::timing::StageKind;
 use parki_core::Par;
-use parki_fmm::{evaluate_on, evaluate_stokeslet_on, FmmBackend, FmmParams, FmmStage, FmmStats};
+use parki_fmm::cost::{CostModel, CostSample};
+use parki_fmm::octree::SortedPoints;
+use parki_fmm::{evaluate_on, evaluate_stokeslet_on, FmmBackend, FmmParams, FmmStage, FmmStats, RootCube};
 use parki_gpu::cuda::{driver_available, CudaDevice};
 use parki_gpu::{GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
@@ -141,5 +144,63 @@ fn one_million_points_at_order_8() {
                 split(s)
             );
         }
+    }
+}
+
+/// The device's unit costs for the leaf-size model (`CostModel::fit`): 1e6 uniform points at
+/// orders 8, 16 and 24 over leaf sizes, the fitted constants printed as Rust, and per order the
+/// leaf the fitted model picks against the measured fastest.
+#[test]
+fn device_cost_constants() {
+    let Some(gpu) = device() else { return };
+    let dev = &gpu as &dyn FmmBackend;
+    let par = Par::with_threads(rayon::current_num_threads());
+    let n = 1_000_000;
+    let sources = Cloud::Uniform.points(91, 0..n);
+    let q = charges(n, 92);
+    let plan: [(usize, &[usize]); 3] = [(8, &[32, 64, 128, 256]), (16, &[64, 128, 256, 512]), (24, &[128, 256, 512])];
+    let mut samples = Vec::new();
+    let mut measured: Vec<(usize, usize, f64)> = Vec::new();
+    for (p, leaves) in plan {
+        for &leaf in leaves {
+            let params = FmmParams::new(p, Some(leaf));
+            let mut best: Option<FmmStats> = None;
+            for _ in 0..2 {
+                let s = evaluate_on(&sources, &q, None, &params, Isa::detect(), par, Some(dev)).unwrap().stats;
+                if best.as_ref().is_none_or(|b| s.times.total() < b.times.total()) {
+                    best = Some(s);
+                }
+            }
+            let s = best.expect("two runs");
+            let t = |st: FmmStage| s.times.get(st);
+            let times = [
+                t(FmmStage::P2P),
+                t(FmmStage::M2L),
+                t(FmmStage::P2M) + t(FmmStage::L2P),
+                t(FmmStage::M2M) + t(FmmStage::L2L),
+            ];
+            println!("calibrate p {p} leaf {leaf}: stages {times:?} s, {} M2L, {:.3e} pairs", s.m2l, s.p2p[1] as f64);
+            measured.push((p, leaf, times.iter().sum()));
+            samples.push(CostSample {
+                p,
+                points: 2 * n,
+                boxes: s.boxes[0] + s.boxes[1],
+                m2l: (s.m2l, s.m2l_work),
+                pairs: s.p2p[1],
+                times,
+            });
+        }
+    }
+    let fit = CostModel::fit(&samples, &CostModel::cpu());
+    println!("device cost model ({}): {fit:?}", gpu.describe());
+    let cube = RootCube::around(&[&sources]);
+    let sorted = SortedPoints::new(&sources, cube);
+    for (p, _) in plan {
+        let (chosen, _) = fit.choose_leaf(&sorted, p, 0.65);
+        let fastest = measured.iter().filter(|m| m.0 == p).min_by(|a, b| a.2.total_cmp(&b.2)).expect("a run");
+        println!(
+            "p {p}: the fitted model picks leaf {chosen}; measured fastest leaf {} ({:.4} s)",
+            fastest.1, fastest.2
+        );
     }
 }
