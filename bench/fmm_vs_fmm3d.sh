@@ -6,6 +6,10 @@
 #   bash bench/fmm_vs_fmm3d.sh FMM3D_SRC [N ...]        (default N: 100000 1000000)
 #   TOLS="1e-6 1e-9" THREADS=2 SCRATCH=/tmp/fmm3d-side-by-side KERNEL=laplace|stokeslet
 #   TREECODE=1   also parki-dist's treecode on the same points (method = "treecode", same tolerance)
+#   EWALD=1      also parki-dist's free-space (0P) spectral Ewald sum on the same points (Laplace:
+#                potential and field; issue 11's comparison), same tolerance, its plan timed apart
+#   SIGMA=0.1    clustered points: normal of standard deviation SIGMA about the centre of the unit
+#                cube (resampled inside it) instead of uniform
 #   REPEAT=1     one timed call each, no warm-up (Laplace; for N = 1e7, where FMM3D takes minutes)
 #   PARKI_TOLS="1e-5 1e-6 1e-8 1e-9"   parki-dist's tolerances (default TOLS; KERNEL=stokeslet), to
 #                find the one whose measured error matches FMM3D's
@@ -55,18 +59,28 @@ tol_list=$(echo "$tols" | tr ' ' ',')
 # parki-dist's treecode (TREECODE=1) or FMM (Stokeslet) through the application on x.npy and
 # q.npy / f.npy in $scratch: prints the method's evaluation time and its error on 1000 targets
 app_run() { # method kernel tol
-  local strengths='charges = "q.npy"'
+  local strengths='charges = "q.npy"' extra=''
   [ "$2" = stokeslet ] && strengths='forces = "f.npy"'
+  local field=''
+  # the Ewald sum in free space: the box is the particles' extent (the unit cube holds them);
+  # Laplace with the field, as FMM3D's gradient
+  if [ "$1" = ewald ]; then
+    extra='box = [1.0, 1.0, 1.0]
+periodic = [false, false, false]'
+    [ "$2" = laplace ] && field='field = "e.npy"'
+  fi
   cat > "$scratch/$1.toml" <<TOML
 [problem]
 method = "$1"
 kernel = "$2"
 tolerance = $3
+$extra
 [sources]
 positions = "x.npy"
 $strengths
 [output]
 report = "$1.json"
+$field
 [run]
 check = 1000
 TOML
@@ -77,8 +91,18 @@ import json, sys
 r = json.load(open(sys.argv[1])); m, k, tol = sys.argv[2:]
 p = r.get(m, {})
 choice = ", ".join(f"{key} {p[key]}" for key in ("order", "max_leaf", "degree", "theta") if key in p)
+if m == "ewald":
+    # the Ewald report: parameters, plan_seconds, the evaluation's total, the check's RMS errors
+    e = r["parameters"]
+    choice = f"grid {e['grid']}, r_c {e['rc']:.4f}, cells {e['cells']}, plan {r['plan_seconds']:.3f} s"
+    c = r["check"]
+    fe = f" E_field {c['field']['relative_rms_error']:.3e}" if c.get("field") else ""
+    print(f"parki-dist {m} {k} n {r['sources']} tol {float(tol):.0e} threads {r['threads']} seconds "
+          f"{r['total_seconds']:10.3f} E {c['relative_rms_error']:.3e}{fe} ({choice})")
+    sys.exit(0)
+err = r["error"]
 print(f"parki-dist {m} {k} n {r['sources']} tol {float(tol):.0e} threads {r['threads']} seconds "
-      f"{r['evaluation_seconds']:10.3f} E {r['error']['relative_l2']:.3e} ({choice})")
+      f"{r['evaluation_seconds']:10.3f} E {err['relative_l2']:.3e} ({choice})")
 PY
 }
 
@@ -105,16 +129,26 @@ static FILE *npy(const char *dir, const char *name, long n, int k) {
     fwrite(head, 1, len, f);
     return f;
 }
-/* argv: N, points.bin, k strengths, npy folder; uniform in [0,1)^3, strengths standard normal
-   (Box-Muller), srand48(7): with k = 1 the rows of earlier runs of this script */
+static double normal(void) {
+    double u1 = 1.0 - drand48(), u2 = drand48();
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+/* argv: N, points.bin, k strengths, npy folder, optional sigma; uniform in [0,1)^3 (sigma 0 or
+   absent) or normal of standard deviation sigma about (0.5, 0.5, 0.5) resampled into [0,1)^3;
+   strengths standard normal (Box-Muller), srand48(7): with k = 1 and no sigma the rows of earlier
+   runs of this script */
 int main(int argc, char **argv) {
     long n = atol(argv[1]);
     int k = atoi(argv[3]);
+    double sigma = argc > 5 ? atof(argv[5]) : 0.0;
     FILE *f = fopen(argv[2], "wb");
     FILE *fx = npy(argv[4], "x.npy", n, 3), *fq = npy(argv[4], "q.npy", n, 1), *ff = npy(argv[4], "f.npy", n, 3);
     srand48(7);
     for (long i = 0; i < n; ++i) {
         double r[6] = {drand48(), drand48(), drand48(), 0, 0, 0};
+        if (sigma > 0.0)
+            for (int a = 0; a < 3; ++a)
+                do r[a] = 0.5 + sigma * normal(); while (r[a] < 0.0 || r[a] >= 1.0);
         for (int j = 0; j < k; ++j) {
             double u1 = 1.0 - drand48(), u2 = drand48();
             r[3 + j] = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
@@ -179,7 +213,7 @@ end program driver_st
 F
 gfortran -O3 -march=native -fopenmp "$scratch/driver_st.f90" -o "$scratch/driver_st" "$scratch/src/lib-static/libfmm3d.a" -lm
 for n in $sizes; do
-  "$scratch/gen" "$n" "$scratch/points.bin" 3 "$scratch"
+  "$scratch/gen" "$n" "$scratch/points.bin" 3 "$scratch" "${SIGMA:-0}"
   for eps in $tols; do
     "$scratch/driver_st" "$n" "$eps" "$scratch/points.bin"
   done
@@ -235,7 +269,7 @@ end program driver
 F
 gfortran -O3 -march=native -fopenmp "$scratch/driver.f90" -o "$scratch/driver" "$scratch/src/lib-static/libfmm3d.a" -lm
 for n in $sizes; do
-  "$scratch/gen" "$n" "$scratch/points.bin" 1 "$scratch"
+  "$scratch/gen" "$n" "$scratch/points.bin" 1 "$scratch" "${SIGMA:-0}"
   for eps in $tols; do
     "$scratch/driver" "$n" "$eps" "$scratch/points.bin" "$repeat"
   done
@@ -243,5 +277,8 @@ for n in $sizes; do
     | grep -v '^json'
   if [ "${TREECODE:-0}" = 1 ]; then
     for eps in $tols; do app_run treecode laplace "$eps"; done
+  fi
+  if [ "${EWALD:-0}" = 1 ]; then
+    for eps in $tols; do app_run ewald laplace "$eps"; done
   fi
 done

@@ -33,9 +33,10 @@ use crate::device::{Args, Device, DevicePtr};
 /// Threads per block of every FMM kernel (`FMM_BLOCK`).
 const BLOCK: u32 = 128;
 
-/// Dynamic shared memory a translation block may use for its two work vectors; above it (orders
-/// beyond 55) they live in global scratch.
-const SHARED_LIMIT: usize = 48 << 10;
+/// Dynamic shared memory a translation block may use for its two work vectors: the 48 KB a
+/// kernel gets without opting in, less its static shared tables (2 KB) and a margin; above it
+/// (orders beyond 53) the vectors live in global scratch.
+const SHARED_LIMIT: usize = 44 << 10;
 
 /// Most blocks of a translation launch whose work vectors live in global scratch.
 const SCRATCH_BLOCKS: usize = 1024;
