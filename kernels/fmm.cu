@@ -707,8 +707,10 @@ __device__ void fmm_translate_serial(int op, int p, int q, const double* in, dou
   }
 }
 
-// M2L, a thread per translation: block item i is target box targets[i] (as fmm_m2l); P.p <=
-// FMM_THREAD_P. Static shared memory: the block's sums, p^2 doubles.
+// M2L, a thread per translation: block item i is target box targets[i] (as fmm_m2l); P.p <= TP,
+// the thread's three work vectors TP^2 doubles each (TP = 8, 12 or 16 by the order, so that a
+// low order keeps a small frame). Static shared memory: the block's sums, p^2 doubles.
+template <int TP>
 __device__ void fmm_m2l_thread_impl(FmmParams P, const u32* targets, const u32* moff, const u32* entries,
                                     const double* tcent, const double* scent, const double* multipoles,
                                     double* locals, const double* yrot, const u32* yoff, const double* coax,
@@ -717,7 +719,7 @@ __device__ void fmm_m2l_thread_impl(FmmParams P, const u32* targets, const u32* 
   const int p = P.p, p2 = p * p;
   const u64 bs = (u64)P.nc * p2;
   const double* op = coax + (u64)FMM_M2L * P.cstride;
-  double a[FMM_THREAD_P * FMM_THREAD_P], b[FMM_THREAD_P * FMM_THREAD_P], acc[FMM_THREAD_P * FMM_THREAD_P];
+  double a[TP * TP], b[TP * TP], acc[TP * TP];
   for (u32 it = blockIdx.x; it < P.items; it += gridDim.x) {
     const u32 tb = targets[it];
     const u32 e0 = moff[tb], e1 = moff[tb + 1];
@@ -744,9 +746,21 @@ __device__ void fmm_m2l_thread_impl(FmmParams P, const u32* targets, const u32* 
     }
   }
 }
+__device__ void fmm_m2l_thread_any(FmmParams P, const u32* targets, const u32* moff, const u32* entries,
+                                   const double* tcent, const double* scent, const double* multipoles,
+                                   double* locals, const double* yrot, const u32* yoff, const double* coax,
+                                   const u32* coff) {
+  if (P.p <= 8)
+    fmm_m2l_thread_impl<8>(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff, coax, coff);
+  else if (P.p <= 12)
+    fmm_m2l_thread_impl<12>(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff, coax, coff);
+  else
+    fmm_m2l_thread_impl<FMM_THREAD_P>(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff,
+                                      coax, coff);
+}
 PARKI_EXPORT_SYNC(fmm_m2l_thread,
                   (FmmParams P, const u32* targets, const u32* moff, const u32* entries, const double* tcent,
                    const double* scent, const double* multipoles, double* locals, const double* yrot,
                    const u32* yoff, const double* coax, const u32* coff),
-                  fmm_m2l_thread_impl(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff, coax,
-                                      coff))
+                  fmm_m2l_thread_any(P, targets, moff, entries, tcent, scent, multipoles, locals, yrot, yoff, coax,
+                                     coff))
