@@ -12,7 +12,11 @@
 // - fmm_m2m, fmm_l2l: a block per parent (M2M: the children's multipoles into it) or per child
 //   (L2L: its parent's local into it), one launch per level.
 // - fmm_m2l: a block per target box, its M2L entries one after the other (no atomics; every
-//   target's sum is the block's): rotate t onto +z (z then y), coaxial S|R, rotate back.
+//   target's sum is the block's): rotate t onto +z (z then y), coaxial S|R, rotate back, each
+//   step over the coefficients with the block's threads; fmm_m2l_thread (orders up to 16): the
+//   same launch with a thread per translation, the block's sums by shared atomics.
+// Both run the same per-entry helpers (fmm_rotate_z_pair, fmm_rotate_y_entry,
+// fmm_coaxial_entry), in parallel over a translation's entries or serially in one thread.
 // - fmm_l2p: a thread per target (flat over the targets): potential and gradient from the
 //   leaf's local expansion, the gradient by the paper's sparse differentiation (§3.4) in gather
 //   form; the Stokeslet's four harmonic potentials combined as parki_fmm's L2P.
@@ -50,37 +54,41 @@ __device__ __forceinline__ int fmm_degree(int i) {
   return n;
 }
 
-// The geometry's tables, by thread 0 into shared memory: cs[2m], cs[2m+1] = cos, sin of m
-// (-alpha) (parki_fmm::rotation::angle_table_from(cos a, -sin a)), pin[n] = x_in^n and pout[n] =
-// pre x_out^n (parki_fmm::translate's scaling of eq. (35)).
-__device__ __forceinline__ void fmm_tables(int op, int q, const double* cfrom, const double* cto, double* cs,
-                                           double* pin, double* pout) {
-  if (threadIdx.x != 0) return;
+// The geometry of a translation `op` from the box of centre and edge cfrom to that of cto
+// (parki_fmm::evaluate's geometry and translate's scaling of eq. (35)): g[0], g[1] = cos, sin of
+// the azimuth of t = c_to - c_from; g[2], g[3], g[4] = x_in, x_out and the prefactor of the
+// powers pin[n] = x_in^n, pout[n] = pre x_out^n.
+__device__ __forceinline__ void fmm_geometry(int op, const double* cfrom, const double* cto, double* g) {
   const double tx = cto[0] - cfrom[0], ty = cto[1] - cfrom[1], tz = cto[2] - cfrom[2];
   const double rho = hypot(tx, ty);
-  double ca = 1.0, sa = 0.0;
+  g[0] = 1.0;
+  g[1] = 0.0;
   if (rho > 0.0) {
-    ca = tx / rho;
-    sa = ty / rho;
+    g[0] = tx / rho;
+    g[1] = ty / rho;
   }
   const double t = sqrt(rho * rho + tz * tz);
   const double hin = cfrom[3], hout = cto[3];
-  double xin, xout, pre;
   if (op == FMM_M2L) {
-    xin = hin / t;
-    xout = hout / t;
-    pre = 1.0 / t;
+    g[2] = hin / t;
+    g[3] = hout / t;
+    g[4] = 1.0 / t;
   } else if (op == FMM_M2M) {
-    xin = hin / t;
-    xout = t / hout;
-    pre = 1.0;
+    g[2] = hin / t;
+    g[3] = t / hout;
+    g[4] = 1.0;
   } else {
-    xin = t / hin;
-    xout = hout / t;
-    pre = 1.0;
+    g[2] = t / hin;
+    g[3] = hout / t;
+    g[4] = 1.0;
   }
-  const double c1 = ca, s1 = -sa;
-  double c = 1.0, s = 0.0, u = 1.0, v = pre;
+}
+
+// The tables of a geometry (fmm_geometry) for q degrees: cs[2m], cs[2m+1] = cos, sin of
+// m (-alpha) (parki_fmm::rotation::angle_table_from(cos a, -sin a)), pin[n], pout[n].
+__device__ __forceinline__ void fmm_fill_tables(const double* g, int q, double* cs, double* pin, double* pout) {
+  const double c1 = g[0], s1 = -g[1];
+  double c = 1.0, s = 0.0, u = 1.0, v = g[4];
   for (int m = 0; m < q; ++m) {
     cs[2 * m] = c;
     cs[2 * m + 1] = s;
@@ -89,34 +97,81 @@ __device__ __forceinline__ void fmm_tables(int op, int q, const double* cfrom, c
     c = cn;
     pin[m] = u;
     pout[m] = v;
-    u *= xin;
-    v *= xout;
+    u *= g[2];
+    v *= g[3];
   }
 }
 
-// out = W(R_y)^T in (transpose) or W(R_y) in, degrees < q (parki_fmm::rotation::YRotation::apply
-// out of place), with the rotation's blocks w and their per-degree offsets yoff.
+// The geometry's tables, by thread 0 into shared memory (the block's translations read them).
+__device__ __forceinline__ void fmm_tables(int op, int q, const double* cfrom, const double* cto, double* cs,
+                                           double* pin, double* pout) {
+  if (threadIdx.x != 0) return;
+  double g[5];
+  fmm_geometry(op, cfrom, cto, g);
+  fmm_fill_tables(g, q, cs, pin, pout);
+}
+
+// Entry (n, m) (n >= 1) of W_n(R_y)^T in (transpose) or W_n(R_y) in, with the rotation's
+// blocks w and their per-degree offsets yoff (parki_fmm::rotation::YRotation::apply).
+__device__ __forceinline__ double fmm_rotate_y_entry(const double* w, const u32* yoff, int n, int m, int transpose,
+                                                     const double* in) {
+  const int c0 = n * n + n, e = n + 1;
+  const u32 base = yoff[n];
+  double acc = 0.0;
+  if (m >= 0) {
+    const double* line = w + base + (transpose ? 0 : e * e) + m;
+    for (int j = 0; j <= n; ++j) acc = fma(line[j * e], in[c0 + j], acc);
+  } else {
+    const double* line = w + base + 2 * e * e + (transpose ? 0 : n * n) + (-m - 1);
+    for (int j = 0; j < n; ++j) acc = fma(line[j * n], in[c0 - 1 - j], acc);
+  }
+  return acc;
+}
+
+// Entry (n, m) of the scaled coaxial product of b (q degrees): pout[n] sum_n' K_(n, n') pin[n']
+// b_(n', m), K the unit matrix of `op` (per k = |m| at coff[k], (p - k)^2 entries by columns; S|S
+// lower and R|R upper triangular, their zeros skipped).
+__device__ __forceinline__ double fmm_coaxial_entry(int op, int p, int q, int n, int m, const double* b,
+                                                    const double* pin, const double* pout, const double* coax,
+                                                    const u32* coff) {
+  const int k = m < 0 ? -m : m;
+  const int d = p - k, r = n - k, cnt = q - k;
+  const double* col = coax + coff[k];
+  int j0 = 0, j1 = cnt;
+  if (op == FMM_M2M) j1 = r + 1;
+  if (op == FMM_L2L) j0 = r;
+  double s = 0.0;
+  for (int j = j0; j < j1; ++j) {
+    const int np = k + j;
+    s = fma(col[j * d + r], b[np * np + np + m] * pin[np], s);
+  }
+  return s * pout[n];
+}
+
+// The pair (m, -m) (k = m >= 1) of degree n's coefficients rotated about z: W(R_z)^T
+// (transpose) or W(R_z) with cs of fmm_fill_tables; out may be in.
+__device__ __forceinline__ void fmm_rotate_z_pair(const double* cs, int n, int k, int transpose, const double* in,
+                                                  double* out, int add) {
+  const int c0 = n * n + n;
+  const double c = cs[2 * k], s = transpose ? -cs[2 * k + 1] : cs[2 * k + 1];
+  const double vp = in[c0 + k], vm = in[c0 - k];
+  const double rp = fma(c, vp, s * vm), rm = fma(c, vm, -s * vp);
+  if (add) {
+    out[c0 + k] += rp;
+    out[c0 - k] += rm;
+  } else {
+    out[c0 + k] = rp;
+    out[c0 - k] = rm;
+  }
+}
+
+// out = W(R_y)^T in (transpose) or W(R_y) in, degrees < q, over the threads of the block.
 __device__ __forceinline__ void fmm_rotate_y(const double* w, const u32* yoff, int q, int transpose,
                                              const double* in, double* out) {
   const int nq = q * q;
   for (int i = threadIdx.x; i < nq; i += blockDim.x) {
     const int n = fmm_degree(i);
-    const int c0 = n * n + n, m = i - c0;
-    if (n == 0) {
-      out[0] = in[0];
-      continue;
-    }
-    const int e = n + 1;
-    const u32 base = yoff[n];
-    double acc = 0.0;
-    if (m >= 0) {
-      const double* line = w + base + (transpose ? 0 : e * e) + m;
-      for (int j = 0; j <= n; ++j) acc = fma(line[j * e], in[c0 + j], acc);
-    } else {
-      const double* line = w + base + 2 * e * e + (transpose ? 0 : n * n) + (-m - 1);
-      for (int j = 0; j < n; ++j) acc = fma(line[j * n], in[c0 - 1 - j], acc);
-    }
-    out[i] = acc;
+    out[i] = n == 0 ? in[0] : fmm_rotate_y_entry(w, yoff, n, i - n * n - n, transpose, in);
   }
 }
 
@@ -128,39 +183,20 @@ __device__ void fmm_translate(int op, int p, int q, const double* in, double* ac
                               const double* cs, const double* pin, const double* pout, const double* w,
                               const u32* yoff, const double* coax, const u32* coff) {
   const int nq = q * q;
-  // a = W(R_z(-alpha))^T in: the pairs (m, -m) in place
+  // a = W(R_z(-alpha))^T in: the pairs (m, -m)
   for (int i = threadIdx.x; i < nq; i += blockDim.x) {
     const int n = fmm_degree(i);
-    const int c0 = n * n + n, k = i - c0;
-    if (k < 0) continue;
-    if (k == 0) {
-      a[i] = in[i];
-      continue;
-    }
-    const double c = cs[2 * k], s = -cs[2 * k + 1];
-    const double vp = in[c0 + k], vm = in[c0 - k];
-    a[c0 + k] = fma(c, vp, s * vm);
-    a[c0 - k] = fma(c, vm, -s * vp);
+    const int k = i - n * n - n;
+    if (k == 0) a[i] = in[i];
+    if (k > 0) fmm_rotate_z_pair(cs, n, k, 1, in, a, 0);
   }
   __syncthreads();
   fmm_rotate_y(w, yoff, q, 1, a, b);
   __syncthreads();
-  // a = the scaled coaxial product of b (S|S lower, R|R upper triangular)
+  // a = the scaled coaxial product of b
   for (int i = threadIdx.x; i < nq; i += blockDim.x) {
     const int n = fmm_degree(i);
-    const int m = i - n * n - n;
-    const int k = m < 0 ? -m : m;
-    const int d = p - k, r = n - k, cnt = q - k;
-    const double* col = coax + coff[k];
-    int j0 = 0, j1 = cnt;
-    if (op == FMM_M2M) j1 = r + 1;
-    if (op == FMM_L2L) j0 = r;
-    double s = 0.0;
-    for (int j = j0; j < j1; ++j) {
-      const int np = k + j;
-      s = fma(col[j * d + r], b[np * np + np + m] * pin[np], s);
-    }
-    a[i] = s * pout[n];
+    a[i] = fmm_coaxial_entry(op, p, q, n, i - n * n - n, b, pin, pout, coax, coff);
   }
   __syncthreads();
   fmm_rotate_y(w, yoff, q, 0, a, b);
@@ -168,16 +204,9 @@ __device__ void fmm_translate(int op, int p, int q, const double* in, double* ac
   // acc += W(R_z(-alpha)) b
   for (int i = threadIdx.x; i < nq; i += blockDim.x) {
     const int n = fmm_degree(i);
-    const int c0 = n * n + n, k = i - c0;
-    if (k < 0) continue;
-    if (k == 0) {
-      acc[i] += b[i];
-      continue;
-    }
-    const double c = cs[2 * k], s = cs[2 * k + 1];
-    const double vp = b[c0 + k], vm = b[c0 - k];
-    acc[c0 + k] += fma(c, vp, s * vm);
-    acc[c0 - k] += fma(c, vm, -s * vp);
+    const int k = i - n * n - n;
+    if (k == 0) acc[i] += b[i];
+    if (k > 0) fmm_rotate_z_pair(cs, n, k, 0, b, acc, 1);
   }
   __syncthreads();
 }
@@ -601,109 +630,26 @@ PARKI_EXPORT_SYNC(fmm_p2p,
 __device__ void fmm_translate_serial(int op, int p, int q, const double* in, double* acc, double* a, double* b,
                                      const double* cfrom, const double* cto, const double* w, const u32* yoff,
                                      const double* coax, const u32* coff) {
-  const double tx = cto[0] - cfrom[0], ty = cto[1] - cfrom[1], tz = cto[2] - cfrom[2];
-  const double rho = hypot(tx, ty);
-  double ca = 1.0, sa = 0.0;
-  if (rho > 0.0) {
-    ca = tx / rho;
-    sa = ty / rho;
-  }
-  const double t = sqrt(rho * rho + tz * tz);
-  double xin, xout, pre;
-  if (op == FMM_M2L) {
-    xin = cfrom[3] / t;
-    xout = cto[3] / t;
-    pre = 1.0 / t;
-  } else if (op == FMM_M2M) {
-    xin = cfrom[3] / t;
-    xout = t / cto[3];
-    pre = 1.0;
-  } else {
-    xin = t / cfrom[3];
-    xout = cto[3] / t;
-    pre = 1.0;
-  }
-  double cs[2 * FMM_THREAD_P], pin[FMM_THREAD_P], pout[FMM_THREAD_P];
-  {
-    const double c1 = ca, s1 = -sa;
-    double c = 1.0, s = 0.0, u = 1.0, v = pre;
-    for (int m = 0; m < q; ++m) {
-      cs[2 * m] = c;
-      cs[2 * m + 1] = s;
-      const double cn = c * c1 - s * s1;
-      s = s * c1 + c * s1;
-      c = cn;
-      pin[m] = u;
-      pout[m] = v;
-      u *= xin;
-      v *= xout;
-    }
-  }
-  // a = W(R_z)^T in
-  a[0] = in[0];
-  for (int n = 1; n < q; ++n) {
+  double cs[2 * FMM_THREAD_P], pin[FMM_THREAD_P], pout[FMM_THREAD_P], g[5];
+  fmm_geometry(op, cfrom, cto, g);
+  fmm_fill_tables(g, q, cs, pin, pout);
+  for (int n = 0; n < q; ++n) {
     const int c0 = n * n + n;
     a[c0] = in[c0];
-    for (int k = 1; k <= n; ++k) {
-      const double c = cs[2 * k], s = -cs[2 * k + 1];
-      const double vp = in[c0 + k], vm = in[c0 - k];
-      a[c0 + k] = fma(c, vp, s * vm);
-      a[c0 - k] = fma(c, vm, -s * vp);
-    }
+    for (int k = 1; k <= n; ++k) fmm_rotate_z_pair(cs, n, k, 1, in, a, 0);
   }
-  // b = W(R_y)^T a, then a = coaxial(b), then b = W(R_y) a
-  for (int pass = 0; pass < 3; ++pass) {
-    if (pass == 1) {
-      for (int n = 0; n < q; ++n) {
-        for (int m = -n; m <= n; ++m) {
-          const int k = m < 0 ? -m : m;
-          const int d = p - k, r = n - k, cnt = q - k;
-          const double* col = coax + coff[k];
-          int j0 = 0, j1 = cnt;
-          if (op == FMM_M2M) j1 = r + 1;
-          if (op == FMM_L2L) j0 = r;
-          double s = 0.0;
-          for (int j = j0; j < j1; ++j) {
-            const int np = k + j;
-            s = fma(col[j * d + r], b[np * np + np + m] * pin[np], s);
-          }
-          a[n * n + n + m] = s * pout[n];
-        }
-      }
-      continue;
-    }
-    const int transpose = pass == 0;
-    const double* src = a;
-    double* dst = b;
-    dst[0] = src[0];
-    for (int n = 1; n < q; ++n) {
-      const int c0 = n * n + n, e = n + 1;
-      const u32 base = yoff[n];
-      const double* ev = w + base + (transpose ? 0 : e * e);
-      const double* od = w + base + 2 * e * e + (transpose ? 0 : n * n);
-      for (int i = 0; i <= n; ++i) {
-        double s = 0.0;
-        for (int j = 0; j <= n; ++j) s = fma(ev[j * e + i], src[c0 + j], s);
-        dst[c0 + i] = s;
-      }
-      for (int i = 0; i < n; ++i) {
-        double s = 0.0;
-        for (int j = 0; j < n; ++j) s = fma(od[j * n + i], src[c0 - 1 - j], s);
-        dst[c0 - 1 - i] = s;
-      }
-    }
-  }
-  // acc += W(R_z) b
-  acc[0] += b[0];
-  for (int n = 1; n < q; ++n) {
+  b[0] = a[0];
+  for (int n = 1; n < q; ++n)
+    for (int m = -n; m <= n; ++m) b[n * n + n + m] = fmm_rotate_y_entry(w, yoff, n, m, 1, a);
+  for (int n = 0; n < q; ++n)
+    for (int m = -n; m <= n; ++m) a[n * n + n + m] = fmm_coaxial_entry(op, p, q, n, m, b, pin, pout, coax, coff);
+  b[0] = a[0];
+  for (int n = 1; n < q; ++n)
+    for (int m = -n; m <= n; ++m) b[n * n + n + m] = fmm_rotate_y_entry(w, yoff, n, m, 0, a);
+  for (int n = 0; n < q; ++n) {
     const int c0 = n * n + n;
     acc[c0] += b[c0];
-    for (int k = 1; k <= n; ++k) {
-      const double c = cs[2 * k], s = cs[2 * k + 1];
-      const double vp = b[c0 + k], vm = b[c0 - k];
-      acc[c0 + k] += fma(c, vp, s * vm);
-      acc[c0 - k] += fma(c, vm, -s * vp);
-    }
+    for (int k = 1; k <= n; ++k) fmm_rotate_z_pair(cs, n, k, 0, b, acc, 1);
   }
 }
 

@@ -73,6 +73,21 @@ pub struct Choice {
     pub reason: String,
 }
 
+/// `[run] backend` of a method's run.toml (`None`: the default).
+///
+/// # Errors
+/// [`Error::OutOfRange`] naming `run.backend` and the value.
+pub fn request(name: Option<&str>) -> Result<Request> {
+    match name {
+        None => Ok(Request::default()),
+        Some(name) => Request::parse(name).ok_or_else(|| Error::OutOfRange {
+            field: "run.backend".into(),
+            value: format!("\"{name}\""),
+            allowed: "\"cpu\", \"cuda\" or \"auto\"".into(),
+        }),
+    }
+}
+
 /// `backend = "cuda"` in a binary without the CUDA backend.
 pub fn feature_error() -> Error {
     Error::Unsupported {

@@ -374,14 +374,7 @@ fn setup(args: &RunArgs) -> Result<Setup> {
             allowed: "\"avx512\", \"avx2\" or \"scalar\"".into(),
         })?,
     };
-    let request = match cfg.run.backend.as_deref() {
-        None => Request::default(),
-        Some(name) => Request::parse(name).ok_or_else(|| Error::OutOfRange {
-            field: "run.backend".into(),
-            value: format!("\"{name}\""),
-            allowed: "\"cpu\", \"cuda\" or \"auto\"".into(),
-        })?,
-    };
+    let request = backend::request(cfg.run.backend.as_deref())?;
     let threads = args.threads.or(cfg.run.threads).unwrap_or_else(rayon::current_num_threads).max(1);
     let inputs = outputs::particle_inputs(&args.config, &cfg.sources, cfg.targets.as_ref());
     let paths = OutputPaths {

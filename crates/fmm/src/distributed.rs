@@ -40,11 +40,11 @@ use parki_core::isa::Isa;
 use parki_core::timing::StageTimes;
 use parki_core::{Par, Result};
 
-use crate::backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
+use crate::backend::{FmmBackend, FmmSession, SourceSide};
 use crate::evaluate::{
-    device_far_and_near, device_upward, evaluate_on, evaluate_stokeslet_on, stokeslet_densities, upward, validate,
-    validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats, NearSources, ParentChild, Precision,
-    StokesletOutput,
+    device_far_and_near, device_spec, device_upward, evaluate_on, evaluate_stokeslet_on, round_to_f32,
+    stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats,
+    NearSources, ParentChild, Precision, StokesletOutput,
 };
 use crate::let_tree::{box_id, record, FrontierSlot, LetTree, Shared, RECORD_BYTES};
 use crate::octree::{encloses, Octree, RootCube, SortedPoints};
@@ -222,16 +222,7 @@ fn run_distributed(
     let multipoles = match device {
         None => upward(&stree, &dens, p, isa, par, &mut times),
         Some(dev) => {
-            let spec = DeviceFmm {
-                kernel,
-                ops: &ops,
-                gradient: params.gradient,
-                updown: [&pc.updown[0], &pc.updown[1]],
-                sources: &stree,
-                densities: &dens,
-                targets: ttree,
-            };
-            let made = dev.begin(spec).and_then(|mut s| {
+            let made = dev.begin(device_spec(kernel, &ops, &pc, params, &stree, &dens, ttree)).and_then(|mut s| {
                 device_upward(&mut *s, &mut times)?;
                 let m = s.multipoles()?;
                 Ok((s, m))
@@ -321,9 +312,7 @@ fn run_distributed(
             let done = device_far_and_near(&mut **s, ttree, &side, &lists, &ops, par, &mut times, &mut stats);
             let mut v = comm.agree(done)?;
             if params.precision == Precision::F32 {
-                for x in v.iter_mut().flatten() {
-                    *x = *x as f32 as f64;
-                }
+                round_to_f32(&mut v);
             }
             v
         }

@@ -606,16 +606,7 @@ fn run_with(
         Some(dev) => {
             let ops = Operators::shared(p);
             let pc = ParentChild::new(&ops);
-            let spec = DeviceFmm {
-                kernel,
-                ops: &ops,
-                gradient: params.gradient,
-                updown: [&pc.updown[0], &pc.updown[1]],
-                sources: &stree,
-                densities: &dens,
-                targets: ttree,
-            };
-            let mut session = dev.begin(spec)?;
+            let mut session = dev.begin(device_spec(kernel, &ops, &pc, params, &stree, &dens, ttree))?;
             device_upward(&mut *session, &mut times)?;
             let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
             let cols: Vec<Vec<f64>> = match &forces {
@@ -626,15 +617,42 @@ fn run_with(
             let side = SourceSide { boxes: &stree.boxes, multipoles: None, points: &stree.points, near: &near };
             let mut v = device_far_and_near(&mut *session, ttree, &side, &lists, &ops, par, &mut times, &mut stats)?;
             if params.precision == Precision::F32 {
-                for x in v.iter_mut().flatten() {
-                    *x = *x as f32 as f64;
-                }
+                round_to_f32(&mut v);
             }
             v
         }
     };
     stats.times = times;
     Ok(Core { values, order: ttree.order.clone(), stats })
+}
+
+/// What a device's evaluation is made of ([`DeviceFmm`]): the order's operators, the
+/// parent-child rotations, the source tree with its harmonic densities and the target tree.
+pub(crate) fn device_spec<'a>(
+    kernel: FmmKernel,
+    ops: &'a Operators,
+    pc: &'a ParentChild,
+    params: &FmmParams,
+    stree: &'a Octree,
+    dens: &'a [Vec<f64>],
+    ttree: &'a Octree,
+) -> DeviceFmm<'a> {
+    DeviceFmm {
+        kernel,
+        ops,
+        gradient: params.gradient,
+        updown: [&pc.updown[0], &pc.updown[1]],
+        sources: stree,
+        densities: dens,
+        targets: ttree,
+    }
+}
+
+/// Every value rounded to f32 (the results of [`Precision::F32`]).
+pub(crate) fn round_to_f32(values: &mut [[f64; 4]]) {
+    for x in values.iter_mut().flatten() {
+        *x = *x as f32 as f64;
+    }
 }
 
 /// P2M and M2M on a device, timed as the host's stages.
@@ -724,9 +742,7 @@ impl NearSources {
             }
             Self::F32(src) => {
                 let mut v = far_and_near(kernel, ttree, sboxes, lists, multipoles, src, params, isa, par, times, stats);
-                for x in v.iter_mut().flatten() {
-                    *x = *x as f32 as f64;
-                }
+                round_to_f32(&mut v);
                 v
             }
         }
