@@ -409,7 +409,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "backend": compute.compute.name(),
         "backend_requested": request.name(),
         "backend_reason": compute.reason,
-        "device": device_name.as_ref().map(|d| json!({"description": d})),
+        "device": device_name.as_ref().map(|d| json!({"description": d, "variants": stats.device_variants})),
         "threads": threads,
         "boxes": {"sources": stats.boxes[0], "targets": stats.boxes[1]},
         "depth": {"sources": stats.depth[0], "targets": stats.depth[1]},
@@ -446,7 +446,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         p2p as f64,
         nt as f64 / total.max(f64::MIN_POSITIVE)
     );
-    table += &format!("backend {}\n", compute.compute.name());
+    table += &match &stats.device_variants {
+        Some(v) => format!("backend {} ({v})\n", compute.compute.name()),
+        None => format!("backend {}\n", compute.compute.name()),
+    };
     if let Some(e) = &error {
         table += &format!(
             "error on {} targets against the direct sum: relative l2 {:.3e}\n",

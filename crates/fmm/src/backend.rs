@@ -71,6 +71,9 @@ pub trait FmmBackend: Sync {
 /// One evaluation on a device. Each stage waits for the device before it returns, so that the
 /// report's per-stage times are the device's.
 pub trait FmmSession {
+    /// The variants this evaluation runs (for reports: [`crate::FmmStats::device_variants`]).
+    fn variants(&self) -> String;
+
     /// P2M at every source leaf (eq. (14)), into the device's multipoles.
     ///
     /// # Errors

@@ -246,6 +246,8 @@ pub struct FmmStats {
     pub owned: [usize; 2],
     /// Distributed: what the locally essential tree moved.
     pub let_tree: LetStats,
+    /// On a device: the variants the evaluation ran ([`FmmSession::variants`]).
+    pub device_variants: Option<String>,
 }
 
 /// What the locally essential tree of one rank moved (all zero on one process).
@@ -676,6 +678,7 @@ pub(crate) fn device_far_and_near(
 ) -> Result<Vec<[f64; 4]>> {
     let p = ops.p;
     let split = min_len(par);
+    stats.device_variants = Some(session.variants());
     stats.m2l = lists.m2l.len();
     stats.betas = lists.betas.len();
     stats.m2l_work =

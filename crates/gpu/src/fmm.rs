@@ -461,6 +461,10 @@ impl<'a, D: Device> Session<'a, D> {
 }
 
 impl<D: Device> FmmSession for Session<'_, D> {
+    fn variants(&self) -> String {
+        format!("M2L {}, P2P {}", self.m2l.name(), self.p2p.name())
+    }
+
     fn p2m(&mut self) -> Result<()> {
         let src = self.spec.sources;
         let leaves: Vec<u32> = (0..src.boxes.len()).filter(|&i| src.boxes[i].is_leaf()).map(|i| i as u32).collect();

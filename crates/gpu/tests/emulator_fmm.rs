@@ -73,9 +73,13 @@ fn laplace_device_equals_the_host() {
                 let host = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, None).unwrap();
                 let device = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, Some(dev)).unwrap();
                 same_work(&host.stats, &device.stats);
+                assert_eq!(host.stats.device_variants, None);
+                // order <= 16 and leaves of 40: a thread per translation, a thread per target
+                assert_eq!(device.stats.device_variants.as_deref(), Some("M2L thread, P2P global"));
                 // the block-per-translation M2L too, on the uniform cube
                 if cloud == Cloud::Uniform {
                     let d = evaluate_on(&sources, &q, targets, &p, Isa::detect(), Par::Seq, Some(&block)).unwrap();
+                    assert_eq!(d.stats.device_variants.as_deref(), Some("M2L block, P2P shared"));
                     let db = rel_l2(&d.potential, &host.potential);
                     println!("{:>8} p {order:>2} {label:>18}: M2L and P2P by blocks, potential {db:.2e}", cloud.name());
                     assert!(db <= 1e-13, "M2L by blocks: {db:e}");
@@ -109,6 +113,8 @@ fn high_order_and_potential_only() {
     let device = evaluate_on(&sources, &q, None, &p, Isa::detect(), Par::Seq, Some(dev)).unwrap();
     same_work(&host.stats, &device.stats);
     assert!(host.stats.m2l > 0, "translations at p = 58");
+    // above order 16 the block variant, and leaves of 200 hold 64 or more on average
+    assert_eq!(device.stats.device_variants.as_deref(), Some("M2L block, P2P shared"));
     let dp = rel_l2(&device.potential, &host.potential);
     println!("uniform p 58: potential {dp:.2e} ({} M2L)", host.stats.m2l);
     assert!(dp <= 1e-13, "p 58: {dp:e}");
