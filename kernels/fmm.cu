@@ -41,7 +41,6 @@ struct FmmParams {
   int kernel;     // 0 Laplace, 1 Stokeslet (L2P, P2P)
   int gradient;   // Laplace: whether the gradient is computed (L2P, P2P)
   u32 items;      // work items of the launch
-  u32 up;         // index of the parent-child rotation "up" (M2M, L2L); "down" is up + 1
   u32 rstride;    // doubles per y rotation
   u32 cstride;    // doubles per coaxial operator (the three are stored M2M, M2L, L2L)
   double origin[3];  // the Stokeslet's centre c (L2P)
@@ -236,7 +235,7 @@ __device__ void fmm_m2m_impl(FmmParams P, const u32* parents, const double* cent
     for (u32 ch = c0; ch < c0 + nch; ++ch) {
       const double* from = cent + 4 * (u64)ch;
       const double* to = cent + 4 * (u64)pb;
-      const u32 r = to[2] > from[2] ? P.up : P.up + 1;
+      const u32 r = to[2] > from[2] ? 0 : 1;  // updown: [up, down]
       fmm_tables(FMM_M2M, p, from, to, cs, pin, pout);
       __syncthreads();
       for (int c = 0; c < P.nc; ++c)
@@ -250,8 +249,9 @@ PARKI_EXPORT_SYNC(fmm_m2m,
                    const double* yrot, const u32* yoff, const double* coax, const u32* coff, double* scratch),
                   fmm_m2m_impl(P, parents, cent, span, multipoles, yrot, yoff, coax, coff, scratch))
 
-// L2L of one level: block item `boxes[i]`'s local += its parent's, translated.
-__device__ void fmm_l2l_impl(FmmParams P, const u32* boxes, const u32* parent, const double* cent, double* locals,
+// L2L of one level (boxes first .. first + P.items, breadth first): block item i's box first + i
+// has its local += its parent's, translated.
+__device__ void fmm_l2l_impl(FmmParams P, u32 first, const u32* parent, const double* cent, double* locals,
                              const double* yrot, const u32* yoff, const double* coax, const u32* coff,
                              double* scratch) {
   __shared__ double cs[2 * FMM_MAX_P], pin[FMM_MAX_P], pout[FMM_MAX_P];
@@ -261,10 +261,10 @@ __device__ void fmm_l2l_impl(FmmParams P, const u32* boxes, const u32* parent, c
   const u64 bs = (u64)P.nc * p2;
   const double* op = coax + (u64)FMM_L2L * P.cstride;
   for (u32 it = blockIdx.x; it < P.items; it += gridDim.x) {
-    const u32 tb = boxes[it], pb = parent[tb];
+    const u32 tb = first + it, pb = parent[tb];
     const double* from = cent + 4 * (u64)pb;
     const double* to = cent + 4 * (u64)tb;
-    const u32 r = to[2] > from[2] ? P.up : P.up + 1;
+    const u32 r = to[2] > from[2] ? 0 : 1;  // updown: [up, down]
     fmm_tables(FMM_L2L, p, from, to, cs, pin, pout);
     __syncthreads();
     for (int c = 0; c < P.nc; ++c)
@@ -273,9 +273,9 @@ __device__ void fmm_l2l_impl(FmmParams P, const u32* boxes, const u32* parent, c
   }
 }
 PARKI_EXPORT_SYNC(fmm_l2l,
-                  (FmmParams P, const u32* boxes, const u32* parent, const double* cent, double* locals,
+                  (FmmParams P, u32 first, const u32* parent, const double* cent, double* locals,
                    const double* yrot, const u32* yoff, const double* coax, const u32* coff, double* scratch),
-                  fmm_l2l_impl(P, boxes, parent, cent, locals, yrot, yoff, coax, coff, scratch))
+                  fmm_l2l_impl(P, first, parent, cent, locals, yrot, yoff, coax, coff, scratch))
 
 // M2L: block item i is target box targets[i]; its entries moff[tb]..moff[tb+1] of `entries`
 // (source box, polar angle's rotation, order q: 3 u32 each) one after the other.
@@ -346,8 +346,7 @@ __device__ void fmm_p2m_impl(FmmParams P, const u32* leaves, const double* cent,
           re = nre;
           im = nim;
         }
-        double r0 = m < 0 ? im : re;
-        if (k == 1) r0 = m < 0 ? 0.5 * uy : -0.5 * ux;
+        const double r0 = m < 0 ? im : re;
         double qs[4];
         for (int a = 0; a < nc; ++a) qs[a] = q[(u64)a * stride + j];
         for (int a = 0; a < nc; ++a) acc[a][k] = fma(qs[a], r0, acc[a][k]);
@@ -417,10 +416,7 @@ __device__ void fmm_local_at(const double* local, const double* l2p, int p, doub
   double phi = 0.0, gx = 0.0, gy = 0.0, gz = 0.0;
   double re = 1.0, im = 0.0;
   for (int k = 0; k < p; ++k) {
-    if (k == 1) {
-      re = -0.5 * ux;
-      im = 0.5 * uy;
-    } else if (k > 1) {
+    if (k > 0) {
       const double s = 1.0 / (2 * k);
       const double nre = -fma(ux, re, uy * im) * s;
       const double nim = fma(uy, re, -ux * im) * s;

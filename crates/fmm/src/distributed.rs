@@ -217,12 +217,12 @@ fn run_distributed(
     // On a device: P2M and M2M there, the multipoles downloaded for the shared sums and the
     // exposure; a device error is agreed on here, a point every rank reaches.
     let ops = Operators::shared(p);
-    let pc = ParentChild::new(&ops);
+    // the parent-child rotations the device's session borrows (the host's upward pass makes its own)
+    let pc = device.map(|_| ParentChild::new(&ops));
     let mut session: Option<Box<dyn FmmSession + '_>> = None;
-    let multipoles = match device {
-        None => upward(&stree, &dens, p, isa, par, &mut times),
-        Some(dev) => {
-            let made = dev.begin(device_spec(kernel, &ops, &pc, params, &stree, &dens, ttree)).and_then(|mut s| {
+    let multipoles = match (device, &pc) {
+        (Some(dev), Some(pc)) => {
+            let made = dev.begin(device_spec(kernel, &ops, pc, params, &stree, &dens, ttree)).and_then(|mut s| {
                 device_upward(&mut *s, &mut times)?;
                 let m = s.multipoles()?;
                 Ok((s, m))
@@ -231,6 +231,7 @@ fn run_distributed(
             session = Some(s);
             m
         }
+        _ => upward(&stree, &dens, p, isa, par, &mut times),
     };
     let clock = Instant::now();
     let ids = shared_boxes(&part.splitters);

@@ -41,6 +41,13 @@ impl<D: Device> DeviceBuffer<D> {
         Ok(b)
     }
 
+    /// A buffer named `what` holding a copy of `v`.
+    pub fn from_slice<T: Copy>(dev: &Arc<D>, v: &[T], what: &'static str) -> Result<Self> {
+        let mut b = Self::empty(dev, what);
+        b.upload(v)?;
+        Ok(b)
+    }
+
     /// Grows the buffer to at least `bytes` (contents are not kept).
     pub fn ensure(&mut self, bytes: usize) -> Result<()> {
         if bytes <= self.bytes && self.ptr != 0 {

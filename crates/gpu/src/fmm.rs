@@ -53,7 +53,6 @@ struct FmmArgs {
     kernel: i32,
     gradient: i32,
     items: u32,
-    up: u32,
     rstride: u32,
     cstride: u32,
     origin: [f64; 3],
@@ -237,13 +236,6 @@ impl<D: Device> FmmBackend for GpuFmm<D> {
     }
 }
 
-/// A buffer holding `v`.
-fn upload<D: Device, T: Copy>(dev: &Arc<D>, v: &[T], what: &'static str) -> Result<DeviceBuffer<D>> {
-    let mut b = DeviceBuffer::empty(dev, what);
-    b.upload(v)?;
-    Ok(b)
-}
-
 /// Centres and edges (`[x, y, z, h]`) and spans (`[begin, end, first child, children]`) of
 /// `boxes` in `cube`.
 fn describe_boxes(cube: &parki_fmm::RootCube, boxes: &[OctBox]) -> (Vec<[f64; 4]>, Vec<[u32; 4]>) {
@@ -391,28 +383,28 @@ impl<'a, D: Device> Session<'a, D> {
             nc,
             rstride,
             cstride,
-            p2m_w: upload(dev, &ops.scalings.p2m, "FMM operators")?,
-            l2p_w: upload(dev, &ops.scalings.l2p, "FMM operators")?,
-            coax: upload(dev, &coax, "FMM coaxial matrices")?,
-            coff: upload(dev, &coff, "FMM operators")?,
-            yoff: upload(dev, &yoff, "FMM operators")?,
-            updown: upload(dev, &rotation_data(&spec.updown), "FMM rotations")?,
-            scent: upload(dev, &sc, "FMM source boxes")?,
-            sspan: upload(dev, &ss, "FMM source boxes")?,
+            p2m_w: DeviceBuffer::from_slice(dev, &ops.scalings.p2m, "FMM operators")?,
+            l2p_w: DeviceBuffer::from_slice(dev, &ops.scalings.l2p, "FMM operators")?,
+            coax: DeviceBuffer::from_slice(dev, &coax, "FMM coaxial matrices")?,
+            coff: DeviceBuffer::from_slice(dev, &coff, "FMM operators")?,
+            yoff: DeviceBuffer::from_slice(dev, &yoff, "FMM operators")?,
+            updown: DeviceBuffer::from_slice(dev, &rotation_data(&spec.updown), "FMM rotations")?,
+            scent: DeviceBuffer::from_slice(dev, &sc, "FMM source boxes")?,
+            sspan: DeviceBuffer::from_slice(dev, &ss, "FMM source boxes")?,
             spoints: [
-                upload(dev, &axis(&src.points, 0), "FMM sources")?,
-                upload(dev, &axis(&src.points, 1), "FMM sources")?,
-                upload(dev, &axis(&src.points, 2), "FMM sources")?,
+                DeviceBuffer::from_slice(dev, &axis(&src.points, 0), "FMM sources")?,
+                DeviceBuffer::from_slice(dev, &axis(&src.points, 1), "FMM sources")?,
+                DeviceBuffer::from_slice(dev, &axis(&src.points, 2), "FMM sources")?,
             ],
-            sdens: upload(dev, &dens, "FMM source densities")?,
+            sdens: DeviceBuffer::from_slice(dev, &dens, "FMM source densities")?,
             multipoles,
-            tcent: upload(dev, &tc, "FMM target boxes")?,
-            tparent: upload(dev, &tparent, "FMM target boxes")?,
-            tleaf: upload(dev, &tleaf, "FMM target leaves")?,
+            tcent: DeviceBuffer::from_slice(dev, &tc, "FMM target boxes")?,
+            tparent: DeviceBuffer::from_slice(dev, &tparent, "FMM target boxes")?,
+            tleaf: DeviceBuffer::from_slice(dev, &tleaf, "FMM target leaves")?,
             tpoints: [
-                upload(dev, &axis(&trg.points, 0), "FMM targets")?,
-                upload(dev, &axis(&trg.points, 1), "FMM targets")?,
-                upload(dev, &axis(&trg.points, 2), "FMM targets")?,
+                DeviceBuffer::from_slice(dev, &axis(&trg.points, 0), "FMM targets")?,
+                DeviceBuffer::from_slice(dev, &axis(&trg.points, 1), "FMM targets")?,
+                DeviceBuffer::from_slice(dev, &axis(&trg.points, 2), "FMM targets")?,
             ],
             locals,
             values,
@@ -441,7 +433,6 @@ impl<'a, D: Device> Session<'a, D> {
             kernel,
             gradient: self.spec.gradient as i32,
             items: items as u32,
-            up: 0,
             rstride: self.rstride as u32,
             cstride: self.cstride as u32,
             origin: [0, 1, 2].map(|a| cube.origin[a] + 0.5 * cube.size),
@@ -468,13 +459,8 @@ impl<D: Device> FmmSession for Session<'_, D> {
     fn p2m(&mut self) -> Result<()> {
         let src = self.spec.sources;
         let leaves: Vec<u32> = (0..src.boxes.len()).filter(|&i| src.boxes[i].is_leaf()).map(|i| i as u32).collect();
-        if 2 * self.p - 1 > BLOCK as usize {
-            return Err(Error::OutOfRange {
-                field: "fmm.order".into(),
-                value: self.p.to_string(),
-                allowed: format!("at most {} on the device", BLOCK.div_ceil(2)),
-            });
-        }
+        // a block's threads hold the 2p - 1 columns (p <= MAX_ORDER = 64, validated by FmmParams)
+        debug_assert!(2 * self.p - 1 <= BLOCK as usize, "fmm_p2m needs 2p - 1 <= {BLOCK} threads");
         self.index.upload(&leaves)?;
         let mut a = Args::new();
         a.push(self.args(leaves.len()))
@@ -585,14 +571,12 @@ impl<D: Device> FmmSession for Session<'_, D> {
         if trg.depth() < 2 {
             return self.dev.synchronize();
         }
-        let all: Vec<u32> = (0..trg.boxes.len() as u32).collect();
-        self.index.upload(&all)?;
         for l in 1..trg.depth() {
             let (lo, hi) = (trg.levels[l], trg.levels[l + 1]);
             let (grid, shared, scratch) = self.translation_launch(hi - lo)?;
             let mut a = Args::new();
             a.push(self.args(hi - lo))
-                .push(self.index.ptr() + 4 * lo as u64)
+                .push(lo as u32)
                 .push(self.tparent.ptr())
                 .push(self.tcent.ptr())
                 .push(self.locals.ptr())

@@ -218,20 +218,13 @@ impl<'a, D: Device> DeviceTree<'a, D> {
             }
         }
         let ranges: Vec<u32> = view.tree.clusters.iter().flat_map(|c| [c.begin as u32, c.end as u32]).collect();
-        let up = |v: &[f64], name| -> Result<DeviceBuffer<D>> {
-            let mut b = DeviceBuffer::empty(dev, name);
-            b.upload(v)?;
-            Ok(b)
-        };
+        let up = |v: &[f64]| DeviceBuffer::from_slice(dev, v, what[0]);
         let [x, y, z] = view.points;
-        let points = [up(x, what[0])?, up(y, what[0])?, up(z, what[0])?, up(view.densities, what[0])?];
-        let mut n = DeviceBuffer::empty(dev, what[1]);
-        n.upload(&nodes)?;
-        let mut g = DeviceBuffer::empty(dev, what[2]);
-        g.upload(&degen)?;
-        let mut r = DeviceBuffer::empty(dev, what[3]);
-        r.upload(&ranges)?;
-        Ok(Self { view, points, nodes: n, degen: g, ranges: r })
+        let points = [up(x)?, up(y)?, up(z)?, up(view.densities)?];
+        let nodes = DeviceBuffer::from_slice(dev, &nodes, what[1])?;
+        let degen = DeviceBuffer::from_slice(dev, &degen, what[2])?;
+        let ranges = DeviceBuffer::from_slice(dev, &ranges, what[3])?;
+        Ok(Self { view, points, nodes, degen, ranges })
     }
 
     fn tree(&self) -> &'a Tree {

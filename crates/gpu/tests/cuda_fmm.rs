@@ -18,6 +18,9 @@ use parki_gpu::cuda::{driver_available, CudaDevice};
 use parki_gpu::{GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
 
+mod fmm_common;
+use fmm_common::{charges, rel_l2};
+
 fn device() -> Option<GpuFmm<CudaDevice>> {
     match GpuFmm::<CudaDevice>::open(0) {
         Ok(d) => Some(d),
@@ -29,22 +32,6 @@ fn device() -> Option<GpuFmm<CudaDevice>> {
             None
         }
     }
-}
-
-fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f64 = b.iter().map(|y| y * y).sum();
-    (num / den).sqrt()
-}
-
-fn charges(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) - 0.5
-        })
-        .collect()
 }
 
 fn split(stats: &FmmStats) -> String {

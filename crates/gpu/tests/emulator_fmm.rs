@@ -20,27 +20,8 @@ use parki_fmm::{
 use parki_gpu::{Emulator, GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
 
-/// `sqrt(sum |a - b|^2 / sum |b|^2)`.
-fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f64 = b.iter().map(|y| y * y).sum();
-    (num / den).sqrt()
-}
-
-/// Standard-normal-like charges of zero mean, deterministic.
-fn charges(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut v: Vec<f64> = (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) - 0.5
-        })
-        .collect();
-    let mean = v.iter().sum::<f64>() / n as f64;
-    v.iter_mut().for_each(|x| *x -= mean);
-    v
-}
+mod fmm_common;
+use fmm_common::{charges, rel_l2};
 
 fn params(order: usize, leaf: usize, gradient: bool) -> FmmParams {
     let mut p = FmmParams::new(order, Some(leaf));
