@@ -12,6 +12,13 @@
 //! reordering, the default) against FFTW's own r2r (one 3-D plan on one rank), both planned
 //! and timed in the same process in alternating order; prints both times, their ratio and the
 //! largest difference between their results.
+//!
+//! `tables`: the free-space (0P) Ewald sum's kernel tables on each rank's block of the padded
+//! spectrum, made by the ranks together (`FreeCnv::new`, the per-axis operators) against every
+//! rank transforming the whole upsampled grid (`FreeCnv::new_whole_grid`, the construction
+//! before), alternating in the same process; prints both times (max over ranks), their ratio,
+//! the largest difference between the tables, and the peak memory of the process per rank.
+//! `--only split|whole` makes one of them alone, for its memory.
 
 mod fftw_mpi;
 
@@ -55,6 +62,36 @@ enum Cmd {
         /// Append a JSON line with the results to this file (rank 0).
         #[arg(long)]
         json: Option<std::path::PathBuf>,
+    },
+    /// The 0P kernel tables: split over the ranks against the whole grid on every rank.
+    Tables {
+        /// Grid points per axis over the box (a cube of side 1).
+        #[arg(long, default_value_t = 180)]
+        grid: usize,
+        /// Window support `P`.
+        #[arg(long, default_value_t = 8)]
+        p: usize,
+        /// Ewald splitting `xi`.
+        #[arg(long, default_value_t = 67.93)]
+        xi: f64,
+        /// Tolerance (sets the truncation margin).
+        #[arg(long, default_value_t = 1e-6)]
+        tol: f64,
+        /// `laplace`, `stokeslet`, `stresslet` or `stokes`.
+        #[arg(long, default_value = "stokeslet")]
+        kernel: String,
+        /// The Laplace field's tables too.
+        #[arg(long)]
+        field: bool,
+        /// Timed repetitions of each.
+        #[arg(long, default_value_t = 2)]
+        reps: usize,
+        /// `split` or `whole`: make only that one.
+        #[arg(long)]
+        only: Option<String>,
+        /// Threads per rank.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
     /// DCT/DST-II/III of an all-symmetric grid: through real FFTs against FFTW's r2r.
     R2r {
@@ -323,6 +360,115 @@ fn bench_r2r(
     Ok(())
 }
 
+/// Peak resident memory of this process (`VmHWM`), bytes.
+fn peak_rss() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb * 1024.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_tables(
+    world: &Comm,
+    grid: usize,
+    p: usize,
+    xi: f64,
+    tol: f64,
+    kernel: &str,
+    field: bool,
+    reps: usize,
+    only: Option<&str>,
+    threads: usize,
+) -> Result<(), String> {
+    use parki_farfield::{FreeCnv, FreeGrid, KaiserBessel};
+    let kernel = parki_core::Kernel::from_name(kernel).map_err(|e| e.to_string())?;
+    let methods: Vec<usize> = match only {
+        None => vec![0, 1],
+        Some("split") => vec![0],
+        Some("whole") => vec![1],
+        Some(o) => return Err(format!("--only {o}: expected split or whole")),
+    };
+    let h = 1.0 / grid as f64;
+    let free = FreeGrid::new([false; 3], [grid; 3], [h; 3], p, xi, tol);
+    let kb = KaiserBessel::new(p);
+    let axes = free.axes();
+    let pg = ProcGrid::choose(
+        world.size(),
+        Decomposition::Auto,
+        None,
+        parki_fft3d::proc_grid_limits_in_order(&axes, [0, 1, 2], false),
+    )
+    .map_err(|e| e.to_string())?;
+    let opts = DistFftOptions { threads, ..DistFftOptions::new(1) };
+    let fft = DistFft::<f64>::with_axes_in_order(world, axes, [0, 1, 2], pg, opts).map_err(|e| e.to_string())?;
+    let block = fft.spectral_layout();
+    drop(fft);
+    // the peak memory from here on: the transform's buffers (the evaluation's) left out
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let par = parki_core::Par::with_threads(threads);
+    let lengths = [1.0; 3];
+    let make = |m: usize| -> Result<FreeCnv<f64>, String> {
+        match m {
+            0 => FreeCnv::new(kernel, field, &free, lengths, &kb, xi, &block, world, par),
+            _ => FreeCnv::new_whole_grid(kernel, field, &free, lengths, &kb, xi, &block, par),
+        }
+        .map_err(|e| e.to_string())
+    };
+    let mut times: [Vec<f64>; 2] = Default::default();
+    let mut last: [Option<FreeCnv<f64>>; 2] = [None, None];
+    for rep in 0..reps {
+        for k in 0..methods.len() {
+            let m = methods[(k + rep) % methods.len()];
+            last[m] = None;
+            world.barrier();
+            let t = Instant::now();
+            let made = make(m);
+            let dt = world.max(t.elapsed().as_secs_f64());
+            last[m] = Some(made?);
+            times[m].push(dt);
+        }
+    }
+    let mut diff = [0.0f64, 0.0];
+    if let [Some(a), Some(b)] = &last {
+        diff[0] = a.tables().iter().zip(b.tables()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        diff[1] = b.tables().iter().fold(0.0, |m, v| m.max(v.abs()));
+    }
+    world.all_reduce(&mut diff, ReduceOp::Max);
+    let rss = world.all_gather(&[peak_rss()]);
+    if world.rank() == 0 {
+        println!(
+            "0P tables of {}{}, grid {grid}^3 (padded {:?}, upsampled {:?}), P {p}, {} rank(s) x {threads} thread(s), process grid {:?}",
+            kernel.name(),
+            if field { " with the field" } else { "" },
+            free.fft_len,
+            free.upsampled,
+            world.size(),
+            pg.dims
+        );
+        println!("{:<26} {:>10} {:>10} {:>10}", "method", "median s", "min s", "vs whole");
+        let base = if times[1].is_empty() { f64::NAN } else { median(&times[1]) };
+        for (m, name) in ["split over the ranks", "whole grid on every rank"].iter().enumerate() {
+            if !times[m].is_empty() {
+                println!(
+                    "{name:<26} {:>10.3} {:>10.3} {:>10.3}",
+                    median(&times[m]),
+                    min(&times[m]),
+                    median(&times[m]) / base
+                );
+            }
+        }
+        if diff[1] > 0.0 {
+            println!("largest difference between the tables: {:.2e} of {:.2e}", diff[0], diff[1]);
+        }
+        let gb: Vec<String> = rss.iter().map(|b| format!("{:.2}", b / 1e9)).collect();
+        println!("peak memory per rank (GB): {}", gb.join(" "));
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let universe = match Universe::init() {
         Ok(u) => u,
@@ -342,6 +488,9 @@ fn main() -> std::process::ExitCode {
             } else {
                 bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
             }
+        }
+        Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads } => {
+            bench_tables(&world, grid, p, xi, tol, &kernel, field, reps.max(1), only.as_deref(), threads.max(1))
         }
         Cmd::R2r { grid, kind, comps, reps, measure, threads } => {
             if grid.len() != 3 {

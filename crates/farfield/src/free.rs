@@ -33,6 +33,7 @@
 
 use std::f64::consts::PI;
 
+use parki_comm::Comm;
 use parki_core::{Error, Kernel, Par, Real, Result};
 use parki_decomp::{fft_friendly_size, GridLayout, SpectralBlock};
 use parki_fft3d::{AxisSpec, LocalR2r, R2rKind};
@@ -40,6 +41,7 @@ use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
 };
 
+use crate::free_split;
 use crate::truncated::{truncated, ModeBessel, Scalar};
 use crate::window::KaiserBessel;
 
@@ -155,14 +157,14 @@ impl FreeGrid {
 /// (`e^{-k^2/4xi^2}`) with the harmonic `S` (Laplace), Hasimoto's (`(1 + k^2/4xi^2)
 /// e^{-k^2/4xi^2}`) with the biharmonic one (Stokes).
 #[derive(Clone, Copy, Debug)]
-struct Component {
-    scalar: Scalar,
-    /// Indices of the polynomial (see [`monomial`]).
-    poly: Poly,
+pub(crate) struct Component {
+    pub(crate) scalar: Scalar,
+    /// The polynomial.
+    pub(crate) poly: Poly,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Poly {
+pub(crate) enum Poly {
     /// 1.
     One,
     /// `k_a`.
@@ -174,7 +176,7 @@ enum Poly {
 }
 
 impl Poly {
-    fn eval(self, k: [f64; 3]) -> f64 {
+    pub(crate) fn eval(self, k: [f64; 3]) -> f64 {
         let k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
         let d = |a: usize, b: usize| if a == b { 1.0 } else { 0.0 };
         match self {
@@ -188,7 +190,7 @@ impl Poly {
     }
 
     /// Whether the polynomial is odd in `k_a`.
-    fn odd(self, a: usize) -> bool {
+    pub(crate) fn odd(self, a: usize) -> bool {
         let count = |idx: &[usize]| idx.iter().filter(|&&i| i == a).count() % 2 == 1;
         match self {
             Poly::One => false,
@@ -318,12 +320,22 @@ pub struct FreeCnv<T> {
     zero_mode: Option<f64>,
 }
 
+/// How the 0P tables are made (with periodic axes always per mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    /// By the per-axis operators over the ranks ([`crate::free_split`]).
+    Split,
+    /// As a periodic mode of 1P and 2P: the 3-D transforms of the whole upsampled grid on every
+    /// rank ([`FreeCnv::new_whole_grid`]).
+    PerMode,
+}
+
 /// Per-axis values of the upsampled free grid or the periodic modes.
-struct AxisModes {
+pub(crate) struct AxisModes {
     /// Wave numbers.
-    k: Vec<f64>,
+    pub(crate) k: Vec<f64>,
     /// `1 / W^(k h)^2` (0 at the Nyquist mode).
-    w: Vec<f64>,
+    pub(crate) w: Vec<f64>,
 }
 
 impl<T: Real> FreeCnv<T> {
@@ -331,6 +343,10 @@ impl<T: Real> FreeCnv<T> {
     /// local spectral `block` of the padded grid of `free`, window `kb`, splitting `xi`, over
     /// `lengths` (the periodic axes' periods). `block` has the axes in the order `[x, y, z]` (x
     /// the real-to-complex axis).
+    ///
+    /// Collective over `comm` (each rank with its own block): in 0P the ranks make the tables
+    /// together ([`crate::free_split`]); with periodic axes each rank makes the periodic modes of
+    /// its block.
     ///
     /// # Errors
     /// When FFTW cannot plan the plan-time transforms.
@@ -343,13 +359,35 @@ impl<T: Real> FreeCnv<T> {
         kb: &KaiserBessel,
         xi: f64,
         block: &SpectralBlock,
+        comm: &Comm,
         par: Par,
     ) -> Result<Self> {
-        Self::build(kernel, field, free, lengths, kb, xi, block, par, true)
+        Self::build(kernel, field, free, lengths, kb, xi, block, comm, par, true, Method::Split)
+    }
+
+    /// [`FreeCnv::new`] as before the ranks shared 0P's tables: every rank transforms the whole
+    /// upsampled grid (3-D transforms, as a periodic mode of 1P and 2P) and keeps its block. The
+    /// baseline of `parki-bench-dist tables` and the tests' second construction.
+    ///
+    /// # Errors
+    /// As [`FreeCnv::new`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_whole_grid(
+        kernel: Kernel,
+        field: bool,
+        free: &FreeGrid,
+        lengths: [f64; 3],
+        kb: &KaiserBessel,
+        xi: f64,
+        block: &SpectralBlock,
+        par: Par,
+    ) -> Result<Self> {
+        Self::build(kernel, field, free, lengths, kb, xi, block, &Comm::single(), par, true, Method::PerMode)
     }
 
     /// [`FreeCnv::new`], with the components that are images of others under a permutation of
-    /// equal free axes read from those (`symmetric`) or each transformed on its own.
+    /// equal free axes read from those (`symmetric`) or each transformed on its own, and 0P's
+    /// tables made by `method`.
     #[allow(clippy::too_many_arguments)]
     fn build(
         kernel: Kernel,
@@ -359,8 +397,10 @@ impl<T: Real> FreeCnv<T> {
         kb: &KaiserBessel,
         xi: f64,
         block: &SpectralBlock,
+        comm: &Comm,
         par: Par,
         symmetric: bool,
+        method: Method,
     ) -> Result<Self> {
         let comps = components(kernel, field);
         let fa = free.free_axes();
@@ -371,6 +411,7 @@ impl<T: Real> FreeCnv<T> {
         let pa: Vec<usize> = (0..3).filter(|&d| free.periodic[d]).collect();
         let h = free.h;
         let two_pi = 2.0 * PI;
+        let inv4xi2 = 1.0 / (4.0 * xi * xi);
         // periodic modes (user axes); x holds the half spectrum
         let periodic_modes = |d: usize, count: usize, start: usize| -> AxisModes {
             let m = free.grid[d];
@@ -444,12 +485,24 @@ impl<T: Real> FreeCnv<T> {
             true => symmetry_images(&comps, free, &fa),
             false => (0..comps.len()).map(|c| (c, [0, 1, 2])).collect(),
         };
+        // the screening e^{-k^2/4xi^2} and the window factors are products over the axes: per
+        // free axis `e^{-k_a^2/4xi^2} / W^(k_a h)^2`, and each periodic mode's part
+        let sw: Vec<Vec<f64>> =
+            up.iter().map(|m| m.k.iter().zip(&m.w).map(|(&k, &w)| (-k * k * inv4xi2).exp() * w).collect()).collect();
+        let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
+        let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
+        let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
+        let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
+        let mut tables = vec![T::ZERO; comps.len() * elements];
+        if nfree == 3 && method == Method::Split {
+            let spec = free_split::Spec { comps: &comps, images: &images, free, up: &up, sw: &sw, inv4xi2, scale };
+            free_split::tables(&spec, comm, ranges, par, &mut tables)?;
+            return Ok(Self { kernel, field, block: *block, elements, tables, stress, zero_mode });
+        }
         // the upsampled free half grid
         let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
         let up_points: usize = up_dims.iter().product();
         let radius = free.radius;
-        let inv4xi2 = 1.0 / (4.0 * xi * xi);
-        let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
         // every periodic mode of the block: its local indices per periodic axis
         let pcounts: Vec<usize> = pa.iter().map(|&d| ranges[d].1).collect();
         let nmodes: usize = pcounts.iter().product();
@@ -467,7 +520,6 @@ impl<T: Real> FreeCnv<T> {
         };
         // In 0P (one mode, every axis free) each component's entries are written straight into
         // its table (the same order); with periodic axes each mode's are scattered after.
-        let mut tables = vec![T::ZERO; ncomp * elements];
         let direct = nfree == 3;
         let tables_per_mode: Vec<(usize, Vec<Vec<T>>)> = {
             let work = |mode: usize, direct: Option<&mut [T]>| -> (usize, Vec<Vec<T>>) {
@@ -495,12 +547,6 @@ impl<T: Real> FreeCnv<T> {
                     }
                     k
                 };
-                // the screening e^{-k^2/4xi^2} and the window factors are products over the
-                // axes: per free axis `e^{-k_a^2/4xi^2} / W^(k_a h)^2`, and the mode's part
-                let sw: Vec<Vec<f64>> = up
-                    .iter()
-                    .map(|m| m.k.iter().zip(&m.w).map(|(&k, &w)| (-k * k * inv4xi2).exp() * w).collect())
-                    .collect();
                 let mode_factor = (-kappa * kappa * inv4xi2).exp() * wp;
                 let scalar_table = |which: Scalar| -> Vec<f64> {
                     let mut s = vec![0.0; up_points];
@@ -667,9 +713,6 @@ impl<T: Real> FreeCnv<T> {
                 q += 1;
             });
         }
-        let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
-        let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
-        let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
         Ok(Self { kernel, field, block: *block, elements, tables, stress, zero_mode })
     }
 
@@ -888,8 +931,9 @@ fn for_each_local_free(fa: &[usize], ranges: &[(usize, usize); 3], local: &[usiz
 
 #[cfg(test)]
 mod tests {
-    use super::{components, representatives, symmetry_images, FreeCnv, FreeGrid};
+    use super::{components, representatives, symmetry_images, FreeCnv, FreeGrid, Method};
     use crate::window::KaiserBessel;
+    use parki_comm::Comm;
     use parki_core::{Kernel, Par};
     use parki_decomp::SpectralBlock;
     use std::f64::consts::PI;
@@ -932,13 +976,59 @@ mod tests {
                     (false, false, _) => 3,               // 1, k_x, k_z
                 };
                 assert_eq!(reps, expected, "{periodic:?} {grid:?} {kernel:?}: {images:?}");
-                let with =
-                    FreeCnv::<f64>::build(kernel, field, &free, lengths, &kb, xi, &block, Par::Seq, true).unwrap();
-                let without =
-                    FreeCnv::<f64>::build(kernel, field, &free, lengths, &kb, xi, &block, Par::Seq, false).unwrap();
+                let one = Comm::single();
+                let build = |symmetric: bool| {
+                    FreeCnv::<f64>::build(
+                        kernel,
+                        field,
+                        &free,
+                        lengths,
+                        &kb,
+                        xi,
+                        &block,
+                        &one,
+                        Par::Seq,
+                        symmetric,
+                        Method::PerMode,
+                    )
+                    .unwrap()
+                };
+                let (with, without) = (build(true), build(false));
                 let scale = without.tables.iter().fold(0.0f64, |m, v| m.max(v.abs()));
                 let diff = with.tables.iter().zip(&without.tables).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
                 assert!(diff <= 1e-13 * scale, "{periodic:?} {kernel:?}: {diff:e} of {scale:e}");
+            }
+        }
+    }
+
+    /// 0P: the tables by per-axis operators ([`crate::free_split`], on one rank: the planes,
+    /// the lines and the gather by local copies) equal the 3-D transforms of the whole
+    /// upsampled grid, for a cube (the images read through permutations) and a box of three
+    /// different axes, every kernel and the Laplace field, on one thread and on the pool.
+    #[test]
+    fn the_split_tables_equal_the_whole_grids() {
+        for (grid, lengths) in [([6, 6, 6], [1.0, 1.0, 1.0]), ([7, 5, 4], [1.0, 0.8, 0.7])] {
+            let h = [0, 1, 2].map(|d| lengths[d] / grid[d] as f64);
+            let (p, xi) = (4, 4.0);
+            let free = FreeGrid::new([false; 3], grid, h, p, xi, 1e-6);
+            let kb = KaiserBessel::new(p);
+            let block = whole_block(free.fft_len);
+            let one = Comm::single();
+            for (kernel, field) in
+                [(Kernel::Laplace, false), (Kernel::Laplace, true), (Kernel::Stokeslet, false), (Kernel::Stokes, false)]
+            {
+                let build = |method: Method, par: Par| {
+                    FreeCnv::<f64>::build(kernel, field, &free, lengths, &kb, xi, &block, &one, par, true, method)
+                        .unwrap()
+                };
+                let whole = build(Method::PerMode, Par::Seq);
+                let scale = whole.tables.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                for par in [Par::Seq, Par::Rayon(2)] {
+                    let split = build(Method::Split, par);
+                    let diff = split.tables.iter().zip(&whole.tables).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                    println!("{grid:?} {kernel:?} field {field} {par:?}: {diff:.2e} of {scale:.2e}");
+                    assert!(diff <= 1e-13 * scale, "{grid:?} {kernel:?} {field}: {diff:e} of {scale:e}");
+                }
             }
         }
     }
@@ -958,7 +1048,8 @@ mod tests {
             let n = free.fft_len;
             let block = whole_block(n);
             let kernel = Kernel::Stokes;
-            let cnv = FreeCnv::<f64>::new(kernel, false, &free, lengths, &kb, xi, &block, Par::Seq).unwrap();
+            let cnv =
+                FreeCnv::<f64>::new(kernel, false, &free, lengths, &kb, xi, &block, &Comm::single(), Par::Seq).unwrap();
             let comps = components(kernel, false);
             let fa = free.free_axes();
             // wave numbers of the upsampled grid (free) and of the periodic modes

@@ -12,6 +12,7 @@
 pub mod cnv;
 pub mod error_model;
 pub mod free;
+mod free_split;
 pub mod g2p;
 pub mod gridwin;
 pub mod occupancy;

@@ -476,11 +476,12 @@ impl<T: FftReal> Plan1d<T> {
     pub(crate) fn r2r_nd_unaligned(
         dims: &[(usize, usize, usize)],
         kinds: &[R2rKind],
+        howmany: &[(usize, usize, usize)],
         data: *mut T,
         threads: usize,
     ) -> Result<Self> {
         let flags = planner_flags(PlanRigor::Estimate) | FFTW_UNALIGNED;
-        Self::r2r_nd_flags(dims, kinds, &[(1, 0, 0)], data, threads, flags)
+        Self::r2r_nd_flags(dims, kinds, howmany, data, threads, flags)
     }
 
     fn r2r_nd_flags(

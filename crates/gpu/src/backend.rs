@@ -945,7 +945,8 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                         component_stride: layout.real_len(),
                     };
                     let par = parki_core::Par::with_threads(threads);
-                    let cnv = FreeCnv::<T>::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
+                    let cnv =
+                        FreeCnv::<T>::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
                     let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the padded FFT grid")?;
                     let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
                     let mut tables = DeviceBuffer::empty(&dev, "the free-space kernel tables");
@@ -981,7 +982,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
                     let block = fft.spectral_layout();
                     let par = parki_core::Par::with_threads(threads);
-                    let cnv = FreeCnv::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
+                    let cnv = FreeCnv::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
                     (fft, HostCnv::Free(cnv))
                 }
             };

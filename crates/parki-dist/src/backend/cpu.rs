@@ -108,7 +108,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
                 let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
                 let block = fft.spectral_layout();
                 let par = Par::with_threads(threads);
-                let cnv = FreeCnv::new(s.kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, par)?;
+                let cnv = FreeCnv::new(s.kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
                 (fft, Convolution::Free(cnv), free.data[0])
             }
         };
