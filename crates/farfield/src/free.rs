@@ -139,6 +139,13 @@ impl FreeGrid {
     /// docs/performance.md, every one within 0.75x..1.26x of it (docs/performance.md §7.3;
     /// fresh memory's page faults are much of it, and vary 1.5x between runs). The plan costs
     /// 1-2 evaluations: it matters where a method is chosen for a single evaluation.
+    ///
+    /// Session 23's per-axis construction ([`crate::free_split`]) does the tables in 2-3x less
+    /// one-thread work (ten plans of grids 100^3..392^3 fit `40 ns U + 13.5 ns P`), but on the
+    /// run's threads it scales worse than the evaluation (1.1-1.3x on 2 threads against P2P's
+    /// 1.9x), and the plan also sets up the padded transform. The constants above stay: refitted,
+    /// §7.5's clustered million chose a 392^3 grid and took 24.0 s for its plan and evaluation,
+    /// against 20.1-21.0 s on the 336^3 grid these choose (docs/performance.md §7.6).
     pub fn plan_seconds(&self, kernel: Kernel, field: bool) -> f64 {
         let comps = components(kernel, field);
         let reps = representatives(&symmetry_images(&comps, self, &self.free_axes())).len() as f64;
