@@ -457,7 +457,7 @@ fn gather<T: Real>(
                 slot[lz] = Some((p, oz, sz));
             }
             let received = &recv[at..];
-            table.par_chunks_mut(xl * yl).zip(slot).for_each(|(out, slot)| {
+            table.par_chunks_mut((xl * yl).max(1)).zip(slot).for_each(|(out, slot)| {
                 let Some((p, oz, sz)) = slot else { return };
                 let put = |out: &mut [T], values: &mut dyn Iterator<Item = f64>| {
                     for &(ly, _, _) in &l[1] {
