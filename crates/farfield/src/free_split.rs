@@ -29,8 +29,11 @@
 //! and `3 n2^2`), and a rank's memory is `n1_z n2_y n2_x / ranks` per representative instead of
 //! the whole upsampled grid per transformed component.
 
+use std::ops::Range;
+
 use parki_comm::Comm;
 use parki_core::{Par, Real, Result};
+use parki_decomp::split_range;
 use parki_fft3d::{LocalR2r, R2rKind};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
@@ -91,20 +94,13 @@ impl Axes {
         }
     }
 
-    /// The slots `i_z` of the upsampled planes `j_z` in `[start, start + count)`.
-    fn planes_of(&self, (start, count): (usize, usize)) -> (usize, usize) {
+    /// The slots `i_z` of the upsampled planes `j_z` in `planes`.
+    fn planes_of(&self, planes: Range<usize>) -> Range<usize> {
         let (s, n) = (self.shift[2], self.n1[2]);
-        let lo = start.max(s) - s;
-        let hi = ((start + count).min(s + n)).max(s) - s;
-        (lo, hi.saturating_sub(lo))
+        let lo = planes.start.max(s) - s;
+        let hi = planes.end.min(s + n).max(s) - s;
+        lo..hi.max(lo)
     }
-}
-
-/// Part `i` of `n` items split over `parts`, as `(start, count)`, the first `n % parts` parts
-/// one longer.
-fn share(n: usize, parts: usize, i: usize) -> (usize, usize) {
-    let (q, r) = (n / parts, n % parts);
-    (i * q + i.min(r), q + usize::from(i < r))
 }
 
 /// The tables of every component on this rank's `block` (`[(start, count)]` per axis of the
@@ -126,7 +122,7 @@ pub(crate) fn tables<T: Real>(
     let axes: Vec<Axes> = reps.iter().map(|&r| Axes::new(&spec.comps[r], spec.free)).collect();
     let (rank, size) = (comm.rank(), comm.size());
     let planes_up = spec.free.upsampled[2] / 2 + 1;
-    let mine = share(planes_up, size, rank);
+    let mine = split_range(planes_up, size, rank);
     let slabs = planes(spec, &reps, &axes, mine, par)?;
     let mut lines_of = Vec::with_capacity(reps.len());
     // each representative's planes leave memory as its lines are made
@@ -137,16 +133,10 @@ pub(crate) fn tables<T: Real>(
     Ok(())
 }
 
-/// Step 1: the planes `j_z` of `[start, start + count)`, for every representative the plane
+/// Step 1: the planes `j_z` of `mine`, for every representative the plane
 /// `i_z = j_z - shift_z` (where it exists) after `A_y (x) A_x`: per representative its slab of
 /// planes in order of `i_z`, `n2_y x n2_x` values each, `x` fastest.
-fn planes(
-    spec: &Spec<'_>,
-    reps: &[usize],
-    axes: &[Axes],
-    (start, count): (usize, usize),
-    par: Par,
-) -> Result<Vec<Vec<f64>>> {
+fn planes(spec: &Spec<'_>, reps: &[usize], axes: &[Axes], mine: Range<usize>, par: Par) -> Result<Vec<Vec<f64>>> {
     let free = spec.free;
     let plan2 = |ax: &Axes, n: [usize; 3]| LocalR2r::<f64>::new(&[n[1], n[0]], &[ax.kind(1), ax.kind(0)]);
     let mut plans = Vec::with_capacity(axes.len());
@@ -189,13 +179,13 @@ fn planes(
     // this rank's planes of every representative, one contiguous slab each (freed whole)
     let plane_len = |ax: &Axes| ax.n2[0] * ax.n2[1];
     let mut slabs: Vec<Vec<f64>> =
-        axes.iter().map(|ax| vec![0.0; ax.planes_of((start, count)).1 * plane_len(ax)]).collect();
+        axes.iter().map(|ax| vec![0.0; ax.planes_of(mine.clone()).len() * plane_len(ax)]).collect();
     let mut per_plane: Vec<Vec<Option<&mut [f64]>>> =
-        (0..count).map(|_| (0..axes.len()).map(|_| None).collect()).collect();
+        mine.clone().map(|_| (0..axes.len()).map(|_| None).collect()).collect();
     for (q, (ax, slab)) in axes.iter().zip(slabs.iter_mut()).enumerate() {
-        let (lo, _) = ax.planes_of((start, count));
+        let lo = ax.planes_of(mine.clone()).start;
         for (k, plane) in slab.chunks_exact_mut(plane_len(ax)).enumerate() {
-            per_plane[lo + k + ax.shift[2] - start][q] = Some(plane);
+            per_plane[lo + k + ax.shift[2] - mine.start][q] = Some(plane);
         }
     }
     let most = |f: &dyn Fn(&Axes) -> usize| axes.iter().map(f).max().unwrap_or(0);
@@ -205,7 +195,7 @@ fn planes(
         a: vec![0.0; most(&|ax| ax.n1[0] * ax.n1[1])],
     };
     let work = |w: &mut Scratch, (k, outs): (usize, Vec<Option<&mut [f64]>>)| {
-        let jz = start + k;
+        let jz = mine.start + k;
         let kz = spec.up[2].k[jz];
         let swz = spec.sw[2][jz];
         // the scalar kernels times screening and window on the plane, [j_y][j_x]
@@ -289,24 +279,24 @@ fn lines(comm: &Comm, ax: &Axes, slab: Vec<f64>, planes_up: usize, par: Par) -> 
     let (rank, size) = (comm.rank(), comm.size());
     let [n2x, n2y, n2z] = ax.n2;
     let n1z = ax.n1[2];
-    let rows = |s: usize| share(n2y, size, s);
-    let planes_of = |s: usize| ax.planes_of(share(planes_up, size, s));
+    let rows = |s: usize| split_range(n2y, size, s);
+    let planes_of = |s: usize| ax.planes_of(split_range(planes_up, size, s));
     let planes = slab.len() / (n2x * n2y);
     let send = if size == 1 {
         slab
     } else {
         let mut send = Vec::with_capacity(slab.len());
         for s in 0..size {
-            let (y0, yc) = rows(s);
+            let y = rows(s);
             for plane in slab.chunks_exact(n2x * n2y) {
-                send.extend_from_slice(&plane[y0 * n2x..(y0 + yc) * n2x]);
+                send.extend_from_slice(&plane[y.start * n2x..y.end * n2x]);
             }
         }
         send
     };
-    let send_counts: Vec<usize> = (0..size).map(|s| planes * rows(s).1 * n2x).collect();
-    let (_, yc) = rows(rank);
-    let recv_counts: Vec<usize> = (0..size).map(|r| planes_of(r).1 * yc * n2x).collect();
+    let send_counts: Vec<usize> = (0..size).map(|s| planes * rows(s).len() * n2x).collect();
+    let yc = rows(rank).len();
+    let recv_counts: Vec<usize> = (0..size).map(|r| planes_of(r).len() * yc * n2x).collect();
     let recv = if size == 1 {
         send
     } else {
@@ -373,7 +363,7 @@ fn owned(
     c: usize,
     ax: &Axes,
     block: [(usize, usize); 3],
-    (y0, yc): (usize, usize),
+    rows: Range<usize>,
 ) -> [Vec<(usize, isize, f64)>; 3] {
     let (_, perm) = spec.images[c];
     let stride = [ax.n2[2], ax.n2[0] * ax.n2[2], 1];
@@ -381,9 +371,9 @@ fn owned(
         let a = perm[d];
         entries(block[d], spec.free.fft_len[d], spec.comps[c].poly.odd(d))
             .into_iter()
-            .filter(|&(_, i, _)| a != 1 || (y0..y0 + yc).contains(&i))
+            .filter(|&(_, i, _)| a != 1 || rows.contains(&i))
             .map(|(l, i, s)| {
-                let i = if a == 1 { i - y0 } else { i };
+                let i = if a == 1 { i - rows.start } else { i };
                 (l, (i * stride[a]) as isize, s)
             })
             .collect()
@@ -428,7 +418,7 @@ fn gather<T: Real>(
     for c in 0..spec.comps.len() {
         let (ax, t) = (&axes[rep_of(c)], &lines[rep_of(c)]);
         // the entries of `q`'s block that rank `s` holds
-        let lists = |q: usize, s: usize| owned(spec, c, ax, block_of(q), share(ax.n2[1], size, s));
+        let lists = |q: usize, s: usize| owned(spec, c, ax, block_of(q), split_range(ax.n2[1], size, s));
         let to: Vec<Option<Lists>> = (0..size).map(|q| (q != rank).then(|| lists(q, rank))).collect();
         let send_counts: Vec<usize> = to.iter().map(|l| l.as_ref().map_or(0, |l| plane(l) * l[2].len())).collect();
         let mut send = vec![0.0; send_counts.iter().sum()];
@@ -479,32 +469,24 @@ fn gather<T: Real>(
 
 #[cfg(test)]
 mod tests {
-    use super::{entries, share, Axes};
+    use super::{entries, Axes};
+    use parki_decomp::split_range;
 
-    /// Every rank count, more ranks than items included: the shares of the upsampled planes
-    /// and of the rows tile them exactly, and each rank's planes map to representative slots
-    /// that tile `0..n1` (the counts both ends of the all-to-alls compute agree).
+    /// Every rank count, more ranks than planes included: each rank's share of the upsampled
+    /// planes maps to representative slots that tile `0..n1` (the counts both ends of the
+    /// all-to-alls compute agree).
     #[test]
-    fn shares_tile_the_planes_and_the_rows() {
+    fn shares_tile_the_planes() {
         for parts in 1..=9 {
-            for n in [1usize, 2, 5, 8, 13] {
-                let mut next = 0;
-                for i in 0..parts {
-                    let (start, count) = share(n, parts, i);
-                    assert_eq!(start, next, "{n} over {parts}");
-                    next += count;
-                }
-                assert_eq!(next, n);
-            }
             for (odd, n1, up_half) in [(false, 9usize, 8usize), (true, 7, 8)] {
                 let ax = Axes { odd: [odd; 3], n1: [n1; 3], shift: [usize::from(odd); 3], kept: [1; 3], n2: [1; 3] };
                 let mut next = 0;
                 for i in 0..parts {
-                    let (lo, count) = ax.planes_of(share(up_half + 1, parts, i));
-                    if count > 0 {
-                        assert_eq!(lo, next, "odd {odd}, {parts} parts");
+                    let slots = ax.planes_of(split_range(up_half + 1, parts, i));
+                    if !slots.is_empty() {
+                        assert_eq!(slots.start, next, "odd {odd}, {parts} parts");
                     }
-                    next += count;
+                    next += slots.len();
                 }
                 assert_eq!(next, n1, "odd {odd}, {parts} parts");
             }
