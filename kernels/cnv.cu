@@ -80,8 +80,12 @@ PARKI_EXPORT_BOTH(cnv, (int kernel, int field, int mxc, int my, int mz, int row_
 
 // CNV with free directions (parki_farfield::FreeCnv::apply): the spectrum of the zero-padded
 // grid times the kernel tables precomputed on the host (truncated Green's functions, docs/
-// design.md "Free directions"), in place. Table c of element e (= the thread: kx fastest over
-// the half spectrum) at tables[c * elements + e], already divided by the padded volume; in f64:
+// design.md "Free directions"), in place, one thread per element (kx fastest over the half
+// spectrum). The tables are stored on the folded block (parki_farfield::fold): map holds the
+// stresslet's 18 entries (below), 16 parities (component c: bit 0 odd along y, bit 1 along z),
+// then per slot of y and of z its stored slot << 1, | 1 where it is the mirror image; table c of
+// element (ix, iy, iz) is s tables[c * stored + (s_z ys + s_y) mxc + ix], s = -1 where c is
+// odd along an odd count of the mirrored axes; already divided by the padded volume; in f64:
 //   Laplace   v^ = t_0 phi^, with `field` E^_a = -i t_{1+a} phi^
 //   Stokeslet v^_i = sum_j t_{ij} phi^_j                 (6 tables, i <= j)
 //   stresslet v^_i = i sum_{jl} t_{ijl} S^_{jl}          (10 tables, i <= j <= l; stress[i * 6 + m]
@@ -89,13 +93,22 @@ PARKI_EXPORT_BOTH(cnv, (int kernel, int field, int mxc, int my, int mz, int row_
 //                                                         off the diagonal)
 //   Stokes    the Stokeslet's 6 tables, then the stresslet's 10.
 template <typename T>
-__device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, int set_zero,
-                              double zero, const T* tables, const u32* stress, T* grid) {
-  const u64 e = global_thread();
-  const u64 elements = (u64)mxc * my * mz;
-  if (e >= elements) return;
-  const int ix = (int)(e % mxc), iy = (int)((e / mxc) % my), iz = (int)(e / ((u64)mxc * my));
+__device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, int ys, int zs, int row_stride, i64 cs,
+                              int set_zero, double zero, const T* tables, const u32* map, T* grid) {
+  const u64 g = global_thread();
+  if (g >= (u64)mxc * my * mz) return;
+  const int ix = (int)(g % mxc), iy = (int)((g / mxc) % my), iz = (int)(g / ((u64)mxc * my));
   const u64 o = ((u64)iz * my + iy) * row_stride + 2 * (u64)ix;
+  const u32* stress = map;
+  const u32* parity = map + 18;
+  const u32 fy = map[34 + iy], fz = map[34 + my + iz];
+  const u32 mirrored = (fy & 1u) | ((fz & 1u) << 1);
+  const u64 elements = (u64)mxc * ys * zs;
+  const u64 e = ((u64)(fz >> 1) * ys + (fy >> 1)) * mxc + ix;
+  // the sign: bits 0 and 1 of parity & mirrored differ
+#define PARKI_TABLE(c)                                                                  \
+  (((((parity[c] & mirrored) ^ ((parity[c] & mirrored) >> 1)) & 1u) ? -1.0 : 1.0) * \
+   (double)tables[(u64)(c) * elements + e])
   const int nc = parki_grid_components(kernel);
   double phr[9], phi[9];
   for (int c = 0; c < nc; ++c) {
@@ -105,16 +118,16 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
   double vr[4] = {0.0, 0.0, 0.0, 0.0}, vi[4] = {0.0, 0.0, 0.0, 0.0};
   if (kernel == PARKI_LAPLACE) {
     // the exact zero mode (FreeCnv::zero_mode): the spread grid's carries the window's aliasing
-    if (e == 0 && set_zero) {
+    if (g == 0 && set_zero) {
       phr[0] = zero;
       phi[0] = 0.0;
     }
-    const double t = (double)tables[e];
+    const double t = PARKI_TABLE(0);
     vr[0] = t * phr[0];
     vi[0] = t * phi[0];
     if (field)
       for (int a = 0; a < 3; ++a) {
-        const double ta = (double)tables[(u64)(1 + a) * elements + e];
+        const double ta = PARKI_TABLE(1 + a);
         vr[1 + a] = ta * phi[0];
         vi[1 + a] = -ta * phr[0];
       }
@@ -123,7 +136,7 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
     if (kernel == PARKI_STOKESLET || kernel == PARKI_STOKES) {
       const int idx[9] = {0, 3, 4, 3, 1, 5, 4, 5, 2};
       double t[6];
-      for (int c = 0; c < 6; ++c) t[c] = (double)tables[(u64)c * elements + e];
+      for (int c = 0; c < 6; ++c) t[c] = PARKI_TABLE(c);
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) {
           const double tij = t[idx[3 * i + j]];
@@ -135,7 +148,7 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
     }
     if (kernel == PARKI_STRESSLET || kernel == PARKI_STOKES) {
       double t[10];
-      for (int c = 0; c < 10; ++c) t[c] = (double)tables[(u64)(off_t + c) * elements + e];
+      for (int c = 0; c < 10; ++c) t[c] = PARKI_TABLE(off_t + c);
       const double mult[6] = {1.0, 1.0, 1.0, 2.0, 2.0, 2.0};
       for (int i = 0; i < 3; ++i) {
         double re = 0.0, im = 0.0;
@@ -149,12 +162,14 @@ __device__ void cnv_free_impl(int kernel, int field, int mxc, int my, int mz, in
       }
     }
   }
+#undef PARKI_TABLE
   const int nout = parki_output_dim(kernel) + (field ? 3 : 0);
   for (int c = 0; c < nout; ++c) {
     grid[(u64)c * cs + o] = (T)vr[c];
     grid[(u64)c * cs + o + 1] = (T)vi[c];
   }
 }
-PARKI_EXPORT_BOTH(cnv_free, (int kernel, int field, int mxc, int my, int mz, int row_stride, i64 cs, int set_zero,
-                             double zero, const real* tables, const u32* stress, real* grid),
-                  cnv_free_impl<real>(kernel, field, mxc, my, mz, row_stride, cs, set_zero, zero, tables, stress, grid))
+PARKI_EXPORT_BOTH(cnv_free, (int kernel, int field, int mxc, int my, int mz, int ys, int zs, int row_stride, i64 cs,
+                             int set_zero, double zero, const real* tables, const u32* map, real* grid),
+                  cnv_free_impl<real>(kernel, field, mxc, my, mz, ys, zs, row_stride, cs, set_zero, zero, tables, map,
+                                      grid))

@@ -63,7 +63,8 @@ enum Cmd {
         #[arg(long)]
         json: Option<std::path::PathBuf>,
     },
-    /// The 0P kernel tables: split over the ranks against the whole grid on every rank.
+    /// The 0P kernel tables: split over the ranks against the whole grid on every rank (with
+    /// `--periodic`, the 1P or 2P tables, per periodic mode, alone).
     Tables {
         /// Grid points per axis over the box (a cube of side 1).
         #[arg(long, default_value_t = 180)]
@@ -92,6 +93,9 @@ enum Cmd {
         /// Threads per rank.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// The periodic axes, `t` or `f` per axis (`fff`: 0P).
+        #[arg(long, default_value = "fff")]
+        periodic: String,
     },
     /// DCT/DST-II/III of an all-symmetric grid: through real FFTs against FFTW's r2r.
     R2r {
@@ -374,6 +378,7 @@ fn peak_rss() -> f64 {
 fn bench_tables(
     world: &Comm,
     grid: usize,
+    periodic: [bool; 3],
     p: usize,
     xi: f64,
     tol: f64,
@@ -385,14 +390,19 @@ fn bench_tables(
 ) -> Result<(), String> {
     use parki_farfield::{FreeCnv, FreeGrid, KaiserBessel};
     let kernel = parki_core::Kernel::from_name(kernel).map_err(|e| e.to_string())?;
+    if periodic == [true; 3] {
+        return Err("--periodic ttt: the tables are those of free axes".into());
+    }
+    let free_space = periodic == [false; 3];
     let methods: Vec<usize> = match only {
-        None => vec![0, 1],
-        Some("split") => vec![0],
+        None if free_space => vec![0, 1],
+        // with periodic axes the two constructions are one (per periodic mode)
+        None | Some("split") => vec![0],
         Some("whole") => vec![1],
         Some(o) => return Err(format!("--only {o}: expected split or whole")),
     };
     let h = 1.0 / grid as f64;
-    let free = FreeGrid::new([false; 3], [grid; 3], [h; 3], p, xi, tol);
+    let free = FreeGrid::new(periodic, [grid; 3], [h; 3], p, xi, tol);
     let kb = KaiserBessel::new(p);
     let axes = free.axes();
     let pg = ProcGrid::choose(
@@ -440,7 +450,8 @@ fn bench_tables(
     let rss = world.all_gather(&[peak_rss()]);
     if world.rank() == 0 {
         println!(
-            "0P tables of {}{}, grid {grid}^3 (padded {:?}, upsampled {:?}), P {p}, {} rank(s) x {threads} thread(s), process grid {:?}",
+            "{} tables of {}{}, grid {grid}^3 (padded {:?}, upsampled {:?}), P {p}, {} rank(s) x {threads} thread(s), process grid {:?}",
+            ["0P", "1P", "2P"][periodic.iter().filter(|&&q| q).count()],
             kernel.name(),
             if field { " with the field" } else { "" },
             free.fft_len,
@@ -463,6 +474,11 @@ fn bench_tables(
         if diff[1] > 0.0 {
             println!("largest difference between the tables: {:.2e} of {:.2e}", diff[0], diff[1]);
         }
+        let [u, p] = free.plan_work(kernel, field);
+        println!(
+            "the cost model's one-thread estimate (FreeGrid::plan_seconds): {:.3} s, of work U {u:.4e}, P {p:.4e}",
+            free.plan_seconds(kernel, field)
+        );
         let gb: Vec<String> = rss.iter().map(|b| format!("{:.2}", b / 1e9)).collect();
         println!("peak memory per rank (GB): {}", gb.join(" "));
     }
@@ -489,8 +505,31 @@ fn main() -> std::process::ExitCode {
                 bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
             }
         }
-        Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads } => {
-            bench_tables(&world, grid, p, xi, tol, &kernel, field, reps.max(1), only.as_deref(), threads.max(1))
+        Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads, periodic } => {
+            let axes: Vec<Option<bool>> = periodic
+                .chars()
+                .map(|c| match c {
+                    't' => Some(true),
+                    'f' => Some(false),
+                    _ => None,
+                })
+                .collect();
+            match axes[..] {
+                [Some(x), Some(y), Some(z)] => bench_tables(
+                    &world,
+                    grid,
+                    [x, y, z],
+                    p,
+                    xi,
+                    tol,
+                    &kernel,
+                    field,
+                    reps.max(1),
+                    only.as_deref(),
+                    threads.max(1),
+                ),
+                _ => Err(format!("--periodic {periodic}: expected three of t or f, e.g. tff")),
+            }
         }
         Cmd::R2r { grid, kind, comps, reps, measure, threads } => {
             if grid.len() != 3 {

@@ -41,6 +41,7 @@ use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
 };
 
+use crate::fold::{fold_block, AxisFold};
 use crate::free_split;
 use crate::truncated::{truncated, ModeBessel, Scalar};
 use crate::window::KaiserBessel;
@@ -147,14 +148,22 @@ impl FreeGrid {
     /// §7.5's clustered million chose a 392^3 grid and took 24.0 s for its plan and evaluation,
     /// against 20.1-21.0 s on the 336^3 grid these choose (docs/performance.md §7.6).
     pub fn plan_seconds(&self, kernel: Kernel, field: bool) -> f64 {
+        let [u, p] = self.plan_work(kernel, field);
+        102e-9 * u + 18e-9 * p
+    }
+
+    /// The work [`plan_seconds`](Self::plan_seconds) counts: `[n_representatives U, n_tables
+    /// P]`, summed over the periodic modes whose tables are made (one in 0P; with periodic axes
+    /// the half axis `x`'s and the folded `y`'s and `z`'s, [`crate::fold`]).
+    pub fn plan_work(&self, kernel: Kernel, field: bool) -> [f64; 2] {
         let comps = components(kernel, field);
         let reps = representatives(&symmetry_images(&comps, self, &self.free_axes())).len() as f64;
-        let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| self.grid[d] as f64).product();
+        let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| (self.grid[d] / 2 + 1) as f64).product();
         let half = |len: &[usize; 3]| -> f64 {
             (0..3).filter(|&d| !self.periodic[d]).map(|d| (len[d] / 2 + 1) as f64).product::<f64>()
         };
         let (u, p) = (half(&self.upsampled), half(&self.fft_len));
-        modes * (102e-9 * reps * u + 18e-9 * comps.len() as f64 * p)
+        [modes * reps * u, modes * comps.len() as f64 * p]
     }
 }
 
@@ -310,15 +319,21 @@ const S_PAIRS: [(usize, usize, f64); 6] =
 /// [`STOKESLET`] index of `(i, j)`.
 const STOKESLET_INDEX: [[usize; 3]; 3] = [[0, 3, 4], [3, 1, 5], [4, 5, 2]];
 
-/// CNV with free directions: the precomputed tables on this rank's spectral block.
+/// CNV with free directions: the precomputed tables on this rank's spectral block, stored on
+/// its folded block ([`crate::fold`]).
 #[derive(Debug)]
 pub struct FreeCnv<T> {
     kernel: Kernel,
     field: bool,
     block: SpectralBlock,
-    /// Elements of the local block.
+    /// The block's axes as the tables store them (`y` and `z` folded).
+    fold: [AxisFold; 3],
+    /// Per component, bit 0 set where it is odd along `y`, bit 1 along `z`.
+    parity: [u32; 16],
+    /// Stored elements.
     elements: usize,
-    /// `tables[c * elements + e]`: component `c` at local element `e`, divided by `V_h`.
+    /// `tables[c * elements + e]`: component `c` at stored element `e = (s_z n_y + s_y) n_x +
+    /// s_x` (`n` the stored slots per axis), divided by `V_h`.
     tables: Vec<T>,
     /// `stress[i][m]`: the table of `T_i S_pairs[m]`.
     stress: [[usize; 6]; 3],
@@ -420,10 +435,11 @@ impl<T: Real> FreeCnv<T> {
         let two_pi = 2.0 * PI;
         let inv4xi2 = 1.0 / (4.0 * xi * xi);
         // periodic modes (user axes); x holds the half spectrum
-        let periodic_modes = |d: usize, count: usize, start: usize| -> AxisModes {
+        let periodic_modes = |d: usize, slots: &[usize]| -> AxisModes {
             let m = free.grid[d];
-            let (k, w) = (start..start + count)
-                .map(|i| {
+            let (k, w) = slots
+                .iter()
+                .map(|&i| {
                     if GridLayout::is_nyquist(i, m) {
                         return (0.0, 0.0);
                     }
@@ -450,12 +466,18 @@ impl<T: Real> FreeCnv<T> {
             AxisModes { k, w }
         };
         let up: Vec<AxisModes> = fa.iter().map(|&d| up_modes(d)).collect();
-        // block ranges per user axis (memory order is [x, y, z])
+        // block ranges per user axis (memory order is [x, y, z]), and the slots stored of each:
+        // the tables are made for those only (crate::fold)
         let ranges = [block.x, block.y, (0, block.z)];
-        let local = [block.x.1, block.y.1, block.z];
+        let fold = fold_block(ranges, free.fft_len);
+        let globals: [&[usize]; 3] = [fold[0].stored(), fold[1].stored(), fold[2].stored()];
+        let local = [0, 1, 2].map(|d| fold[d].len());
         let elements = local.iter().product::<usize>();
+        let yz_parity: [u32; 16] = std::array::from_fn(|c| {
+            comps.get(c).map_or(0, |c| u32::from(c.poly.odd(1)) | (u32::from(c.poly.odd(2)) << 1))
+        });
         // periodic modes of the local block
-        let pmodes: Vec<AxisModes> = pa.iter().map(|&d| periodic_modes(d, ranges[d].1, ranges[d].0)).collect();
+        let pmodes: Vec<AxisModes> = pa.iter().map(|&d| periodic_modes(d, globals[d])).collect();
         // free-axis sizes of the half grids: even (DCT-I) and odd (DST-I)
         let half_up: Vec<usize> = fa.iter().map(|&d| free.upsampled[d] / 2).collect();
         let half_h: Vec<usize> = fa.iter().map(|&d| free.fft_len[d] / 2).collect();
@@ -472,7 +494,7 @@ impl<T: Real> FreeCnv<T> {
         };
         // the transforms run one per (periodic mode, component) on the solver's threads; where
         // fewer of those than threads remain (free space: one mode), each on FFTW's threads too
-        let tasks = pa.iter().map(|&d| ranges[d].1).product::<usize>() * comps.len();
+        let tasks = pa.iter().map(|&d| local[d]).product::<usize>() * comps.len();
         let fftw_threads = match par {
             Par::Seq => 1,
             Par::Rayon(t) => (t / tasks.max(1)).max(1),
@@ -504,14 +526,24 @@ impl<T: Real> FreeCnv<T> {
         if nfree == 3 && method == Method::Split {
             let spec = free_split::Spec { comps: &comps, images: &images, free, up: &up, sw: &sw, inv4xi2, scale };
             free_split::tables(&spec, comm, ranges, par, &mut tables)?;
-            return Ok(Self { kernel, field, block: *block, elements, tables, stress, zero_mode });
+            return Ok(Self {
+                kernel,
+                field,
+                block: *block,
+                fold,
+                parity: yz_parity,
+                elements,
+                tables,
+                stress,
+                zero_mode,
+            });
         }
         // the upsampled free half grid
         let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
         let up_points: usize = up_dims.iter().product();
         let radius = free.radius;
         // every periodic mode of the block: its local indices per periodic axis
-        let pcounts: Vec<usize> = pa.iter().map(|&d| ranges[d].1).collect();
+        let pcounts: Vec<usize> = pa.iter().map(|&d| local[d]).collect();
         let nmodes: usize = pcounts.iter().product();
         let ncomp = comps.len();
         let fa_ref = &fa;
@@ -641,7 +673,7 @@ impl<T: Real> FreeCnv<T> {
                             let nn = free.fft_len[d];
                             (0..local[d])
                                 .map(|l| {
-                                    let j = ranges[d].0 + l;
+                                    let j = globals[d][l];
                                     let (jm, neg) = if j <= nn / 2 { (j, false) } else { (nn - j, true) };
                                     // the Nyquist slot is kept: the circular convolution is exact
                                     // only with every mode of the samples' transform (odd tables
@@ -708,10 +740,10 @@ impl<T: Real> FreeCnv<T> {
             }
             let lidx = mode_index(mode);
             let mut q = 0;
-            for_each_local_free(&fa, &ranges, &local, |jf| {
+            for_each_local_free(&fa, &local, |lf| {
                 let mut l = lidx;
                 for &d in &fa {
-                    l[d] = jf[d] - ranges[d].0;
+                    l[d] = lf[d];
                 }
                 let e = (l[2] * local[1] + l[1]) * local[0] + l[0];
                 for (c, t) in per_comp.iter().enumerate() {
@@ -720,7 +752,7 @@ impl<T: Real> FreeCnv<T> {
                 q += 1;
             });
         }
-        Ok(Self { kernel, field, block: *block, elements, tables, stress, zero_mode })
+        Ok(Self { kernel, field, block: *block, fold, parity: yz_parity, elements, tables, stress, zero_mode })
     }
 
     /// The exact zero mode of a unit charge's spread grid, `W^(0)^3` (`None` for kernels other
@@ -747,17 +779,46 @@ impl<T: Real> FreeCnv<T> {
         self.tables.len() * std::mem::size_of::<T>()
     }
 
-    /// The tables as a device's CNV reads them: table `c` of local element `e` (`kx` fastest,
-    /// then `ky`, `kz`) at `c * elements + e`, divided by `V_h`; Laplace's (and the field's 3),
-    /// or the Stokeslet's 6 (`i <= j`: 11, 22, 33, 12, 13, 23) then the stresslet's 10
-    /// (`i <= j <= l`, lexicographic).
+    /// The tables as a device's CNV reads them: table `c` of stored element `e` (`s_x`
+    /// fastest, then `s_y`, `s_z`; [`fold_map`](Self::fold_map) gives a local slot's) at `c *
+    /// elements + e`, divided by `V_h`; Laplace's (and the field's 3), or the Stokeslet's 6
+    /// (`i <= j`: 11, 22, 33, 12, 13, 23) then the stresslet's 10 (`i <= j <= l`,
+    /// lexicographic).
     pub fn tables(&self) -> &[T] {
         &self.tables
     }
 
-    /// Elements of the local spectral block (the tables' component stride).
+    /// Stored elements (the tables' component stride).
     pub fn elements(&self) -> usize {
         self.elements
+    }
+
+    /// Stored slots along `x`, `y` and `z` (their product is [`elements`](Self::elements); `x`
+    /// is the block's own).
+    pub fn stored(&self) -> [usize; 3] {
+        [0, 1, 2].map(|d| self.fold[d].len())
+    }
+
+    /// The folding as a device's CNV reads it: 16 parities (component `c`: bit 0 odd along
+    /// `y`, bit 1 along `z`), then per local slot of `y`, then of `z`, its stored slot `<< 1`,
+    /// `| 1` where it is the mirror image. Table `c` of local element `(l_x, l_y, l_z)` is
+    /// `s tables[c * elements + (s_z n_y + s_y) n_x + l_x]`, `s = -1` where the mirrored axes'
+    /// bits and `c`'s parity share an odd count.
+    pub fn fold_map(&self) -> Vec<u32> {
+        let mut map = self.parity.to_vec();
+        map.extend_from_slice(self.fold[1].slots());
+        map.extend_from_slice(self.fold[2].slots());
+        map
+    }
+
+    /// Table `c` (divided by `V_h`) at local element `(l_x, l_y, l_z)` of the block.
+    pub fn table_at(&self, c: usize, l: [usize; 3]) -> f64 {
+        let (sy, my) = self.fold[1].slot(l[1]);
+        let (sz, mz) = self.fold[2].slot(l[2]);
+        let e = (sz * self.fold[1].len() + sy) * self.fold[0].len() + l[0];
+        let mirrored = u32::from(my) | (u32::from(mz) << 1);
+        let sign = if (self.parity[c] & mirrored).count_ones() % 2 == 1 { -1.0 } else { 1.0 };
+        sign * self.tables[c * self.elements + e].to_f64()
     }
 
     /// `map[i * 6 + m]`: the stresslet table (of its 10) that multiplies `S_m` in component
@@ -791,6 +852,11 @@ impl<T: Real> FreeCnv<T> {
             grid[0] = T::from_f64(net_charge * w0);
             grid[1] = T::ZERO;
         }
+        // the tables' signs per mirrored pair of axes (bit 0 y, bit 1 z)
+        let signs: [[f64; 16]; 4] = std::array::from_fn(|m| {
+            std::array::from_fn(|c| if (self.parity[c] & m as u32).count_ones() % 2 == 1 { -1.0 } else { 1.0 })
+        });
+        let ys = self.fold[1].len();
         let writer = parki_core::par::DisjointSlice::new(grid);
         let work = |iz: usize| {
             let mut comps: [&mut [T]; 9] = Default::default();
@@ -798,11 +864,14 @@ impl<T: Real> FreeCnv<T> {
                 // SAFETY: plane iz of component c belongs to this task only (one task per iz).
                 *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
             }
+            let (sz, mz) = self.fold[2].slot(iz);
             for ly in 0..yl {
+                let (sy, my) = self.fold[1].slot(ly);
+                let sign = &signs[usize::from(my) | (usize::from(mz) << 1)];
+                let row = (sz * ys + sy) * xl;
                 for lx in 0..xl {
-                    let e = (iz * yl + ly) * xl + lx;
                     let o = ly * b.row_stride + 2 * lx;
-                    self.point(e, o, &mut comps[..ncomp.max(nout)]);
+                    self.point(row + lx, sign, o, &mut comps[..ncomp.max(nout)]);
                 }
             }
         };
@@ -812,14 +881,17 @@ impl<T: Real> FreeCnv<T> {
         }
     }
 
+    /// Table `c` at stored element `e`, times the sign of the local element read.
     #[inline]
-    fn t(&self, c: usize, e: usize) -> f64 {
-        self.tables[c * self.elements + e].to_f64()
+    fn t(&self, c: usize, e: usize, sign: &[f64; 16]) -> f64 {
+        sign[c] * self.tables[c * self.elements + e].to_f64()
     }
 
+    /// CNV at the local element at `o` of each plane, whose tables are stored element `e` times
+    /// `sign`.
     #[inline]
     #[allow(clippy::needless_range_loop)]
-    fn point(&self, e: usize, o: usize, comps: &mut [&mut [T]]) {
+    fn point(&self, e: usize, sign: &[f64; 16], o: usize, comps: &mut [&mut [T]]) {
         let mut phi = [(0.0f64, 0.0f64); 9];
         let ncomp = self.kernel.grid_components();
         for (c, p) in phi.iter_mut().enumerate().take(ncomp) {
@@ -828,12 +900,12 @@ impl<T: Real> FreeCnv<T> {
         let mut v = [(0.0f64, 0.0f64); 6];
         match self.kernel {
             Kernel::Laplace => {
-                let t = self.t(0, e);
+                let t = self.t(0, e, sign);
                 v[0] = (t * phi[0].0, t * phi[0].1);
                 if self.field {
                     // E^_a = -i t_a phi^
                     for a in 0..3 {
-                        let t = self.t(1 + a, e);
+                        let t = self.t(1 + a, e, sign);
                         v[1 + a] = (t * phi[0].1, -t * phi[0].0);
                     }
                 }
@@ -842,7 +914,7 @@ impl<T: Real> FreeCnv<T> {
                 let mut off_t = 0;
                 let mut off_g = 0;
                 if self.kernel.needs_forces() {
-                    let t: [f64; 6] = std::array::from_fn(|c| self.t(c, e));
+                    let t: [f64; 6] = std::array::from_fn(|c| self.t(c, e, sign));
                     for i in 0..3 {
                         for j in 0..3 {
                             let tij = t[STOKESLET_INDEX[i][j]];
@@ -854,7 +926,7 @@ impl<T: Real> FreeCnv<T> {
                     off_g = 3;
                 }
                 if self.kernel.needs_dipoles() {
-                    let t: [f64; 10] = std::array::from_fn(|c| self.t(off_t + c, e));
+                    let t: [f64; 10] = std::array::from_fn(|c| self.t(off_t + c, e, sign));
                     let s = &phi[off_g..off_g + 6];
                     for i in 0..3 {
                         let (mut re, mut im) = (0.0, 0.0);
@@ -921,18 +993,18 @@ fn local_free_count(fa: &[usize], local: &[usize; 3]) -> usize {
     fa.iter().map(|&d| local[d]).product()
 }
 
-/// Calls `f` with the global slots (user axes; periodic entries 0) of every local free-axis
-/// slot of the block, the last free axis fastest... in the order `z` slowest, `x` fastest.
-fn for_each_local_free(fa: &[usize], ranges: &[(usize, usize); 3], local: &[usize; 3], mut f: impl FnMut([usize; 3])) {
+/// Calls `f` with the local slots (user axes; periodic entries 0) of every stored free-axis
+/// slot of the block, in the order `z` slowest, `x` fastest.
+fn for_each_local_free(fa: &[usize], local: &[usize; 3], mut f: impl FnMut([usize; 3])) {
     let count = local_free_count(fa, local);
     for i in 0..count {
         let mut rem = i;
-        let mut j = [0usize; 3];
+        let mut l = [0usize; 3];
         for &d in fa {
-            j[d] = ranges[d].0 + rem % local[d];
+            l[d] = rem % local[d];
             rem /= local[d];
         }
-        f(j);
+        f(l);
     }
 }
 
@@ -1158,8 +1230,7 @@ mod tests {
                     let norm: f64 =
                         fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
                     let (tre, tim) = (tre * norm, tim * norm);
-                    let e = (jz * n[1] + jy) * (n[0] / 2 + 1) + jx;
-                    let got = cnv.t(ci, e);
+                    let got = cnv.table_at(ci, [jx, jy, jz]);
                     println!(
                         "{periodic:?} comp {ci} {:?} mode {js:?}: table {got:.6e}, direct ({tre:.6e}, {tim:.6e})",
                         c.poly

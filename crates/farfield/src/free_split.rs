@@ -37,6 +37,7 @@ use parki_decomp::split_range;
 use parki_fft3d::{LocalR2r, R2rKind};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
 
+use crate::fold::{fold_block, AxisFold};
 use crate::free::{AxisModes, Component, FreeGrid};
 use crate::truncated::{truncated, ModeBessel, Scalar};
 
@@ -104,8 +105,9 @@ impl Axes {
 }
 
 /// The tables of every component on this rank's `block` (`[(start, count)]` per axis of the
-/// padded grid's spectrum, `x` the half axis), written to `tables[c * elements + e]` with
-/// `e = (l_z count_y + l_y) count_x + l_x` (entries that vanish are left as they are: zero).
+/// padded grid's spectrum, `x` the half axis), on its stored slots ([`fold_block`]), written to
+/// `tables[c * elements + e]` with `e = (s_z n_y + s_y) n_x + s_x` (`s` the stored slots, `n`
+/// their counts; entries that vanish are left as they are: zero).
 ///
 /// Collective over `comm`: every rank calls it with its own block.
 ///
@@ -336,14 +338,16 @@ fn lines(comm: &Comm, ax: &Axes, slab: Vec<f64>, planes_up: usize, par: Par) -> 
     Ok(out)
 }
 
-/// The slots of a block's range along one axis that hold a table entry: `(local slot, index in
-/// the half grid, sign)`. Slot `j > N/2` reads `N - j` (odd tables negated); an odd table's
-/// index is `j - 1` and it vanishes at `j = 0` and at the Nyquist slot, which are left out (the
-/// circular convolution is exact only with every mode, so an even table keeps its Nyquist slot).
-fn entries((start, count): (usize, usize), n: usize, odd: bool) -> Vec<(usize, usize, f64)> {
-    (0..count)
-        .filter_map(|l| {
-            let j = start + l;
+/// The slots of a block's stored slots along one axis (global `slots[l]`) that hold a table
+/// entry: `(stored slot l, index in the half grid, sign)`. Slot `j > N/2` reads `N - j` (odd
+/// tables negated); an odd table's index is `j - 1` and it vanishes at `j = 0` and at the
+/// Nyquist slot, which are left out (the circular convolution is exact only with every mode,
+/// so an even table keeps its Nyquist slot).
+fn entries(slots: &[usize], n: usize, odd: bool) -> Vec<(usize, usize, f64)> {
+    slots
+        .iter()
+        .enumerate()
+        .filter_map(|(l, &j)| {
             let (jm, neg) = if j <= n / 2 { (j, false) } else { (n - j, true) };
             if !odd {
                 Some((l, jm, 1.0))
@@ -356,20 +360,20 @@ fn entries((start, count): (usize, usize), n: usize, odd: bool) -> Vec<(usize, u
         .collect()
 }
 
-/// The entries of component `c` on a block that the rank holding rows `rows` of its
-/// representative's lines has, per component axis: `(local slot, offset in the lines, sign)`.
+/// The entries of component `c` on a (folded) block that the rank holding rows `rows` of its
+/// representative's lines has, per component axis: `(stored slot, offset in the lines, sign)`.
 fn owned(
     spec: &Spec<'_>,
     c: usize,
     ax: &Axes,
-    block: [(usize, usize); 3],
+    block: &[AxisFold; 3],
     rows: Range<usize>,
 ) -> [Vec<(usize, isize, f64)>; 3] {
     let (_, perm) = spec.images[c];
     let stride = [ax.n2[2], ax.n2[0] * ax.n2[2], 1];
     std::array::from_fn(|d| {
         let a = perm[d];
-        entries(block[d], spec.free.fft_len[d], spec.comps[c].poly.odd(d))
+        entries(block[d].stored(), spec.free.fft_len[d], spec.comps[c].poly.odd(d))
             .into_iter()
             .filter(|&(_, i, _)| a != 1 || rows.contains(&i))
             .map(|(l, i, s)| {
@@ -406,19 +410,25 @@ fn gather<T: Real>(
     let (rank, size) = (comm.rank(), comm.size());
     let mine: [u64; 6] = [block[0].0, block[0].1, block[1].0, block[1].1, block[2].0, block[2].1].map(|v| v as u64);
     let all = comm.all_gather(&mine);
-    let block_of = |q: usize| -> [(usize, usize); 3] {
-        let b = &all[6 * q..6 * q + 6];
-        [(b[0] as usize, b[1] as usize), (b[2] as usize, b[3] as usize), (b[4] as usize, b[5] as usize)]
-    };
+    // every rank's block as its tables store it
+    let folds: Vec<[AxisFold; 3]> = (0..size)
+        .map(|q| {
+            let b = &all[6 * q..6 * q + 6];
+            let ranges =
+                [(b[0] as usize, b[1] as usize), (b[2] as usize, b[3] as usize), (b[4] as usize, b[5] as usize)];
+            fold_block(ranges, spec.free.fft_len)
+        })
+        .collect();
     let rep_of = |c: usize| reps.iter().position(|&r| r == spec.images[c].0).expect("a representative");
-    let (xl, yl) = (block[0].1, block[1].1);
-    let elements = xl * yl * block[2].1;
+    let own = &folds[rank];
+    let (xl, yl) = (own[0].len(), own[1].len());
+    let elements = xl * yl * own[2].len();
     let plane = |l: &Lists| l[0].len() * l[1].len();
     // one component at a time: the messages hold at most one table's worth
     for c in 0..spec.comps.len() {
         let (ax, t) = (&axes[rep_of(c)], &lines[rep_of(c)]);
         // the entries of `q`'s block that rank `s` holds
-        let lists = |q: usize, s: usize| owned(spec, c, ax, block_of(q), split_range(ax.n2[1], size, s));
+        let lists = |q: usize, s: usize| owned(spec, c, ax, &folds[q], split_range(ax.n2[1], size, s));
         let to: Vec<Option<Lists>> = (0..size).map(|q| (q != rank).then(|| lists(q, rank))).collect();
         let send_counts: Vec<usize> = to.iter().map(|l| l.as_ref().map_or(0, |l| plane(l) * l[2].len())).collect();
         let mut send = vec![0.0; send_counts.iter().sum()];
@@ -442,7 +452,7 @@ fn gather<T: Real>(
         let mut at = 0;
         for (s, l) in from.iter().enumerate() {
             // the planes of `l[2]`: their place in the received data (or this rank's lines)
-            let mut slot = vec![None; block[2].1];
+            let mut slot = vec![None; own[2].len()];
             for (p, &(lz, oz, sz)) in l[2].iter().enumerate() {
                 slot[lz] = Some((p, oz, sz));
             }
@@ -498,14 +508,15 @@ mod tests {
     #[test]
     fn entries_mirror_the_half_grid() {
         let n = 8;
-        let even = entries((0, n), n, false);
+        let all: Vec<usize> = (0..n).collect();
+        let even = entries(&all, n, false);
         assert_eq!(even.iter().map(|e| e.1).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 3, 2, 1]);
-        let odd = entries((0, n), n, true);
+        let odd = entries(&all, n, true);
         assert_eq!(
             odd.iter().map(|e| (e.0, e.1, e.2)).collect::<Vec<_>>(),
             [(1, 0, 1.0), (2, 1, 1.0), (3, 2, 1.0), (5, 2, -1.0), (6, 1, -1.0), (7, 0, -1.0)]
         );
-        // a block's range: local slots from 0
-        assert_eq!(entries((5, 2), n, true).iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1]);
+        // a block's stored slots: local slots from 0
+        assert_eq!(entries(&[5, 6], n, true).iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1]);
     }
 }

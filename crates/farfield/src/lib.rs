@@ -11,6 +11,7 @@
 
 pub mod cnv;
 pub mod error_model;
+pub mod fold;
 pub mod free;
 mod free_split;
 pub mod g2p;

@@ -134,13 +134,15 @@ enum DeviceCnv<D: Device> {
     /// Triply periodic: the Green's functions on the fly from the per-axis tables of `cnv`
     /// (`k_d` and the screened window deconvolution `f_d`, [`table_offsets`]).
     Periodic { tables: DeviceBuffer<D>, cnv: Cnv },
-    /// Free axes: the kernel tables of [`FreeCnv`] on the padded grid (`layout`), the
-    /// stresslet's table map, and the data block P2G writes and G2P reads (`pad_grid` copies it
-    /// into the zero-padded FFT grid and back), and the exact zero mode per unit charge
-    /// ([`FreeCnv::zero_mode`]).
+    /// Free axes: the kernel tables of [`FreeCnv`] on the padded grid (`layout`), stored on its
+    /// folded spectrum (`stored`: the slots along `y` and `z`), the stresslet's table map and
+    /// the folding's ([`FreeCnv::fold_map`]), the data block P2G writes and G2P reads
+    /// (`pad_grid` copies it into the zero-padded FFT grid and back), and the exact zero mode
+    /// per unit charge ([`FreeCnv::zero_mode`]).
     Free {
         tables: DeviceBuffer<D>,
-        stress: DeviceBuffer<D>,
+        map: DeviceBuffer<D>,
+        stored: [usize; 2],
         block: DeviceBuffer<D>,
         layout: GridLayout,
         zero_mode: Option<f64>,
@@ -150,7 +152,7 @@ enum DeviceCnv<D: Device> {
 /// CNV on the host (several ranks), as the CPU backend runs it.
 enum HostCnv<T> {
     Periodic(Cnv),
-    Free(FreeCnv<T>),
+    Free(Box<FreeCnv<T>>),
 }
 
 /// Where the FFT runs.
@@ -311,8 +313,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             (None, true) => 2 * block,
             (Some(f), true) => {
                 let half = (f.fft_len[0] / 2 + 1) * f.fft_len[1] * f.fft_len[2];
+                // the tables on the folded spectrum (parki_farfield::fold)
+                let stored: usize = f.fft_len.iter().map(|&n| n / 2 + 1).product();
                 let spectral = setup.field_method == Some(FieldMethod::Spectral);
-                let tables = parki_farfield::free::table_count(k, spectral) * half * t;
+                let tables = parki_farfield::free::table_count(k, spectral) * stored * t;
                 2 * comps * 2 * half * t + block + tables
             }
         };
@@ -779,13 +783,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let threads = self.threads;
         let field = i32::from(self.grid_out > self.kernel.output_dim());
         match &mut self.grid {
-            FarGrid::Device { grid, cnv: DeviceCnv::Free { tables, stress, layout, zero_mode, .. }, .. } => {
+            FarGrid::Device { grid, cnv: DeviceCnv::Free { tables, map, stored, layout, zero_mode, .. }, .. } => {
                 let (mxc, my, mz) = (layout.complex_row(), layout.global[1], layout.global[2]);
                 let mut a = Args::new();
                 a.push(kernel_code(self.kernel)).push(field).push(mxc as i32).push(my as i32).push(mz as i32);
+                a.push(stored[0] as i32).push(stored[1] as i32);
                 a.push(layout.row_stride() as i32).push(layout.real_len() as i64);
                 a.push(i32::from(zero_mode.is_some())).push(zero_mode.map_or(0.0, |w0| net_charge * w0));
-                a.push(tables.ptr()).push(stress.ptr()).push(grid.ptr());
+                a.push(tables.ptr()).push(map.ptr()).push(grid.ptr());
                 launch_items(&*self.dev, self.precision, "cnv_free", mxc * my * mz, &mut a)
             }
             FarGrid::Device { grid, cnv: DeviceCnv::Periodic { tables, cnv }, .. } => {
@@ -951,14 +956,18 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
                     let mut tables = DeviceBuffer::empty(&dev, "the free-space kernel tables");
                     tables.upload(cnv.tables())?;
-                    let mut stress = DeviceBuffer::empty(&dev, "the stresslet's table map");
-                    stress.upload(&cnv.stress_map())?;
+                    let mut map = DeviceBuffer::empty(&dev, "the tables' maps");
+                    let mut m = cnv.stress_map().to_vec();
+                    m.extend(cnv.fold_map());
+                    map.upload(&m)?;
+                    let [_, ys, zs] = cnv.stored();
+                    let stored = [ys, zs];
                     let data = DeviceBuffer::new(&dev, block_bytes, "the P2G grid block")?;
                     let zero_mode = cnv.zero_mode();
                     FarGrid::Device {
                         grid,
                         plan,
-                        cnv: DeviceCnv::Free { tables, stress, block: data, layout, zero_mode },
+                        cnv: DeviceCnv::Free { tables, map, stored, block: data, layout, zero_mode },
                     }
                 }
             }
@@ -983,7 +992,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let block = fft.spectral_layout();
                     let par = parki_core::Par::with_threads(threads);
                     let cnv = FreeCnv::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
-                    (fft, HostCnv::Free(cnv))
+                    (fft, HostCnv::Free(Box::new(cnv)))
                 }
             };
             let block = DeviceBuffer::new(&dev, block_bytes, "the P2G grid block")?;
@@ -1074,7 +1083,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             FarGrid::Device { grid, plan, cnv } => {
                 let cnv = match cnv {
                     DeviceCnv::Periodic { tables, .. } => tables.bytes(),
-                    DeviceCnv::Free { tables, stress, block, .. } => tables.bytes() + stress.bytes() + block.bytes(),
+                    DeviceCnv::Free { tables, map, block, .. } => tables.bytes() + map.bytes() + block.bytes(),
                 };
                 grid.bytes() + cnv + D::fft_work_bytes(plan)
             }

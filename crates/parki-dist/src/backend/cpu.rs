@@ -60,7 +60,7 @@ pub struct CpuBackend<T: SolverReal> {
 /// CNV: on the fly for a triply periodic box, by precomputed tables with free axes.
 enum Convolution<T> {
     Periodic(Cnv),
-    Free(FreeCnv<T>),
+    Free(Box<FreeCnv<T>>),
 }
 
 impl<T: SolverReal> CpuBackend<T> {
@@ -109,7 +109,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
                 let block = fft.spectral_layout();
                 let par = Par::with_threads(threads);
                 let cnv = FreeCnv::new(s.kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
-                (fft, Convolution::Free(cnv), free.data[0])
+                (fft, Convolution::Free(Box::new(cnv)), free.data[0])
             }
         };
         // P2G and G2P work on the transform's own buffer when direct: its components lie the
