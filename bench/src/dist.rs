@@ -474,9 +474,9 @@ fn bench_tables(
         if diff[1] > 0.0 {
             println!("largest difference between the tables: {:.2e} of {:.2e}", diff[0], diff[1]);
         }
-        let [u, p] = free.plan_work(kernel, field);
+        let [s, u, p] = free.plan_work(kernel, field);
         println!(
-            "the cost model's one-thread estimate (FreeGrid::plan_seconds): {:.3} s, of work U {u:.4e}, P {p:.4e}",
+            "the cost model's one-thread estimate (FreeGrid::plan_seconds): {:.3} s, of work S {s:.4e}, U {u:.4e}, P {p:.4e}",
             free.plan_seconds(kernel, field)
         );
         let gb: Vec<String> = rss.iter().map(|b| format!("{:.2}", b / 1e9)).collect();

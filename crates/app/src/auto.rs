@@ -20,7 +20,7 @@
 //!     that clustered particles get the parameters, and the price, the run will have.
 //!
 //!   A run's estimate is its plan (the Ewald sum's kernel tables of the free axes,
-//!   [`parki_farfield::free::FreeGrid::plan_seconds`]: 1-3x one evaluation) and its `repeat`
+//!   [`parki_farfield::params::plan_seconds`]: 0.2-1x one evaluation) and its `repeat`
 //!   evaluations (`--repeat`, `[run] repeat`), one thread's seconds divided by the threads and
 //!   ranks: a single evaluation favours the tree methods, a time-stepping run with one plan the
 //!   Ewald sum. A method is a candidate
@@ -389,7 +389,7 @@ fn ewald_estimate(
     .map_err(|e| e.to_string())?;
     let c = params.cost;
     let one = c.total();
-    let plan = params.free.as_ref().map_or(0.0, |f| f.plan_seconds(kernel, field));
+    let plan = params.plan_seconds;
     Ok((
         one,
         plan,

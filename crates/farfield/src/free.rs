@@ -128,34 +128,32 @@ impl FreeGrid {
     }
 
     /// Estimated seconds on one thread to make the kernel tables of `kernel` (and the field) at
-    /// plan time ([`FreeCnv::new`]): per periodic mode, every representative component (those
-    /// that are not images of another under a permutation of equal free axes) fills and
-    /// transforms the upsampled free half grid (`U` points), and every component writes its
-    /// table from the padded half grid (`P` points):
+    /// plan time ([`FreeCnv::new`]). Per periodic mode made (one in 0P), the scalar kernel is
+    /// evaluated on the upsampled free half grid (`U` points), every representative component
+    /// (those that are not images of another under a permutation of equal free axes) fills and
+    /// transforms it, and every table is written from the padded half grid (`P` points):
     ///
-    /// `t = a n_representatives U + b n_tables P`, `a` = 102 ns, `b` = 18 ns,
+    /// `t = a modes U + b modes n_representatives U + c modes n_tables P`
     ///
-    /// fitted to nine 0P plans (Laplace 1e-3..1e-12, Stokeslet 1e-6 and 1e-9, stresslet and
-    /// Stokes 1e-6; upsampled grids 240^3..720^3) measured on one thread of the machine of
-    /// docs/performance.md, every one within 0.75x..1.26x of it (docs/performance.md §7.3;
-    /// fresh memory's page faults are much of it, and vary 1.5x between runs). The plan costs
-    /// 1-2 evaluations: it matters where a method is chosen for a single evaluation.
-    ///
-    /// Session 23's per-axis construction ([`crate::free_split`]) does the tables in 2-3x less
-    /// one-thread work (ten plans of grids 100^3..392^3 fit `40 ns U + 13.5 ns P`), but on the
-    /// run's threads it scales worse than the evaluation (1.1-1.3x on 2 threads against P2P's
-    /// 1.9x), and the plan also sets up the padded transform. The constants above stay: refitted,
-    /// §7.5's clustered million chose a 392^3 grid and took 24.0 s for its plan and evaluation,
-    /// against 20.1-21.0 s on the 336^3 grid these choose (docs/performance.md §7.6).
+    /// with `(a, b, c)` = (15.4, 20.7, 11.1) ns in 0P (the per-axis construction of
+    /// [`crate::free_split`], the radial kernel tabulated) and (53.0, 57.6, 0) ns with periodic
+    /// axes (per mode a 1-D or 2-D problem whose scalar kernel needs Bessel functions per
+    /// point), fitted to seventeen plans of every kernel (grids 64^3..300^3; 0P, 1P and 2P) on
+    /// one thread of the machine of docs/performance.md, each within 0.85x..1.13x of its
+    /// measured time (docs/performance.md §7.7). On 2 threads the tables took 1.5-1.9x less, the
+    /// evaluation's stages about as much, so the one-thread figures compare with the
+    /// evaluation's one-thread cost. The plan costs 0.2-1 evaluations: it matters where a
+    /// method is chosen for a single evaluation.
     pub fn plan_seconds(&self, kernel: Kernel, field: bool) -> f64 {
-        let [u, p] = self.plan_work(kernel, field);
-        102e-9 * u + 18e-9 * p
+        let work = self.plan_work(kernel, field);
+        let ns = if self.periodic.iter().any(|&q| q) { PLAN_PERIODIC_NS } else { PLAN_FREE_SPACE_NS };
+        1e-9 * work.iter().zip(ns).map(|(w, c)| w * c).sum::<f64>()
     }
 
-    /// The work [`plan_seconds`](Self::plan_seconds) counts: `[n_representatives U, n_tables
-    /// P]`, summed over the periodic modes whose tables are made (one in 0P; with periodic axes
-    /// the half axis `x`'s and the folded `y`'s and `z`'s, [`crate::fold`]).
-    pub fn plan_work(&self, kernel: Kernel, field: bool) -> [f64; 2] {
+    /// The work [`plan_seconds`](Self::plan_seconds) counts: `[modes U, modes n_representatives
+    /// U, modes n_tables P]`, the periodic modes those whose tables are made (one in 0P; with
+    /// periodic axes the half axis `x`'s and the folded `y`'s and `z`'s, [`crate::fold`]).
+    pub fn plan_work(&self, kernel: Kernel, field: bool) -> [f64; 3] {
         let comps = components(kernel, field);
         let reps = representatives(&symmetry_images(&comps, self, &self.free_axes())).len() as f64;
         let modes: f64 = (0..3).filter(|&d| self.periodic[d]).map(|d| (self.grid[d] / 2 + 1) as f64).product();
@@ -163,9 +161,17 @@ impl FreeGrid {
             (0..3).filter(|&d| !self.periodic[d]).map(|d| (len[d] / 2 + 1) as f64).product::<f64>()
         };
         let (u, p) = (half(&self.upsampled), half(&self.fft_len));
-        [modes * reps * u, modes * comps.len() as f64 * p]
+        [modes * u, modes * reps * u, modes * comps.len() as f64 * p]
     }
 }
+
+/// [`FreeGrid::plan_seconds`] in 0P: ns per upsampled point (the scalar kernel), per
+/// representative and upsampled point, per table and padded point.
+const PLAN_FREE_SPACE_NS: [f64; 3] = [15.4, 20.7, 11.1];
+
+/// [`FreeGrid::plan_seconds`] with periodic axes, per periodic mode made: as
+/// [`PLAN_FREE_SPACE_NS`].
+const PLAN_PERIODIC_NS: [f64; 3] = [53.0, 57.6, 0.0];
 
 /// One kernel component: `c m(k) S(k) sigma(k)`; the tables store the real `m S sigma` part and
 /// CNV applies the unit `c` (1 for Laplace and the Stokeslet, `-i` for the Laplace field, `i`

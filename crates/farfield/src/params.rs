@@ -193,12 +193,30 @@ pub struct Params {
     pub cost: CostEstimate,
     /// Grid memory in bytes.
     pub grid_bytes: usize,
+    /// The plan's estimated seconds on one thread with free axes ([`plan_seconds`]; 0 when
+    /// every axis is periodic).
+    pub plan_seconds: f64,
     /// Grid oversampling over what the Fourier truncation alone needs.
     pub oversampling: f64,
     /// Candidates the selection compared.
     pub candidates: usize,
     /// The extended, zero-padded grid of the free axes (`None` when every axis is periodic).
     pub free: Option<crate::free::FreeGrid>,
+}
+
+/// Seconds per byte of the grids a plan with free axes allocates and touches (the padded FFT
+/// buffer, the tables, the data grid), on one thread: fresh memory's page faults (the kernel
+/// zeroing the pages) were 20 % of a clustered million's run (plan and one evaluation) and
+/// 3-5 s of a 392^3 grid's 8.6-10.1 s plan on 2 threads; the plans of 320^3 and 392^3 grids
+/// less their tables measured 0.54 and 0.74 s per GB on 2 threads, 1.2 s per GB at the
+/// evaluation's 1.9x for 2 threads (docs/performance.md §7.7).
+pub const PLAN_SECONDS_PER_BYTE: f64 = 1.2e-9;
+
+/// The estimated seconds on one thread of a plan with free axes on the grid `free`: the kernel
+/// tables ([`crate::free::FreeGrid::plan_seconds`]) and the `grid_bytes` its buffers touch
+/// ([`PLAN_SECONDS_PER_BYTE`]).
+pub fn plan_seconds(free: &crate::free::FreeGrid, kernel: Kernel, spectral_field: bool, grid_bytes: usize) -> f64 {
+    free.plan_seconds(kernel, spectral_field) + PLAN_SECONDS_PER_BYTE * grid_bytes as f64
 }
 
 /// Share of the tolerance given to each error term.
@@ -374,7 +392,9 @@ fn evaluate(
                 let n = f.fft_len;
                 let half = 2 * (n[0] / 2 + 1) * n[1] * n[2];
                 let count = crate::free::table_count(req.kernel, spectral_field);
-                (f.padded_points(), half, f.data.iter().product(), count * half / 2)
+                // the tables on the folded block (crate::fold): z folded on every rank, y too
+                // on one rank; counted as on a rank of a decomposition
+                (f.padded_points(), half, f.data.iter().product(), count * (n[0] / 2 + 1) * n[1] * (n[2] / 2 + 1))
             }
         };
         let gather = if dim_out > 1 { dim_out * data_points } else { 0 };
@@ -417,7 +437,7 @@ fn evaluate(
             cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim * g2p_factor,
         };
-        let plan = free.as_ref().map_or(0.0, |f| f.plan_seconds(req.kernel, spectral_field));
+        let plan = free.as_ref().map_or(0.0, |f| plan_seconds(f, req.kernel, spectral_field, grid_bytes));
         let total_cost = cost.total() + plan / req.evaluations.max(1) as f64;
         if best.as_ref().is_some_and(|b| b.cost <= total_cost) {
             continue;
@@ -448,6 +468,7 @@ fn evaluate(
                 estimate,
                 cost,
                 grid_bytes,
+                plan_seconds: plan,
                 oversampling: sigma,
                 candidates: 1,
                 free,
