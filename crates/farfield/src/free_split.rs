@@ -16,7 +16,8 @@
 //!    `n2_y x n2_x` values per plane;
 //! 2. *lines*: one all-to-all gives each rank the whole lines along `z` of its share of `y`;
 //!    batched 1-D transforms apply `A_z`;
-//! 3. *gather*: each rank receives the entries of its block of the evaluation's spectrum, for
+//! 3. *gather*: each rank receives the entries of its block of the evaluation's spectrum (its
+//!    stored slots, [`crate::fold`]: along `y` and `z` the distinct `min(j, N - j)`), for
 //!    every component, from the ranks whose lines hold them: mirrored into the half grids (slot
 //!    `j > N/2` reads `N - j`, odd tables with the sign flipped), and read from the
 //!    representative with the axes permuted for the components that are images of another
