@@ -132,7 +132,8 @@ pub struct MemoryEstimate {
     pub particles: f64,
     /// Cell lists: padded sources, sorted targets, keys and offsets.
     pub cell_lists: f64,
-    /// Grids: the FFT grid with its switch buffers, the P2G block, the G2P gather grid.
+    /// Grids: the FFT grid with its switch buffers, the P2G block, the G2P gather grid; with
+    /// free axes the zero-padded FFT grid and the kernel tables.
     pub grids: f64,
     /// Scratch: P2G footprints and slab buffers, near- and far-field values, results.
     pub scratch: f64,
@@ -175,14 +176,36 @@ impl MemoryEstimate {
             Some(params) => {
                 let [mx, my, mz] = params.grid.map(|m| m as f64);
                 let real = 2.0 * (mx / 2.0 + 1.0) * my * mz / r;
-                // FFT data, and on several ranks the switch plans' two buffers
-                let fft = ncomp * real * t * if ranks > 1 { 3.0 } else { 1.0 };
                 // the block and the gather grid cover the owned part plus the window's reach
                 let reach = if ranks > 1 { ((mz / r + params.p as f64 + 3.0) / (mz / r)).min(r) } else { 1.0 };
-                let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
                 let gather = if grid_out > 1 { grid_out as f64 * mx * my * mz / r * reach * t } else { 0.0 };
+                let grids = match &params.free {
+                    None => {
+                        // FFT data, and on several ranks the switch plans' two buffers
+                        let fft = ncomp * real * t * if ranks > 1 { 3.0 } else { 1.0 };
+                        let block = if ranks > 1 { ncomp * real * t * reach } else { 0.0 };
+                        fft + block + gather
+                    }
+                    Some(f) => {
+                        // free axes: the zero-padded FFT grid (with the switch buffers), the data
+                        // block P2G writes (M + P - 1 points along free axes), and the kernel
+                        // tables on the folded spectrum (parki_farfield::fold: z folded on
+                        // every rank)
+                        let n = f.fft_len.map(|v| v as f64);
+                        let padded = 2.0 * (n[0] / 2.0 + 1.0) * n[1] * n[2] / r;
+                        let fft = ncomp * padded * t * if ranks > 1 { 3.0 } else { 1.0 };
+                        let data: f64 = f.data.iter().map(|&v| v as f64).product::<f64>() / r;
+                        let block = ncomp * data * t * reach;
+                        let count = parki_farfield::free::table_count(
+                            kernel,
+                            opts.field_request() == Some(parki_farfield::FieldMethod::Spectral),
+                        ) as f64;
+                        let tables = count * (n[0] / 2.0 + 1.0) * n[1] * (n[2] / 2.0 + 1.0) / r * t;
+                        fft + block + gather + tables
+                    }
+                };
                 let p = params.p as f64;
-                (fft + block + gather, threads as f64 * (p / 2.0) * mx * my * ncomp * t, p)
+                (grids, threads as f64 * (p / 2.0) * mx * my * ncomp * t, p)
             }
             None => (0.0, 0.0, 4.0),
         };

@@ -149,6 +149,15 @@ fn too_many_particles_are_refused_at_plan_time_with_the_estimate() {
     let grid_bytes = (9 * 2 * (p.grid[0] / 2 + 1) * p.grid[1] * p.grid[2] * 8) as f64;
     assert!(est.grids >= grid_bytes && est.total < 20.0 * grid_bytes + 1e4 * N as f64, "{est:?}");
     assert!(est.particles == 0.0 && est.cell_lists > 0.0 && est.scratch > 0.0, "{est:?}");
+    // free axes: the zero-padded FFT grid (2x the grid per free axis) and the kernel tables
+    let free = parki_core::Domain::new([1.0, 1.2, 0.9], [false; 3]).unwrap();
+    let opts = EwaldOptions::new(Kernel::Stokeslet, free, 1e-6);
+    let s = EwaldSolver::<f64>::new(&opts, N, N).unwrap();
+    let est = EwaldSolver::<f64>::estimate_memory(&opts, N, N).unwrap();
+    let n = s.params().free.as_ref().unwrap().fft_len;
+    let padded = (3 * 2 * (n[0] / 2 + 1) * n[1] * n[2] * 8) as f64;
+    let tables = (6 * (n[0] / 2 + 1) * (n[1] / 2 + 1) * (n[2] / 2 + 1) * 8) as f64;
+    assert!(est.grids >= padded + tables && est.grids < 3.0 * (padded + tables), "{est:?} {n:?}");
 }
 
 #[test]
