@@ -75,6 +75,30 @@ impl AxisFold {
     }
 }
 
+/// The sign of a table read through mirrored axes: `-1` where the component's `parity` (bit 0
+/// odd along `y`, bit 1 along `z`) and the `mirrored` axes (same bits) share an odd count.
+#[inline]
+pub fn mirror_sign(parity: u32, mirrored: u32) -> f64 {
+    if (parity & mirrored).count_ones() % 2 == 1 {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// Stored elements per table of the spectrum of a padded grid of `n` points per axis, summed
+/// over the ranks, at most: `x` the half axis, `z` folded, `y` as a decomposition's ranks hold
+/// it (each range on one side of `n_y/2` stores it whole; one rank alone folds it too, see
+/// [`stored_elements_one_rank`]).
+pub fn stored_elements_bound(n: [usize; 3]) -> usize {
+    (n[0] / 2 + 1) * n[1] * (n[2] / 2 + 1)
+}
+
+/// Stored elements per table of one rank holding the whole spectrum of `n` points per axis.
+pub fn stored_elements_one_rank(n: [usize; 3]) -> usize {
+    n.iter().map(|&v| v / 2 + 1).product()
+}
+
 /// A rank's block `[x, y, z]` (per axis `(start, count)`) of a spectrum of `n` slots per axis
 /// (`x` the half axis), as the tables store it: `x` as it is, `y` and `z` folded.
 pub fn fold_block(block: [(usize, usize); 3], n: [usize; 3]) -> [AxisFold; 3] {
@@ -83,7 +107,7 @@ pub fn fold_block(block: [(usize, usize); 3], n: [usize; 3]) -> [AxisFold; 3] {
 
 #[cfg(test)]
 mod tests {
-    use super::{fold_block, AxisFold};
+    use super::{fold_block, stored_elements_bound, stored_elements_one_rank, AxisFold};
 
     /// Every local slot reads the stored slot of `min(j, n - j)`, mirrored exactly where
     /// `j > n/2`; the stored slots are distinct and each read by some local slot; whole axes
@@ -116,5 +140,14 @@ mod tests {
         assert_eq!(b[0].stored(), [2, 3, 4]);
         assert_eq!(b[0].slot(2), (2, false));
         assert_eq!((b[1].len(), b[2].len()), (5, 4));
+        // the counts the memory estimates use, against the folds of whole and split blocks
+        let n = [10, 8, 6];
+        let whole = fold_block([(0, 6), (0, 8), (0, 6)], n);
+        assert_eq!(whole.iter().map(AxisFold::len).product::<usize>(), stored_elements_one_rank(n));
+        let split: usize = [(0, 4), (4, 4)]
+            .iter()
+            .map(|&y| fold_block([(0, 6), y, (0, 6)], n).iter().map(AxisFold::len).product::<usize>())
+            .sum();
+        assert!(split <= stored_elements_bound(n), "{split}");
     }
 }

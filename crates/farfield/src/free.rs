@@ -41,7 +41,7 @@ use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
 };
 
-use crate::fold::{fold_block, AxisFold};
+use crate::fold::{fold_block, mirror_sign, AxisFold};
 use crate::free_split;
 use crate::truncated::{truncated, ModeBessel, Scalar};
 use crate::window::KaiserBessel;
@@ -823,8 +823,7 @@ impl<T: Real> FreeCnv<T> {
         let (sz, mz) = self.fold[2].slot(l[2]);
         let e = (sz * self.fold[1].len() + sy) * self.fold[0].len() + l[0];
         let mirrored = u32::from(my) | (u32::from(mz) << 1);
-        let sign = if (self.parity[c] & mirrored).count_ones() % 2 == 1 { -1.0 } else { 1.0 };
-        sign * self.tables[c * self.elements + e].to_f64()
+        mirror_sign(self.parity[c], mirrored) * self.tables[c * self.elements + e].to_f64()
     }
 
     /// `map[i * 6 + m]`: the stresslet table (of its 10) that multiplies `S_m` in component
@@ -859,9 +858,8 @@ impl<T: Real> FreeCnv<T> {
             grid[1] = T::ZERO;
         }
         // the tables' signs per mirrored pair of axes (bit 0 y, bit 1 z)
-        let signs: [[f64; 16]; 4] = std::array::from_fn(|m| {
-            std::array::from_fn(|c| if (self.parity[c] & m as u32).count_ones() % 2 == 1 { -1.0 } else { 1.0 })
-        });
+        let signs: [[f64; 16]; 4] =
+            std::array::from_fn(|m| std::array::from_fn(|c| mirror_sign(self.parity[c], m as u32)));
         let ys = self.fold[1].len();
         let writer = parki_core::par::DisjointSlice::new(grid);
         let work = |iz: usize| {

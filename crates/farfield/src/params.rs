@@ -392,9 +392,8 @@ fn evaluate(
                 let n = f.fft_len;
                 let half = 2 * (n[0] / 2 + 1) * n[1] * n[2];
                 let count = crate::free::table_count(req.kernel, spectral_field);
-                // the tables on the folded block (crate::fold): z folded on every rank, y too
-                // on one rank; counted as on a rank of a decomposition
-                (f.padded_points(), half, f.data.iter().product(), count * (n[0] / 2 + 1) * n[1] * (n[2] / 2 + 1))
+                // the tables on the folded block, counted as by a decomposition's ranks
+                (f.padded_points(), half, f.data.iter().product(), count * crate::fold::stored_elements_bound(n))
             }
         };
         let gather = if dim_out > 1 { dim_out * data_points } else { 0 };

@@ -313,8 +313,8 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             (None, true) => 2 * block,
             (Some(f), true) => {
                 let half = (f.fft_len[0] / 2 + 1) * f.fft_len[1] * f.fft_len[2];
-                // the tables on the folded spectrum (parki_farfield::fold)
-                let stored: usize = f.fft_len.iter().map(|&n| n / 2 + 1).product();
+                // the tables on the folded spectrum of one rank
+                let stored = parki_farfield::fold::stored_elements_one_rank(f.fft_len);
                 let spectral = setup.field_method == Some(FieldMethod::Spectral);
                 let tables = parki_farfield::free::table_count(k, spectral) * stored * t;
                 2 * comps * 2 * half * t + block + tables

@@ -189,8 +189,7 @@ impl MemoryEstimate {
                     Some(f) => {
                         // free axes: the zero-padded FFT grid (with the switch buffers), the data
                         // block P2G writes (M + P - 1 points along free axes), and the kernel
-                        // tables on the folded spectrum (parki_farfield::fold: z folded on
-                        // every rank)
+                        // tables on the folded spectrum (parki_farfield::fold)
                         let n = f.fft_len.map(|v| v as f64);
                         let padded = 2.0 * (n[0] / 2.0 + 1.0) * n[1] * n[2] / r;
                         let fft = ncomp * padded * t * if ranks > 1 { 3.0 } else { 1.0 };
@@ -200,7 +199,7 @@ impl MemoryEstimate {
                             kernel,
                             opts.field_request() == Some(parki_farfield::FieldMethod::Spectral),
                         ) as f64;
-                        let tables = count * (n[0] / 2.0 + 1.0) * n[1] * (n[2] / 2.0 + 1.0) / r * t;
+                        let tables = count * parki_farfield::fold::stored_elements_bound(f.fft_len) as f64 / r * t;
                         fft + block + gather + tables
                     }
                 };
