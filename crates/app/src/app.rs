@@ -25,6 +25,7 @@ use parki_nearfield::{Isa, PairAccuracy};
 use serde_json::Value;
 
 use crate::backend::{self, Choice, Compute, Request, RunBackend};
+use crate::calibrate;
 use crate::config::{repeat_error, RunConfig};
 use crate::input::{load_problem, neutralise, prepare, Problem};
 use crate::npy;
@@ -443,11 +444,31 @@ impl Run<'_> {
             occupancy.steps().last().map_or(1.0, |s| s.1),
             occupancy.magnitude(),
         ));
-        let opts = comm
+        let mut opts = comm
             .agree(options(self.cfg, args))?
             .statistics(Some(stats))
             .occupancy(occupancy.is_measured().then_some(occupancy))
             .evaluations(repeat);
+        // the CPU's cost constants: calibrated on this machine, or built in (a device has its own)
+        let cost_choice = if self.backend.compute == Compute::Cpu {
+            let threads = if opts.threads == 0 {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            } else {
+                opts.threads
+            };
+            let base = args.config.parent().unwrap_or(Path::new("."));
+            let choice = comm.agree(calibrate::resolve(comm, self.cfg.ewald.cost_model.as_deref(), base, threads))?;
+            log.line(&choice.line);
+            if let Some(w) = &choice.warning {
+                warn(comm, w);
+            }
+            if let Some(c) = choice.cost {
+                opts = opts.cost_model(c);
+            }
+            Some(choice)
+        } else {
+            None
+        };
         let dim = opts.output_dim();
         let t_plan = Instant::now();
         let mut engine =
@@ -555,6 +576,7 @@ impl Run<'_> {
         }
         let mut warnings = prob.warnings.clone();
         warnings.extend(ev.warnings.iter().cloned());
+        warnings.extend(cost_choice.as_ref().and_then(|c| c.warning.clone()));
         let inputs = ReportInputs {
             prob,
             precision: T::NAME,
@@ -576,7 +598,11 @@ impl Run<'_> {
             warnings: &warnings,
             provenance: self.provenance,
         };
-        let report = report::build(&inputs);
+        let mut report = report::build(&inputs);
+        report["cost_model"] = cost_choice.map_or_else(
+            || serde_json::json!({"source": "backend", "reason": "the device's own constants"}),
+            |c| c.report,
+        );
         if let Some(path) = self.staged.report() {
             report::write(comm, path, &report)?;
         }

@@ -156,6 +156,10 @@ pub struct EwaldSection {
     /// The particles' occupancy of the cells in the parameter choice: `"measured"` (default)
     /// or `"uniform"` (the uniform-density model alone).
     pub occupancy: Option<String>,
+    /// The cost constants of the parameter choice on the CPU: `"auto"` (default: the file
+    /// `parki-dist calibrate` wrote, when measured on this CPU; else the built-in ones),
+    /// `"builtin"`, or the path of a calibration file ([`crate::calibrate`]).
+    pub cost_model: Option<String>,
 }
 
 /// `[run]`.

@@ -12,6 +12,7 @@
 pub mod app;
 pub mod auto;
 pub mod backend;
+pub mod calibrate;
 pub mod config;
 pub mod fmm;
 pub mod input;

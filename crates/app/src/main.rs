@@ -63,6 +63,9 @@ run.toml (relative paths are relative to the file):
                               # pair, from tolerance 1e-5 on in f64), \"full\" or \"loose\"
   occupancy = \"measured\"      # the cell size from the particles' actual pairs (clustered sets
                               # get a smaller cut-off and a finer grid), or \"uniform\"
+  cost_model = \"auto\"         # the parameter choice's cost constants: \"auto\" (those
+                              # `parki-dist calibrate` saved on this CPU, else built in),
+                              # \"builtin\", or a calibration file's path
 
   [run]
   threads = 0                 # 0: all cores
@@ -232,6 +235,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure this machine's cost constants of the spectral Ewald sum (the parameter choice's
+    /// model: P2P, P2G, FFT, CNV, G2P, and the plan of free axes) and save them; later runs on
+    /// this CPU use them (`[ewald] cost_model = "auto"`, the default). About a minute on two
+    /// cores with the default particles.
+    Calibrate {
+        /// Threads, as the runs will use (default: all cores).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
+        /// Uniform particles of the measured evaluations.
+        #[arg(long, value_name = "N", default_value_t = 200_000)]
+        particles: usize,
+        /// Where to save (default: $PARKI_COST_MODEL, else ~/.cache/parki/cost-model.toml).
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+        /// No progress lines on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+}
+
+/// `parki-dist calibrate`: measures on rank 0 of one process, saves, prints the file.
+fn calibrate(threads: Option<usize>, particles: usize, output: Option<PathBuf>, quiet: bool) -> parki_dist::Result<()> {
+    use parki_app::calibrate;
+    let path = output.or_else(calibrate::default_path).ok_or_else(|| parki_dist::Error::Missing {
+        field: "calibrate --output".into(),
+        reason: "neither $PARKI_COST_MODEL nor $XDG_CACHE_HOME nor $HOME is set".into(),
+    })?;
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if !quiet {
+        eprintln!("[parki-dist] calibrating on {threads} thread(s), {particles} particles: {}", calibrate::this_cpu());
+    }
+    let mut progress = |line: &str| {
+        if !quiet {
+            eprintln!("[parki-dist] {line}");
+        }
+    };
+    let cal = calibrate::measure(threads, particles, &mut progress)?;
+    cal.save(&path)?;
+    print!("{}", cal.to_toml());
+    if !quiet {
+        eprintln!("[parki-dist] wrote {}", path.display());
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -247,6 +293,21 @@ fn main() -> ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     match cli.command {
+        Command::Calibrate { threads, particles, output, quiet } => {
+            if world.size() > 1 {
+                if world.rank() == 0 {
+                    eprintln!("parki-dist: error: calibrate runs on one process (it measures one rank's threads)");
+                }
+                return ExitCode::from(2);
+            }
+            match calibrate(threads, particles, output, quiet) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{}", error_line("parki-dist", &e, 1));
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Run { config, check, threads, repeat, quiet, json } => {
             let command_line = std::env::args().collect();
             let args = RunArgs { config, check, threads, repeat, quiet, json, command_line };

@@ -511,7 +511,7 @@ impl Comm {
         out
     }
 
-    /// Broadcasts `data` from `root` (its length too) to every rank.
+    /// Broadcasts `data` from `root` (its length too, which may be 0) to every rank.
     pub fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) {
         #[cfg(feature = "mpi")]
         if let Some(comm) = self.mpi() {
@@ -524,7 +524,10 @@ impl Comm {
                 from.broadcast_into(&mut len[..]);
                 data.resize(len[0] as usize, 0);
                 count_i32(data.len(), "broadcast bytes");
-                from.broadcast_into(&mut data[..]);
+                // an empty buffer is a null pointer to MPI (MPI_ERR_ARG): its length said all
+                if !data.is_empty() {
+                    from.broadcast_into(&mut data[..]);
+                }
             }
             let sent = if self.rank == root { data.len() as u64 } else { 0 };
             self.counters.add(sent, u64::from(self.rank == root), t);

@@ -42,6 +42,13 @@ pub struct CostModel {
     pub g2p: [f64; 4],
     /// Ratio of f32 to f64 cost (applied to every stage in single precision).
     pub f32_ratio: f64,
+    /// The plan's kernel tables of free axes over the built-in model of them
+    /// ([`crate::free::FreeGrid::plan_seconds`], fitted on the machine of these defaults): 1
+    /// there; a calibration measures it on its machine.
+    pub plan_tables: f64,
+    /// Seconds per byte, as nanoseconds, of the grids a plan with free axes allocates and
+    /// touches ([`PLAN_SECONDS_PER_BYTE`] by default): fresh memory's page faults.
+    pub plan_touch: f64,
 }
 
 impl Default for CostModel {
@@ -54,6 +61,8 @@ impl Default for CostModel {
             cnv: 7.6,
             g2p: [0.98, 0.50, 0.63, 0.75],
             f32_ratio: 0.6,
+            plan_tables: 1.0,
+            plan_touch: 1e9 * PLAN_SECONDS_PER_BYTE,
         }
     }
 }
@@ -213,10 +222,17 @@ pub struct Params {
 pub const PLAN_SECONDS_PER_BYTE: f64 = 1.2e-9;
 
 /// The estimated seconds on one thread of a plan with free axes on the grid `free`: the kernel
-/// tables ([`crate::free::FreeGrid::plan_seconds`]) and the `grid_bytes` its buffers touch
-/// ([`PLAN_SECONDS_PER_BYTE`]).
-pub fn plan_seconds(free: &crate::free::FreeGrid, kernel: Kernel, spectral_field: bool, grid_bytes: usize) -> f64 {
-    free.plan_seconds(kernel, spectral_field) + PLAN_SECONDS_PER_BYTE * grid_bytes as f64
+/// tables ([`crate::free::FreeGrid::plan_seconds`] times `cost.plan_tables`) and the
+/// `grid_bytes` its buffers touch (`cost.plan_touch` ns per byte, by default
+/// [`PLAN_SECONDS_PER_BYTE`]).
+pub fn plan_seconds(
+    free: &crate::free::FreeGrid,
+    kernel: Kernel,
+    spectral_field: bool,
+    grid_bytes: usize,
+    cost: &CostModel,
+) -> f64 {
+    cost.plan_tables * free.plan_seconds(kernel, spectral_field) + 1e-9 * cost.plan_touch * grid_bytes as f64
 }
 
 /// Share of the tolerance given to each error term.
@@ -436,7 +452,7 @@ fn evaluate(
             cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim * g2p_factor,
         };
-        let plan = free.as_ref().map_or(0.0, |f| plan_seconds(f, req.kernel, spectral_field, grid_bytes));
+        let plan = free.as_ref().map_or(0.0, |f| plan_seconds(f, req.kernel, spectral_field, grid_bytes, &req.cost));
         let total_cost = cost.total() + plan / req.evaluations.max(1) as f64;
         if best.as_ref().is_some_and(|b| b.cost <= total_cost) {
             continue;
