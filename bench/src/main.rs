@@ -249,42 +249,22 @@ fn p2p_peak(n: usize, tol: f64, threads: usize) {
     }
 }
 
+/// The constants of `parki_farfield::CostModel` on one thread: `parki-dist calibrate`'s
+/// measurement (`parki_app::calibrate::measure`), printed as the built-in defaults are written.
 fn calibrate(n: usize) {
     println!("## Cost-model calibration (1 thread, N = {n:.0e}, unit cube, uniform, f64)\n");
-    let prob = Problem::uniform(n, 3);
-    let (mut p2p, mut p2g, mut g2p) = ([0.0; 4], [0.0; 4], [0.0; 4]);
-    let (mut fft, mut cnv) = (Vec::new(), Vec::new());
-    for (k, kernel) in Kernel::ALL.iter().enumerate() {
-        for tol in [1e-6, 1e-9] {
-            let (s, ev, _) = run::<f64>(*kernel, tol, 1, &prob);
-            let par = s.params();
-            let ng = par.grid.iter().product::<usize>() as f64;
-            let p3 = (par.p * par.p * par.p) as f64;
-            let ncomp = kernel.grid_components() as f64;
-            let dim = kernel.output_dim() as f64;
-            let half = (par.grid[0] / 2 + 1) * par.grid[1] * par.grid[2];
-            p2p[k] += 0.5e9 * ev.times.get(Stage::P2P) / ev.pairs as f64;
-            p2g[k] += 0.5e9 * ev.times.get(Stage::P2G) / (n as f64 * p3 * ncomp);
-            fft.push(1e9 * (ev.times.get(Stage::FFT) + ev.times.get(Stage::IFFT)) / (ng * ng.log2() * (ncomp + dim)));
-            cnv.push(1e9 * ev.times.get(Stage::CNV) / half as f64);
-            g2p[k] += 0.5e9 * ev.times.get(Stage::G2P) / (n as f64 * p3 * dim);
-            println!(
-                "- {} tol {tol:.0e}: P = {}, grid {:?}, pairs {:.3e}; P2P {:.3} s, P2G {:.3} s, FFT+IFFT {:.3} s, CNV {:.3} s, G2P {:.3} s",
-                kernel.name(), par.p, par.grid, ev.pairs as f64,
-                ev.times.get(Stage::P2P), ev.times.get(Stage::P2G), ev.times.get(Stage::FFT) + ev.times.get(Stage::IFFT),
-                ev.times.get(Stage::CNV), ev.times.get(Stage::G2P)
-            );
-        }
-    }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let cal = parki_app::calibrate::measure(1, n, &mut |line: &str| println!("- {line}")).expect("calibration");
+    let c = cal.cost;
     let four = |v: &[f64; 4]| format!("[{:.2}, {:.2}, {:.2}, {:.2}]", v[0], v[1], v[2], v[3]);
     println!(
-        "\nCostModel {{ p2p_pair: {}, p2g: {}, fft: {:.2}, cnv: {:.1}, g2p: {} }} (ns)",
-        four(&p2p),
-        four(&p2g),
-        mean(&fft),
-        mean(&cnv),
-        four(&g2p)
+        "\nCostModel {{ p2p_pair: {}, p2g: {}, fft: {:.2}, cnv: {:.1}, g2p: {}, plan_tables: {:.2}, plan_touch: {:.2} }} (ns)",
+        four(&c.p2p_pair),
+        four(&c.p2g),
+        c.fft,
+        c.cnv,
+        four(&c.g2p),
+        c.plan_tables,
+        c.plan_touch
     );
 }
 

@@ -451,13 +451,9 @@ impl Run<'_> {
             .evaluations(repeat);
         // the CPU's cost constants: calibrated on this machine, or built in (a device has its own)
         let cost_choice = if self.backend.compute == Compute::Cpu {
-            let threads = if opts.threads == 0 {
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            } else {
-                opts.threads
-            };
             let base = args.config.parent().unwrap_or(Path::new("."));
-            let choice = comm.agree(calibrate::resolve(comm, self.cfg.ewald.cost_model.as_deref(), base, threads))?;
+            let setting = self.cfg.ewald.cost_model.as_deref();
+            let choice = comm.agree(calibrate::resolve(comm, setting, base, opts.thread_count()))?;
             log.line(&choice.line);
             if let Some(w) = &choice.warning {
                 warn(comm, w);
@@ -577,6 +573,10 @@ impl Run<'_> {
         let mut warnings = prob.warnings.clone();
         warnings.extend(ev.warnings.iter().cloned());
         warnings.extend(cost_choice.as_ref().and_then(|c| c.warning.clone()));
+        let cost_model = cost_choice.map_or_else(
+            || serde_json::json!({"source": "backend", "reason": "the device's own constants"}),
+            |c| c.report,
+        );
         let inputs = ReportInputs {
             prob,
             precision: T::NAME,
@@ -596,13 +596,10 @@ impl Run<'_> {
             padding_efficiency: ev.padding_efficiency,
             check: check.as_ref(),
             warnings: &warnings,
+            cost_model: &cost_model,
             provenance: self.provenance,
         };
-        let mut report = report::build(&inputs);
-        report["cost_model"] = cost_choice.map_or_else(
-            || serde_json::json!({"source": "backend", "reason": "the device's own constants"}),
-            |c| c.report,
-        );
+        let report = report::build(&inputs);
         if let Some(path) = self.staged.report() {
             report::write(comm, path, &report)?;
         }

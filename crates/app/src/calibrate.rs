@@ -446,21 +446,18 @@ fn resolve_with(
         },
         other => (base.join(other), true),
     };
-    // rank 0 reads; its bytes (or its error) reach every rank
-    let mut bytes = Vec::new();
-    let mut read_error = String::new();
+    // rank 0 reads; one message takes every rank its bytes (tag 1) or its error (tag 0)
+    let mut message = Vec::new();
     if comm.rank() == 0 {
-        match std::fs::read(&path) {
-            Ok(b) => bytes = b,
-            Err(e) => read_error = e.to_string(),
-        }
+        message = match std::fs::read(&path) {
+            Ok(b) => [vec![1], b].concat(),
+            Err(e) => [vec![0], e.to_string().into_bytes()].concat(),
+        };
     }
-    let mut flag = vec![u8::from(read_error.is_empty())];
-    comm.broadcast_bytes(0, &mut flag);
-    let mut message = read_error.into_bytes();
     comm.broadcast_bytes(0, &mut message);
-    if flag[0] == 0 {
-        let error = String::from_utf8_lossy(&message).into_owned();
+    let (tag, bytes) = message.split_first().map_or((0, &[][..]), |(t, b)| (*t, b));
+    if tag == 0 {
+        let error = String::from_utf8_lossy(bytes).into_owned();
         if explicit {
             return Err(Error::OutOfRange {
                 field: "ewald.cost_model".into(),
@@ -472,8 +469,7 @@ fn resolve_with(
         }
         return Ok(builtin(&format!("no calibration file at {} (parki-dist calibrate writes one)", path.display())));
     }
-    comm.broadcast_bytes(0, &mut bytes);
-    let text = String::from_utf8(bytes).map_err(|_| Error::OutOfRange {
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| Error::OutOfRange {
         field: format!("{} (calibration file)", path.display()),
         value: "bytes that are not UTF-8".into(),
         allowed: "the TOML parki-dist calibrate writes".into(),

@@ -53,6 +53,9 @@ pub struct ReportInputs<'a> {
     pub check: Option<&'a Check>,
     /// Input warnings.
     pub warnings: &'a [String],
+    /// The parameter choice's cost constants and where they came from
+    /// ([`crate::calibrate::CostChoice::report`]).
+    pub cost_model: &'a Value,
     /// Where, when and how the run was made.
     pub provenance: &'a Provenance,
 }
@@ -257,6 +260,7 @@ pub fn build(r: &ReportInputs) -> Value {
         "padding_efficiency": r.padding_efficiency,
         "check": r.check.map(Check::to_json),
         "warnings": r.warnings,
+        "cost_model": r.cost_model,
     })
 }
 

@@ -239,6 +239,15 @@ impl EwaldOptions {
         self
     }
 
+    /// Threads per rank the solver runs on: `threads`, or all cores when it is 0.
+    pub fn thread_count(&self) -> usize {
+        if self.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.threads
+        }
+    }
+
     /// Cost constants of the parameter selection (measured by `parki-bench calibrate` on a CPU,
     /// `parki-gpu-bench --modes calibrate` on a device), over the backend's own.
     pub fn cost_model(mut self, cost: CostModel) -> Self {

@@ -79,11 +79,7 @@ pub(crate) fn choose<T: SolverReal>(
         }
         None => opts.rc,
     };
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-    } else {
-        opts.threads
-    };
+    let threads = opts.thread_count();
     let isa = match opts.isa {
         None => Isa::detect(),
         Some(i) if i.available() => i,
