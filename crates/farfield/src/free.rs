@@ -1116,8 +1116,9 @@ mod tests {
         }
     }
 
-    /// The tables against their definition summed directly (complex exponentials): the
-    /// upsampled inverse transform, the restriction to `|n| < M_ext`, the padded transform.
+    /// The tables against their definition summed directly (complex exponentials, the sums
+    /// over the three axes' wave numbers nested, no FFT): the upsampled inverse transform, the
+    /// restriction to `|n| < M_ext`, the padded transform.
     #[test]
     fn tables_match_the_definition() {
         for periodic in [[false; 3], [true, false, false], [true, true, false]] {
@@ -1182,11 +1183,34 @@ mod tests {
                             (-(free.data[d] as i64) + 1..free.data[d] as i64).collect()
                         }
                     };
-                    let (rx, ry, rz) = (range(0), range(1), range(2));
+                    let ranges = [range(0), range(1), range(2)];
+                    let nranges = [nrange(0), nrange(1), nrange(2)];
+                    // e^{i k_d(j) x_d(n)} per axis (1 along periodic axes, whose phase the
+                    // definition leaves out): the sum's exponentials as products of these
+                    let phases: Vec<Vec<Vec<(f64, f64)>>> = (0..3)
+                        .map(|d| {
+                            ranges[d]
+                                .iter()
+                                .map(|&j| {
+                                    nranges[d]
+                                        .iter()
+                                        .map(|&nd| {
+                                            if periodic[d] {
+                                                (1.0, 0.0)
+                                            } else {
+                                                let ph = kmode(d, j) * nd as f64 * h[d];
+                                                (ph.cos(), ph.sin())
+                                            }
+                                        })
+                                        .collect()
+                                })
+                                .collect()
+                        })
+                        .collect();
                     let mut fvals = Vec::new();
-                    for &a in &rx {
-                        for &b in &ry {
-                            for &cc in &rz {
+                    for &a in &ranges[0] {
+                        for &b in &ranges[1] {
+                            for &cc in &ranges[2] {
                                 let mut k = kout;
                                 let mut w = 1.0;
                                 for (d, &j) in [a, b, cc].iter().enumerate() {
@@ -1208,21 +1232,41 @@ mod tests {
                                     crate::truncated::ModeBessel::new(kappa * free.radius),
                                 );
                                 let screen = (-k2 / (4.0 * xi * xi)).exp() * (1.0 + k2 / (4.0 * xi * xi));
-                                fvals.push((k, c.poly.eval(k) * sc * screen * w));
+                                fvals.push(c.poly.eval(k) * sc * screen * w);
                             }
                         }
                     }
+                    let mul = |(a, b): (f64, f64), (c, d): (f64, f64)| (a * c - b * d, a * d + b * c);
+                    // the same sum over k, factored axis by axis (z, then y, then x): for each
+                    // n, sum_k f(k) e^{i k x_n} = sum_a e_x sum_b e_y sum_c e_z f
+                    let [sa, sb, sc] = [0, 1, 2].map(|d| ranges[d].len());
                     let (mut tre, mut tim) = (0.0, 0.0);
-                    for &a in &nrange(0) {
-                        for &b in &nrange(1) {
-                            for &cc in &nrange(2) {
+                    for (nc, &cc) in nranges[2].iter().enumerate() {
+                        let mut over_z = vec![(0.0, 0.0); sa * sb];
+                        for (ab, acc) in over_z.iter_mut().enumerate() {
+                            for ic in 0..sc {
+                                let (ia, ib) = (ab / sb, ab % sb);
+                                let f = fvals[(ia * sb + ib) * sc + ic];
+                                let e = phases[2][ic][nc];
+                                *acc = (acc.0 + f * e.0, acc.1 + f * e.1);
+                            }
+                        }
+                        for (nb, &b) in nranges[1].iter().enumerate() {
+                            let mut over_y = vec![(0.0, 0.0); sa];
+                            for (ia, acc) in over_y.iter_mut().enumerate() {
+                                for ib in 0..sb {
+                                    let t = mul(over_z[ia * sb + ib], phases[1][ib][nb]);
+                                    *acc = (acc.0 + t.0, acc.1 + t.1);
+                                }
+                            }
+                            for (na, &a) in nranges[0].iter().enumerate() {
                                 let x = [a as f64 * h[0], b as f64 * h[1], cc as f64 * h[2]];
                                 // kappa(x_n) = prod (1/(N_up h)) sum f e^{i k x} over free axes
                                 let (mut kr, mut ki) = (0.0, 0.0);
-                                for (k, f) in &fvals {
-                                    let ph: f64 = fa.iter().map(|&d| k[d] * x[d]).sum();
-                                    kr += f * ph.cos();
-                                    ki += f * ph.sin();
+                                for (ia, &g) in over_y.iter().enumerate() {
+                                    let t = mul(g, phases[0][ia][na]);
+                                    kr += t.0;
+                                    ki += t.1;
                                 }
                                 let ph: f64 = fa.iter().map(|&d| kout[d] * x[d]).sum();
                                 // times e^{-i k' x}
