@@ -27,11 +27,11 @@ use crate::direct::add_source;
 /// (Gauss-Legendre, `gx`/`gw` on `[-1, 1]`). Each term of `f` is a power of `|d + t L e|` times
 /// a polynomial in `t`: about `t = infinity` it is `t^-2` (stresslet) or `t^-3` (pair form)
 /// times a power series in `u = 1/t` that converges for `|u| < 1 / rho`. Beyond `T = max(N, 4
-/// rho)` the integral is taken in `u`, `int_0^{1/T} f(1/u) u^-2 du`, whose integrand is
-/// analytic within 4x the interval's length of it: two panels reach it to rounding. Between `N`
-/// and `T` (pairs more than 12 periods apart, in boxes whose free sides are that long) panels
-/// `[a, 2a]` in `t`. The 24 doubling panels in `t` alone that this replaced took 12x the kernel evaluations
-/// for the same sums (test `tail_integral_matches_closed_forms`).
+/// rho)` the integral is taken in `u`, `int_0^{1/T} f(1/u) u^-2 du`, whose integrand's nearest
+/// singularity lies at least 4x the interval's length away: two panels reach it to rounding.
+/// Between `N` and `T` (pairs more than 12 periods apart, in boxes whose free sides are that
+/// long) panels `[a, 2a]` in `t`. The 24 doubling panels in `t` that this replaced took 12x the
+/// kernel evaluations for the same sums (test `tail_integral_matches_closed_forms`).
 fn tail_integral(n: f64, rho: f64, gx: &[f64], gw: &[f64], mut f: impl FnMut(f64, &mut [f64; 4])) -> [f64; 4] {
     let mut tail = [0.0f64; 4];
     let mut panel = |a: f64, b: f64, in_u: bool| {
