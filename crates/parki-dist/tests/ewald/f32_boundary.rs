@@ -14,9 +14,7 @@
 //! | face   | 5.93e-6/2.90e-7 | 4.35e-6/3.38e-7 | 1.94e-6/3.08e-7 | 1.93e-6/2.61e-7 |
 //! | corner | 7.37e-6/2.87e-7 | 5.32e-6/3.14e-7 | 3.48e-6/2.88e-7 | 3.48e-6/3.65e-7 |
 
-mod common;
-
-use common::{rel_rms, Data, KERNELS};
+use crate::common::{rel_rms, Data, KERNELS};
 use parki_core::Domain;
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
 use parki_reference::generate::{self, Rng};

@@ -1,5 +1,5 @@
 //! Issue 11's conventions for one and two periodic axes, asserted on the Ewald results
-//! themselves (the image-sum references of tests/free_space.rs encode them implicitly): every
+//! themselves (the image-sum references of tests/ewald/free_space.rs encode them implicitly): every
 //! image sum is the limit of symmetric truncations, with no additive constant, so the mean over
 //! the periodic directions is the free-space field of the averaged sources.
 //!
@@ -21,11 +21,9 @@
 //! every source: the trapezoidal rule of a smooth periodic function, exact far below the
 //! tolerance.
 
-mod common;
-
 use std::f64::consts::PI;
 
-use common::Data;
+use crate::common::Data;
 use parki_core::{Domain, Kernel};
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
 use parki_reference::generate::Distribution;

@@ -1,9 +1,7 @@
 //! Acceptance 4 (library side): every bad input is a typed error that names the field and the
 //! value, never a panic; non-neutral input is computed with a warning.
 
-mod common;
-
-use common::{box_unequal, rel_rms, Data};
+use crate::common::{box_unequal, rel_rms, Data};
 use parki_core::{Error, Kernel, Sources};
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
 use parki_reference::generate::Distribution;

@@ -2,9 +2,7 @@
 //! (and each is within `tol` of the classical reference). This exercises the near/far split
 //! independently of the automatic choice of `xi`.
 
-mod common;
-
-use common::{box_unequal, rel_rms, Data, KERNELS};
+use crate::common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
 use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;

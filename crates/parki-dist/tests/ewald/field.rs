@@ -5,9 +5,7 @@
 //! and the free-space direct sum (0P). The field's error must lie in `[tol/100, tol]` and the
 //! potential computed with it must still meet the tolerance.
 
-mod common;
-
-use common::{rel_rms, Data};
+use crate::common::{rel_rms, Data};
 use parki_core::{Domain, Kernel, Output};
 use parki_dist::Comm;
 use parki_dist::{EwaldOptions, EwaldSolver, FieldMethod, SourceStatistics, Targets};

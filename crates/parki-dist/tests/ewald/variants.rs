@@ -2,9 +2,7 @@
 //! count, the order of the particles, the P2P instruction set, or a lattice shift of every
 //! particle (beyond 1e-13); separate targets at the source positions equal the self evaluation.
 
-mod common;
-
-use common::{box_unequal, rel_rms, Data, KERNELS};
+use crate::common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_core::validate::wrap_positions;
 use parki_core::{Kernel, Sources};
 use parki_dist::{EwaldOptions, EwaldSolver, G2pVariant, Isa, P2gVariant, Targets};

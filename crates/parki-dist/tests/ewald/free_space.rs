@@ -3,9 +3,7 @@
 //! along the periodic axis with an Euler-Maclaurin tail (1P), and the classical sum of a tall
 //! box with the planar correction (2P). The measured error must lie in `[tol/100, tol]`.
 
-mod common;
-
-use common::{rel_rms, Data, KERNELS};
+use crate::common::{rel_rms, Data, KERNELS};
 use parki_core::{Domain, Error, Kernel};
 use parki_dist::{Comm, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
 use parki_reference::direct::free_space_sum;

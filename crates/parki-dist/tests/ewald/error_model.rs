@@ -1,9 +1,7 @@
 //! Issue 8, defects 4 and 11: the error model's round-off term and the selection on a very
 //! elongated box.
 
-mod common;
-
-use common::{rel_rms, Data};
+use crate::common::{rel_rms, Data};
 use parki_core::{Domain, Kernel};
 use parki_dist::{Comm, Error, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
 use parki_reference::generate::Distribution;

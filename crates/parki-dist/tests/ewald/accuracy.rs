@@ -1,9 +1,7 @@
 //! Acceptance 1: for every kernel, tolerance and distribution, the relative RMS error against the
 //! classical Ewald reference is at most `tol` and at least `tol/1000`.
 
-mod common;
-
-use common::{box_unequal, rel_rms, Data, KERNELS};
+use crate::common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_dist::{EwaldOptions, EwaldSolver, Targets};
 use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;

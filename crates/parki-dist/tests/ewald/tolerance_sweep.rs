@@ -6,9 +6,7 @@
 //!
 //! The printed table (`-- --nocapture`) is the one in docs/validation.md.
 
-mod common;
-
-use common::{box_unequal, rel_rms, Data, KERNELS};
+use crate::common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_core::Domain;
 use parki_dist::{Comm, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
 use parki_reference::generate::{Distribution, Rng};
