@@ -64,7 +64,7 @@ python3 - "$work" "$ROUNDS" "$REPEAT" "$KERNEL tol $TOL" "${tags[@]}" <<'PY'
 import json, sys
 work, rounds, repeat, label, tags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 print(f"{'periodic':<8} {'kernel':<22} {'eval_s':>8} {'plan_s':>8} {'ratio':>6} {'run_ratio':>9} {'grid':<16} {'padded':<16} cost_model")
-base = None
+base, differ = None, False
 for tag in tags:
     reps = [json.load(open(f"{work}/{tag}.{r}.json")) for r in range(1, rounds + 1)]
     ev = min(r["total_seconds"] for r in reps)
@@ -74,9 +74,10 @@ for tag in tags:
     free = p.get("free_axes") or {}
     run = plan + repeat * ev
     base = base or (ev, run)
+    differ = differ or len(grids) > 1
     grid = "x".join(map(str, p["grid"])) + ("" if len(grids) == 1 else "*")
     padded = "x".join(map(str, free.get("padded_grid") or p["grid"]))
     print(f"{tag:<8} {label:<22} {ev:8.4f} {plan:8.3f} {ev / base[0]:6.2f} {run / base[1]:9.2f} {grid:<16} {padded:<16} {reps[0]['cost_model']['source']}")
-if any(len({tuple(json.load(open(f'{work}/{t}.{r}.json'))['parameters']['grid']) for r in range(1, rounds + 1)}) > 1 for t in tags):
+if differ:
     print("* the rounds chose different grids (the occupancy and the cost model are measured per run); the first round's is shown")
 PY

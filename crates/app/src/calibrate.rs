@@ -469,12 +469,12 @@ fn resolve_with(
         }
         return Ok(builtin(&format!("no calibration file at {} (parki-dist calibrate writes one)", path.display())));
     }
-    let text = String::from_utf8(bytes.to_vec()).map_err(|_| Error::OutOfRange {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::OutOfRange {
         field: format!("{} (calibration file)", path.display()),
         value: "bytes that are not UTF-8".into(),
         allowed: "the TOML parki-dist calibrate writes".into(),
     })?;
-    let cal = Calibration::parse(&text, &path)?;
+    let cal = Calibration::parse(text, &path)?;
     let (cpu, isa) = (this_cpu(), Isa::detect().name().to_string());
     let same_machine = cal.cpu == cpu && cal.isa == isa;
     if !same_machine && !explicit {

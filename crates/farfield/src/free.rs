@@ -1245,8 +1245,7 @@ mod tests {
                         let mut over_z = vec![(0.0, 0.0); sa * sb];
                         for (ab, acc) in over_z.iter_mut().enumerate() {
                             for ic in 0..sc {
-                                let (ia, ib) = (ab / sb, ab % sb);
-                                let f = fvals[(ia * sb + ib) * sc + ic];
+                                let f = fvals[ab * sc + ic];
                                 let e = phases[2][ic][nc];
                                 *acc = (acc.0 + f * e.0, acc.1 + f * e.1);
                             }

@@ -101,7 +101,7 @@ pub fn line_sum(output: impl Into<Output>, domain: &Domain, sources: &Sources<f6
             // Euler-Maclaurin: int_N^inf f - f(N)/2 - f'(N)/12 + f'''(N)/720 (derivatives by
             // differences of step 1/2); the integral as tail_integral documents
             let norm = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt();
-            let tail = tail_integral(N as f64, norm / l, &gx, &gw, |t, v| f(t, v));
+            let tail = tail_integral(N as f64, norm / l, &gx, &gw, &f);
             let mut fn0 = [0.0; 4];
             f(N as f64, &mut fn0);
             let hh = 0.5;
