@@ -36,7 +36,7 @@ use std::f64::consts::PI;
 use parki_comm::Comm;
 use parki_core::{Error, Kernel, Par, Real, Result};
 use parki_decomp::{fft_friendly_size, GridLayout, SpectralBlock};
-use parki_fft3d::{AxisSpec, LocalR2r, R2rKind};
+use parki_fft3d::{AxisSpec, LocalR2r, ModeClass, R2rKind};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
 };
@@ -61,6 +61,11 @@ pub struct FreeGrid {
     pub fft_len: [usize; 3],
     /// Plan-time upsampled length on free axes (`M` on periodic ones).
     pub upsampled: [usize; 3],
+    /// Padding per periodic mode (1P along `x`; docs/design.md, "Padding per periodic mode"):
+    /// the `y` and `z` transform lengths per class of `x` spectral slots, each even, from `data`
+    /// to `fft_len` (empty: every mode on `fft_len`). The transforms ([`parki_fft3d::DistFft::
+    /// with_mode_classes`]) and tables ([`FreeCnv`]) run it; no rule picks shorter lengths yet.
+    pub classes: Vec<ModeClass>,
     /// Truncation radius `R` of the kernels (distance along the free axes).
     pub radius: f64,
     /// Grid spacing per axis.
@@ -97,7 +102,48 @@ impl FreeGrid {
                 upsampled[d] = fft_friendly_size(need.ceil() as usize + 2);
             }
         }
-        Self { periodic, grid, data, offset, fft_len, upsampled, radius, h }
+        Self { periodic, grid, data, offset, fft_len, upsampled, radius, h, classes: Vec::new() }
+    }
+
+    /// Every `x` spectral slot's class (covering them all; one class of `fft_len` without
+    /// padding per periodic mode).
+    pub fn mode_classes(&self) -> Vec<ModeClass> {
+        ModeClass::cover(&self.classes, self.grid[0] / 2 + 1, [self.fft_len[1], self.fft_len[2]])
+    }
+
+    /// Transform work of one component, `sum over passes of lines x length x log2(length)`:
+    /// `x` over the data rows, `y` over the data `z` planes, then `z` over everything (with
+    /// padding per periodic mode each class's lines on its lengths). Lines along `y` and `z`
+    /// are counted per real of the `x` axis (`M_x` for its `M_x/2 + 1` complex slots), as the
+    /// periodic grid's `N log2 N`.
+    pub fn fft_work(&self) -> f64 {
+        let (n, d) = (self.fft_len.map(|v| v as f64), self.data.map(|v| v as f64));
+        let x = d[1] * d[2] * n[0] * n[0].log2();
+        if self.classes.is_empty() {
+            return x + n[0] * d[2] * n[1] * n[1].log2() + n[0] * n[1] * n[2] * n[2].log2();
+        }
+        let per_slot = n[0] / (self.grid[0] / 2 + 1) as f64;
+        x + self
+            .mode_classes()
+            .iter()
+            .map(|c| {
+                let lines = c.slots.len() as f64 * per_slot;
+                let [ly, lz] = c.len.map(|v| v as f64);
+                lines * (d[2] * ly * ly.log2() + ly * lz * lz.log2())
+            })
+            .sum::<f64>()
+    }
+
+    /// Complex spectral elements CNV multiplies (the half padded grid; with padding per
+    /// periodic mode each class's slots on its lengths).
+    pub fn spectral_elements(&self) -> f64 {
+        self.mode_classes()
+            .iter()
+            .map(|c| {
+                let x = if self.periodic[0] { c.slots.len() } else { self.fft_len[0] / 2 + 1 };
+                (x * c.len[0] * c.len[1]) as f64
+            })
+            .sum()
     }
 
     /// The free axes.
@@ -332,20 +378,35 @@ pub struct FreeCnv<T> {
     kernel: Kernel,
     field: bool,
     block: SpectralBlock,
-    /// The block's axes as the tables store them (`y` and `z` folded).
-    fold: [AxisFold; 3],
     /// Per component, bit 0 set where it is odd along `y`, bit 1 along `z`.
     parity: [u32; 16],
-    /// Stored elements.
-    elements: usize,
-    /// `tables[c * elements + e]`: component `c` at stored element `e = (s_z n_y + s_y) n_x +
-    /// s_x` (`n` the stored slots per axis), divided by `V_h`.
-    tables: Vec<T>,
+    /// The tables of each class of periodic modes ([`FreeGrid::classes`]; one part without
+    /// padding per periodic mode).
+    parts: Vec<Part<T>>,
     /// `stress[i][m]`: the table of `T_i S_pairs[m]`.
     stress: [[usize; 6]; 3],
     /// `W^(0)^3`, the zero mode of a unit charge's spread window without aliasing, on the rank
     /// whose block holds `k = 0` of the Laplace potential (see [`FreeCnv::apply`]).
     zero_mode: Option<f64>,
+}
+
+/// The tables of one class of periodic modes: the spectral slots `x` (global start, count) of
+/// the block, over which the free axes' transforms have lengths `fft_len` (`y` and `z`); the
+/// part covers the block's `y` slots below its `y` length and the `z` slots below its `z`
+/// length.
+#[derive(Debug)]
+struct Part<T> {
+    /// Local `x` slots of the block: first and count.
+    x: (usize, usize),
+    /// Local `y` and `z` slots covered (from 0).
+    yz: [usize; 2],
+    /// The part's axes as the tables store them (`y` and `z` folded on the part's lengths).
+    fold: [AxisFold; 3],
+    /// Stored elements.
+    elements: usize,
+    /// `tables[c * elements + e]`: component `c` at stored element `e = (s_z n_y + s_y) n_x +
+    /// s_x` (`n` the stored slots per axis), divided by the part's `V_h`.
+    tables: Vec<T>,
 }
 
 /// How the 0P tables are made (with periodic axes always per mode).
@@ -431,11 +492,63 @@ impl<T: Real> FreeCnv<T> {
         method: Method,
     ) -> Result<Self> {
         let comps = components(kernel, field);
-        let fa = free.free_axes();
-        let nfree = fa.len();
-        if nfree == 0 {
+        if free.free_axes().is_empty() {
             return Err(Error::Unsupported { what: "FreeCnv on a triply periodic box".into() });
         }
+        let yz_parity: [u32; 16] = std::array::from_fn(|c| {
+            comps.get(c).map_or(0, |c| u32::from(c.poly.odd(1)) | (u32::from(c.poly.odd(2)) << 1))
+        });
+        let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
+        let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
+        let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
+        let mut parts = Vec::new();
+        if free.classes.is_empty() {
+            let ranges = [block.x, block.y, (0, block.z)];
+            let (fold, elements, tables) =
+                Self::part(kernel, field, free, lengths, kb, xi, ranges, comm, par, symmetric, method)?;
+            parts.push(Part { x: (0, block.x.1), yz: [block.y.1, block.z], fold, elements, tables });
+        } else {
+            // per class: its x slots of the block, the y slots of the block below its y length,
+            // its z slots
+            for c in ModeClass::cover(&free.classes, free.grid[0] / 2 + 1, [free.fft_len[1], free.fft_len[2]]) {
+                let x0 = c.slots.start.max(block.x.0);
+                let x1 = c.slots.end.min(block.x.0 + block.x.1);
+                let y1 = c.len[0].min(block.y.0 + block.y.1).saturating_sub(block.y.0);
+                let z1 = c.len[1].min(block.z);
+                if x0 >= x1 || y1 == 0 || z1 == 0 {
+                    continue;
+                }
+                let class =
+                    FreeGrid { fft_len: [free.fft_len[0], c.len[0], c.len[1]], classes: Vec::new(), ..free.clone() };
+                let ranges = [(x0, x1 - x0), (block.y.0, y1), (0, z1)];
+                let (fold, elements, tables) =
+                    Self::part(kernel, field, &class, lengths, kb, xi, ranges, comm, par, symmetric, method)?;
+                parts.push(Part { x: (x0 - block.x.0, x1 - x0), yz: [y1, z1], fold, elements, tables });
+            }
+        }
+        Ok(Self { kernel, field, block: *block, parity: yz_parity, parts, stress, zero_mode })
+    }
+
+    /// The tables of the spectral slots `ranges` (global `(start, count)` per axis) of the padded
+    /// grid of `free` (its `fft_len` the part's lengths): the folded axes, the stored elements
+    /// and the tables.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn part(
+        kernel: Kernel,
+        field: bool,
+        free: &FreeGrid,
+        lengths: [f64; 3],
+        kb: &KaiserBessel,
+        xi: f64,
+        ranges: [(usize, usize); 3],
+        comm: &Comm,
+        par: Par,
+        symmetric: bool,
+        method: Method,
+    ) -> Result<([AxisFold; 3], usize, Vec<T>)> {
+        let comps = components(kernel, field);
+        let fa = free.free_axes();
+        let nfree = fa.len();
         let pa: Vec<usize> = (0..3).filter(|&d| free.periodic[d]).collect();
         let h = free.h;
         let two_pi = 2.0 * PI;
@@ -472,16 +585,12 @@ impl<T: Real> FreeCnv<T> {
             AxisModes { k, w }
         };
         let up: Vec<AxisModes> = fa.iter().map(|&d| up_modes(d)).collect();
-        // block ranges per user axis (memory order is [x, y, z]), and the slots stored of each:
-        // the tables are made for those only (crate::fold)
-        let ranges = [block.x, block.y, (0, block.z)];
+        // the slots stored of each axis of the block: the tables are made for those only
+        // (crate::fold)
         let fold = fold_block(ranges, free.fft_len);
         let globals: [&[usize]; 3] = [fold[0].stored(), fold[1].stored(), fold[2].stored()];
         let local = [0, 1, 2].map(|d| fold[d].len());
         let elements = local.iter().product::<usize>();
-        let yz_parity: [u32; 16] = std::array::from_fn(|c| {
-            comps.get(c).map_or(0, |c| u32::from(c.poly.odd(1)) | (u32::from(c.poly.odd(2)) << 1))
-        });
         // periodic modes of the local block
         let pmodes: Vec<AxisModes> = pa.iter().map(|&d| periodic_modes(d, globals[d])).collect();
         // free-axis sizes of the half grids: even (DCT-I) and odd (DST-I)
@@ -525,24 +634,11 @@ impl<T: Real> FreeCnv<T> {
         let sw: Vec<Vec<f64>> =
             up.iter().map(|m| m.k.iter().zip(&m.w).map(|(&k, &w)| (-k * k * inv4xi2).exp() * w).collect()).collect();
         let scale: f64 = fa.iter().map(|&d| 1.0 / free.upsampled[d] as f64).product::<f64>() / free.padded_volume();
-        let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
-        let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
-        let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
         let mut tables = vec![T::ZERO; comps.len() * elements];
         if nfree == 3 && method == Method::Split {
             let spec = free_split::Spec { comps: &comps, images: &images, free, up: &up, sw: &sw, inv4xi2, scale };
             free_split::tables(&spec, comm, ranges, par, &mut tables)?;
-            return Ok(Self {
-                kernel,
-                field,
-                block: *block,
-                fold,
-                parity: yz_parity,
-                elements,
-                tables,
-                stress,
-                zero_mode,
-            });
+            return Ok((fold, elements, tables));
         }
         // the upsampled free half grid
         let up_dims: Vec<usize> = half_up.iter().map(|&n| n + 1).collect();
@@ -638,19 +734,42 @@ impl<T: Real> FreeCnv<T> {
                         c.poly.eval(full_k(&js)) * base[e]
                     });
                     p1.execute(&mut a1);
-                    // restrict to |n| < M_ext and transform on the padded half grid
+                    // restrict to |n| < M_ext, wrap onto the padded period (with padding per
+                    // periodic mode shorter than 2 M_ext: the samples n and n + N add), and
+                    // transform on the padded half grid
                     let n2: usize = d2.iter().product();
                     let mut a2 = vec![0.0; n2];
                     let s1 = c_strides(&d1);
-                    let kept: [usize; 3] =
-                        std::array::from_fn(|ax| if ax < nfree { free.data[fa_ref[ax]] - shift[ax] } else { 1 });
+                    let wraps: Vec<Vec<Vec<(usize, f64)>>> = (0..nfree)
+                        .map(|ax| wrapped_samples(free.data[fa_ref[ax]], free.fft_len[fa_ref[ax]], odd[ax]))
+                        .collect();
                     fill_c_order(&mut a2, &d2, par, |ns| {
                         // array index li holds sample n = li (+ 1 on odd axes) in both arrays
-                        if (0..nfree).all(|ax| ns[ax] < kept[ax]) {
-                            a1[(0..nfree).map(|ax| ns[ax] * s1[ax]).sum::<usize>()]
-                        } else {
-                            0.0
+                        let mut sum = 0.0;
+                        match nfree {
+                            1 => {
+                                for &(i, s) in &wraps[0][ns[0]] {
+                                    sum += s * a1[i * s1[0]];
+                                }
+                            }
+                            2 => {
+                                for &(i, s) in &wraps[0][ns[0]] {
+                                    for &(j, t) in &wraps[1][ns[1]] {
+                                        sum += s * t * a1[i * s1[0] + j * s1[1]];
+                                    }
+                                }
+                            }
+                            _ => {
+                                for &(i, s) in &wraps[0][ns[0]] {
+                                    for &(j, t) in &wraps[1][ns[1]] {
+                                        for &(k, u) in &wraps[2][ns[2]] {
+                                            sum += s * t * u * a1[i * s1[0] + j * s1[1] + k * s1[2]];
+                                        }
+                                    }
+                                }
+                            }
                         }
+                        sum
                     });
                     p2.execute(&mut a2);
                     a2
@@ -758,7 +877,7 @@ impl<T: Real> FreeCnv<T> {
                 q += 1;
             });
         }
-        Ok(Self { kernel, field, block: *block, fold, parity: yz_parity, elements, tables, stress, zero_mode })
+        Ok((fold, elements, tables))
     }
 
     /// The exact zero mode of a unit charge's spread grid, `W^(0)^3` (`None` for kernels other
@@ -782,7 +901,19 @@ impl<T: Real> FreeCnv<T> {
 
     /// Bytes of the tables.
     pub fn bytes(&self) -> usize {
-        self.tables.len() * std::mem::size_of::<T>()
+        self.parts.iter().map(|p| p.tables.len()).sum::<usize>() * std::mem::size_of::<T>()
+    }
+
+    /// Classes of periodic modes the tables are made in (1 without padding per periodic mode;
+    /// [`tables`](Self::tables), [`elements`](Self::elements), [`stored`](Self::stored) and
+    /// [`fold_map`](Self::fold_map) describe the first).
+    pub fn classes(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The first part (the only one without padding per periodic mode).
+    fn first(&self) -> &Part<T> {
+        &self.parts[0]
     }
 
     /// The tables as a device's CNV reads them: table `c` of stored element `e` (`s_x`
@@ -791,18 +922,18 @@ impl<T: Real> FreeCnv<T> {
     /// (`i <= j`: 11, 22, 33, 12, 13, 23) then the stresslet's 10 (`i <= j <= l`,
     /// lexicographic).
     pub fn tables(&self) -> &[T] {
-        &self.tables
+        &self.first().tables
     }
 
     /// Stored elements (the tables' component stride).
     pub fn elements(&self) -> usize {
-        self.elements
+        self.first().elements
     }
 
     /// Stored slots along `x`, `y` and `z` (their product is [`elements`](Self::elements); `x`
     /// is the block's own).
     pub fn stored(&self) -> [usize; 3] {
-        [0, 1, 2].map(|d| self.fold[d].len())
+        [0, 1, 2].map(|d| self.first().fold[d].len())
     }
 
     /// The folding as a device's CNV reads it: 16 parities (component `c`: bit 0 odd along
@@ -812,18 +943,25 @@ impl<T: Real> FreeCnv<T> {
     /// bits and `c`'s parity share an odd count.
     pub fn fold_map(&self) -> Vec<u32> {
         let mut map = self.parity.to_vec();
-        map.extend_from_slice(self.fold[1].slots());
-        map.extend_from_slice(self.fold[2].slots());
+        map.extend_from_slice(self.first().fold[1].slots());
+        map.extend_from_slice(self.first().fold[2].slots());
         map
     }
 
-    /// Table `c` (divided by `V_h`) at local element `(l_x, l_y, l_z)` of the block.
+    /// Table `c` (divided by its part's `V_h`) at local element `(l_x, l_y, l_z)` of the block
+    /// (0 outside every part: slots beyond the free lengths of their mode's class).
     pub fn table_at(&self, c: usize, l: [usize; 3]) -> f64 {
-        let (sy, my) = self.fold[1].slot(l[1]);
-        let (sz, mz) = self.fold[2].slot(l[2]);
-        let e = (sz * self.fold[1].len() + sy) * self.fold[0].len() + l[0];
+        let Some(part) = self.parts.iter().find(|p| (p.x.0..p.x.0 + p.x.1).contains(&l[0])) else {
+            return 0.0;
+        };
+        if l[1] >= part.yz[0] || l[2] >= part.yz[1] {
+            return 0.0;
+        }
+        let (sy, my) = part.fold[1].slot(l[1]);
+        let (sz, mz) = part.fold[2].slot(l[2]);
+        let e = (sz * part.fold[1].len() + sy) * part.fold[0].len() + l[0] - part.x.0;
         let mirrored = u32::from(my) | (u32::from(mz) << 1);
-        mirror_sign(self.parity[c], mirrored) * self.tables[c * self.elements + e].to_f64()
+        mirror_sign(self.parity[c], mirrored) * part.tables[c * part.elements + e].to_f64()
     }
 
     /// `map[i * 6 + m]`: the stresslet table (of its 10) that multiplies `S_m` in component
@@ -845,11 +983,14 @@ impl<T: Real> FreeCnv<T> {
     /// `net_charge` is the sum of the charges over every rank (Laplace; ignored otherwise). The
     /// Laplace potential's zero mode `k = 0` is set to its exact value `Q W^(0)^3` before the
     /// tables multiply it ([`FreeCnv::zero_mode`]).
+    ///
+    /// With padding per periodic mode each class's part multiplies its slots; the slots beyond
+    /// a class's free lengths are left as they are (the transforms of that class neither read
+    /// nor write them).
     pub fn apply(&self, grid: &mut [T], par: Par, net_charge: f64) {
         let b = &self.block;
         let cs = b.component_stride;
-        let (xl, yl) = (b.x.1, b.y.1);
-        let plane = yl * b.row_stride;
+        let plane = b.y.1 * b.row_stride;
         let ncomp = self.kernel.grid_components();
         let nout = self.outputs();
         assert!(grid.len() >= (ncomp.max(nout) - 1) * cs + b.z * plane, "grid buffer too short");
@@ -860,42 +1001,46 @@ impl<T: Real> FreeCnv<T> {
         // the tables' signs per mirrored pair of axes (bit 0 y, bit 1 z)
         let signs: [[f64; 16]; 4] =
             std::array::from_fn(|m| std::array::from_fn(|c| mirror_sign(self.parity[c], m as u32)));
-        let ys = self.fold[1].len();
         let writer = parki_core::par::DisjointSlice::new(grid);
-        let work = |iz: usize| {
-            let mut comps: [&mut [T]; 9] = Default::default();
-            for (c, slot) in comps.iter_mut().enumerate().take(ncomp.max(nout)) {
-                // SAFETY: plane iz of component c belongs to this task only (one task per iz).
-                *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
-            }
-            let (sz, mz) = self.fold[2].slot(iz);
-            for ly in 0..yl {
-                let (sy, my) = self.fold[1].slot(ly);
-                let sign = &signs[usize::from(my) | (usize::from(mz) << 1)];
-                let row = (sz * ys + sy) * xl;
-                for lx in 0..xl {
-                    let o = ly * b.row_stride + 2 * lx;
-                    self.point(row + lx, sign, o, &mut comps[..ncomp.max(nout)]);
+        for part in &self.parts {
+            let (x0, xl) = part.x;
+            let ys = part.fold[1].len();
+            let work = |iz: usize| {
+                let mut comps: [&mut [T]; 9] = Default::default();
+                for (c, slot) in comps.iter_mut().enumerate().take(ncomp.max(nout)) {
+                    // SAFETY: plane iz of component c belongs to this task only (one task per iz,
+                    // the parts one after the other).
+                    *slot = unsafe { writer.range_mut(c * cs + iz * plane, c * cs + (iz + 1) * plane) };
                 }
+                let (sz, mz) = part.fold[2].slot(iz);
+                for ly in 0..part.yz[0] {
+                    let (sy, my) = part.fold[1].slot(ly);
+                    let sign = &signs[usize::from(my) | (usize::from(mz) << 1)];
+                    let row = (sz * ys + sy) * xl;
+                    for lx in 0..xl {
+                        let o = ly * b.row_stride + 2 * (x0 + lx);
+                        self.point(part, row + lx, sign, o, &mut comps[..ncomp.max(nout)]);
+                    }
+                }
+            };
+            match par {
+                Par::Seq => (0..part.yz[1]).for_each(work),
+                Par::Rayon(_) => (0..part.yz[1]).into_par_iter().for_each(work),
             }
-        };
-        match par {
-            Par::Seq => (0..b.z).for_each(work),
-            Par::Rayon(_) => (0..b.z).into_par_iter().for_each(work),
         }
     }
 
-    /// Table `c` at stored element `e`, times the sign of the local element read.
+    /// Table `c` of `part` at stored element `e`, times the sign of the local element read.
     #[inline]
-    fn t(&self, c: usize, e: usize, sign: &[f64; 16]) -> f64 {
-        sign[c] * self.tables[c * self.elements + e].to_f64()
+    fn t(part: &Part<T>, c: usize, e: usize, sign: &[f64; 16]) -> f64 {
+        sign[c] * part.tables[c * part.elements + e].to_f64()
     }
 
-    /// CNV at the local element at `o` of each plane, whose tables are stored element `e` times
-    /// `sign`.
+    /// CNV at the local element at `o` of each plane, whose tables are `part`'s stored element
+    /// `e` times `sign`.
     #[inline]
     #[allow(clippy::needless_range_loop)]
-    fn point(&self, e: usize, sign: &[f64; 16], o: usize, comps: &mut [&mut [T]]) {
+    fn point(&self, part: &Part<T>, e: usize, sign: &[f64; 16], o: usize, comps: &mut [&mut [T]]) {
         let mut phi = [(0.0f64, 0.0f64); 9];
         let ncomp = self.kernel.grid_components();
         for (c, p) in phi.iter_mut().enumerate().take(ncomp) {
@@ -904,12 +1049,12 @@ impl<T: Real> FreeCnv<T> {
         let mut v = [(0.0f64, 0.0f64); 6];
         match self.kernel {
             Kernel::Laplace => {
-                let t = self.t(0, e, sign);
+                let t = Self::t(part, 0, e, sign);
                 v[0] = (t * phi[0].0, t * phi[0].1);
                 if self.field {
                     // E^_a = -i t_a phi^
                     for a in 0..3 {
-                        let t = self.t(1 + a, e, sign);
+                        let t = Self::t(part, 1 + a, e, sign);
                         v[1 + a] = (t * phi[0].1, -t * phi[0].0);
                     }
                 }
@@ -918,7 +1063,7 @@ impl<T: Real> FreeCnv<T> {
                 let mut off_t = 0;
                 let mut off_g = 0;
                 if self.kernel.needs_forces() {
-                    let t: [f64; 6] = std::array::from_fn(|c| self.t(c, e, sign));
+                    let t: [f64; 6] = std::array::from_fn(|c| Self::t(part, c, e, sign));
                     for i in 0..3 {
                         for j in 0..3 {
                             let tij = t[STOKESLET_INDEX[i][j]];
@@ -930,7 +1075,7 @@ impl<T: Real> FreeCnv<T> {
                     off_g = 3;
                 }
                 if self.kernel.needs_dipoles() {
-                    let t: [f64; 10] = std::array::from_fn(|c| self.t(off_t + c, e, sign));
+                    let t: [f64; 10] = std::array::from_fn(|c| Self::t(part, off_t + c, e, sign));
                     let s = &phi[off_g..off_g + 6];
                     for i in 0..3 {
                         let (mut re, mut im) = (0.0, 0.0);
@@ -951,6 +1096,29 @@ impl<T: Real> FreeCnv<T> {
             comps[c][o + 1] = T::from_f64(vc.1);
         }
     }
+}
+
+/// Per array index of a padded half grid of `n` points (DCT-I: slots `0..=n/2`; DST-I
+/// (`odd`): slots `1..n/2` at index `slot - 1`), the samples `m` (`|m| < kept`, at index `m` or
+/// `m - 1` of the upsampled half grid) whose images `+-m` fall on its slot modulo `n`, with their
+/// signs (`-m` carries `-1` for an odd component). For `n >= 2 kept - 1` each slot below `kept`
+/// holds its own sample; shorter (padding per periodic mode) the samples `m` and `n - m`
+/// wrap onto the same slots, as in the circular convolution of length `n`.
+fn wrapped_samples(kept: usize, n: usize, odd: bool) -> Vec<Vec<(usize, f64)>> {
+    let shift = usize::from(odd);
+    let slots = if odd { (n / 2).saturating_sub(1) } else { n / 2 + 1 };
+    let mut out = vec![Vec::new(); slots];
+    for m in shift..kept {
+        let r = m % n;
+        let images = [(r, 1.0), ((n - r) % n, if odd { -1.0 } else { 1.0 })];
+        for (k, &(slot, sign)) in images.iter().enumerate() {
+            if (k == 1 && m == 0) || slot > n / 2 || (odd && (slot == 0 || 2 * slot == n)) {
+                continue;
+            }
+            out[slot - shift].push((m - shift, sign));
+        }
+    }
+    out
 }
 
 /// C-order strides of `dims` (the last axis fastest), 0 past its length.
@@ -1077,8 +1245,8 @@ mod tests {
                     .unwrap()
                 };
                 let (with, without) = (build(true), build(false));
-                let scale = without.tables.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                let diff = with.tables.iter().zip(&without.tables).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                let scale = without.tables().iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let diff = with.tables().iter().zip(without.tables()).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
                 assert!(diff <= 1e-13 * scale, "{periodic:?} {kernel:?}: {diff:e} of {scale:e}");
             }
         }
@@ -1105,10 +1273,10 @@ mod tests {
                         .unwrap()
                 };
                 let whole = build(Method::PerMode, Par::Seq);
-                let scale = whole.tables.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let scale = whole.tables().iter().fold(0.0f64, |m, v| m.max(v.abs()));
                 for par in [Par::Seq, Par::Rayon(2)] {
                     let split = build(Method::Split, par);
-                    let diff = split.tables.iter().zip(&whole.tables).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                    let diff = split.tables().iter().zip(whole.tables()).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
                     println!("{grid:?} {kernel:?} field {field} {par:?}: {diff:.2e} of {scale:.2e}");
                     assert!(diff <= 1e-13 * scale, "{grid:?} {kernel:?} {field}: {diff:e} of {scale:e}");
                 }
@@ -1289,6 +1457,77 @@ mod tests {
             for (got, re, im) in pairs {
                 assert!((got - re).abs() <= 1e-10 * scale && im.abs() <= 1e-10 * scale, "{got:e} vs ({re:e}, {im:e})");
             }
+        }
+    }
+
+    /// Padding per periodic mode: classes of `x` slots whose `y` and `z` transforms are shorter
+    /// than `fft_len` but at least `2 M_ext - 1` (no kernel sample wraps: the circular
+    /// convolution stays the aperiodic one) give the same far field as every mode on
+    /// `fft_len`, through the transforms' and the tables' classes (1P along `x`, one rank and a
+    /// slab of 2 ranks' blocks, Laplace and the Stokeslet).
+    #[test]
+    fn mode_classes_that_do_not_wrap_equal_the_uniform_padding() {
+        use parki_fft3d::{DistFft, DistFftOptions, ModeClass};
+        let (grid, lengths) = ([16, 12, 12], [1.0, 0.9, 0.8]);
+        let h = [0, 1, 2].map(|d| lengths[d] / grid[d] as f64);
+        let (p, xi) = (6, 9.0);
+        let uniform = FreeGrid::new([true, false, false], grid, h, p, xi, 1e-8);
+        let (dy, dz) = (uniform.data[1], uniform.data[2]);
+        assert!(uniform.fft_len[1] > 2 * dy && uniform.fft_len[2] > 2 * dz, "{uniform:?}");
+        let classes = vec![
+            ModeClass { slots: 2..5, len: [2 * dy, uniform.fft_len[2]] },
+            ModeClass { slots: 5..9, len: [2 * dy, 2 * dz] },
+        ];
+        let padded = FreeGrid { classes: classes.clone(), ..uniform.clone() };
+        let kb = KaiserBessel::new(p);
+        let one = Comm::single();
+        for kernel in [Kernel::Laplace, Kernel::Stokeslet] {
+            let comps = kernel.grid_components();
+            let run = |free: &FreeGrid| -> Vec<f64> {
+                let opts = DistFftOptions::new(comps);
+                let pg = parki_decomp::ProcGrid::slab(1);
+                let mut fft =
+                    DistFft::<f64>::with_mode_classes(&one, free.axes(), [0, 1, 2], pg, opts, &free.classes).unwrap();
+                let block = fft.spectral_layout();
+                let cnv =
+                    FreeCnv::<f64>::new(kernel, false, free, lengths, &kb, xi, &block, &one, Par::Rayon(2)).unwrap();
+                assert_eq!(cnv.classes(), if free.classes.is_empty() { 1 } else { 3 });
+                let cs = fft.component_stride();
+                let value = |c: usize, x: usize, y: usize, z: usize| {
+                    (((c * 131 + x * 17 + y * 29 + z * 43) % 97) as f64 - 48.0) / 48.0
+                };
+                let mut net = 0.0;
+                for c in 0..comps {
+                    for z in 0..free.data[2] {
+                        for y in 0..free.data[1] {
+                            for x in 0..free.data[0] {
+                                let i = c * cs + fft.real_index(x, y, z);
+                                fft.data_mut()[i] = value(c, x, y, z);
+                                net += value(c, x, y, z);
+                            }
+                        }
+                    }
+                }
+                fft.forward();
+                cnv.apply(fft.data_mut(), Par::Seq, net);
+                fft.backward();
+                let mut out = Vec::new();
+                for c in 0..kernel.output_dim() {
+                    for z in 0..free.data[2] {
+                        for y in 0..free.data[1] {
+                            for x in 0..free.data[0] {
+                                out.push(fft.data()[c * cs + fft.real_index(x, y, z)]);
+                            }
+                        }
+                    }
+                }
+                out
+            };
+            let (a, b) = (run(&uniform), run(&padded));
+            let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let diff = a.iter().zip(&b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+            println!("{kernel:?}: classes against uniform {diff:.2e} of {scale:.2e}");
+            assert!(scale > 0.0 && diff <= 1e-12 * scale, "{kernel:?}: {diff:e} of {scale:e}");
         }
     }
 }

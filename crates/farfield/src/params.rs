@@ -427,17 +427,16 @@ fn evaluate(
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
         // FFT work: sum over the passes of lines x length x log2(length); with free axes the
         // passes before an axis is padded skip its padding (x first over the data rows, then
-        // y over the data z planes, then z over everything)
+        // y over the data z planes, then z over everything), per class of periodic modes with
+        // padding per mode
         let fft_work = match &free {
             None => {
                 let ng = fft_points as f64;
                 ng * ng.log2()
             }
-            Some(f) => {
-                let (n, d) = (f.fft_len.map(|v| v as f64), f.data.map(|v| v as f64));
-                d[1] * d[2] * n[0] * n[0].log2() + n[0] * d[2] * n[1] * n[1].log2() + n[0] * n[1] * n[2] * n[2].log2()
-            }
+            Some(f) => f.fft_work(),
         };
+        let cnv_elements = free.as_ref().map_or((fft_real / 2) as f64, |f| f.spectral_elements());
         // CNV: the tables-based multiply reads one real per table and element
         let cnv_factor =
             free.as_ref().map_or(1.0, |_| 1.0 + crate::free::table_count(req.kernel, spectral_field) as f64 / 8.0);
@@ -449,7 +448,7 @@ fn evaluate(
             p2p: 1e-9 * scale * (c.p2p_pair[kidx] * pairs + c.p2p_visit[kidx] * 27.0 * req.targets as f64),
             p2g: 1e-9 * scale * c.p2g[kidx] * req.sources as f64 * p3 * ncomp as f64,
             fft: 1e-9 * scale * c.fft * fft_work * (ncomp as f64 + dim),
-            cnv: 1e-9 * scale * c.cnv * cnv_factor * (fft_real / 2) as f64,
+            cnv: 1e-9 * scale * c.cnv * cnv_factor * cnv_elements,
             g2p: 1e-9 * scale * c.g2p[kidx] * req.targets as f64 * p3 * dim * g2p_factor,
         };
         let plan = free.as_ref().map_or(0.0, |f| plan_seconds(f, req.kernel, spectral_field, grid_bytes, &req.cost));

@@ -164,6 +164,51 @@ impl AxisSpec {
     }
 }
 
+/// Padding per periodic mode: over the spectral slots `slots` of the first axis in memory
+/// order (a DFT axis, transformed first), the transforms along the second and third axes run
+/// over `len` points (their data zero-padded to `len` instead of the axis's `fft_len`).
+///
+/// A zero-padded axis is the aperiodic convolution of an unbounded direction done as a circular
+/// one. At a periodic wave number `k_p != 0` the kernel along the free axes decays like
+/// `e^{-|k_p| rho}` (docs/design.md, "Padding per periodic mode"), so those modes' circular
+/// convolution is exact to a tolerance on fewer points than the `2 n` the `k_p = 0` modes need.
+/// The slots `len[0] ..` of the second axis's lines and `len[1] ..` of the third's are then
+/// outside the class's spectrum: the transforms neither read nor write them (they hold zeros
+/// after the forward transform).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModeClass {
+    /// Spectral slots of the first axis (memory order).
+    pub slots: std::ops::Range<usize>,
+    /// Transform lengths of the second and third axes (memory order).
+    pub len: [usize; 2],
+}
+
+impl ModeClass {
+    /// Every slot `0..slots` of the first axis in a class: `classes` (ascending, disjoint) and
+    /// the gaps between them at the axes' own lengths `full`; adjacent classes of equal
+    /// lengths merged.
+    pub fn cover(classes: &[ModeClass], slots: usize, full: [usize; 2]) -> Vec<ModeClass> {
+        let mut out: Vec<ModeClass> = Vec::new();
+        let mut push = |c: ModeClass| {
+            if c.slots.is_empty() {
+                return;
+            }
+            match out.last_mut() {
+                Some(last) if last.len == c.len && last.slots.end == c.slots.start => last.slots.end = c.slots.end,
+                _ => out.push(c),
+            }
+        };
+        let mut at = 0;
+        for c in classes {
+            push(ModeClass { slots: at..c.slots.start.min(slots).max(at), len: full });
+            push(ModeClass { slots: c.slots.start.max(at)..c.slots.end.min(slots), len: c.len });
+            at = at.max(c.slots.end.min(slots));
+        }
+        push(ModeClass { slots: at..slots, len: full });
+        out
+    }
+}
+
 /// The memory order of the axes (fastest first) for `axes`: the first is the axis of the
 /// real-to-complex transform (a DFT axis, an unpadded one first), otherwise the first
 /// unpadded axis, otherwise axis 0;

@@ -37,7 +37,7 @@ use parki_core::{Error, Par, Result};
 use parki_decomp::{split_range, GridTopology, ProcGrid, RowLayout, SpectralBlock};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::axes::{memory_order, AxisSpec, AxisTransform};
+use crate::axes::{memory_order, AxisSpec, AxisTransform, ModeClass};
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
 use crate::ptr::Ptr;
@@ -221,6 +221,8 @@ enum Pass<T: FftReal> {
     Lines(BlockedLines<T>),
     /// A DCT/DST-II, III or IV through FFTs on per-thread scratch.
     FftR2r(FftR2r<T>),
+    /// Strided lines of several lengths, one set per [`ModeClass`] (padding per periodic mode).
+    Classes(Vec<BlockedLines<T>>),
 }
 
 impl<T: FftReal> Pass<T> {
@@ -234,6 +236,7 @@ impl<T: FftReal> Pass<T> {
                 Pass::Row(x) => x.plan.execute(p.add(x.offset)),
                 Pass::Lines(l) => l.execute(p, par),
                 Pass::FftR2r(m) => m.execute(p, par),
+                Pass::Classes(c) => c.iter().for_each(|l| l.execute(p, par)),
             }
         }
     }
@@ -299,6 +302,9 @@ pub struct DistFft<T: FftReal> {
     engine: Engine<T>,
     sw1: [Switch<T>; 2],
     sw2: [Switch<T>; 2],
+    /// The a1 and a2 transform lengths per a0 spectral slot (one class of the axes' own
+    /// lengths without padding per periodic mode).
+    classes: Vec<ModeClass>,
     times: FftTimes,
 }
 
@@ -417,6 +423,22 @@ impl<T: FftReal> DistFft<T> {
         grid: ProcGrid,
         opts: DistFftOptions,
     ) -> Result<Self> {
+        Self::with_mode_classes(comm, user_axes, order, grid, opts, &[])
+    }
+
+    /// As [`with_axes_in_order`](Self::with_axes_in_order), the a1 and a2 transforms over the
+    /// lengths of `classes` per a0 spectral slot (padding per periodic mode, [`ModeClass`]; the
+    /// slots outside every class at the axes' own lengths). With classes, a0 must be a DFT and
+    /// a1 and a2 padded DFTs with their data and transforms first in the line, each class's
+    /// lengths between the axis's data points and its transform length.
+    pub fn with_mode_classes(
+        comm: &Comm,
+        user_axes: [AxisSpec; 3],
+        order: [usize; 3],
+        grid: ProcGrid,
+        opts: DistFftOptions,
+        classes: &[ModeClass],
+    ) -> Result<Self> {
         let [py, pz] = grid.dims;
         let mut sorted = order;
         sorted.sort_unstable();
@@ -457,6 +479,8 @@ impl<T: FftReal> DistFft<T> {
         let nf = if opts.complex || any_dft { 2 } else { 1 };
         let lines = [axes[0].line_slots(r2c), axes[1].line, axes[2].line];
         let n = axes.map(|a| a.n);
+        check_classes(&axes, order, lines[0], classes)?;
+        let classes = ModeClass::cover(classes, lines[0], [axes[1].fft_len, axes[2].fft_len]);
         if py > n[1].min(lines[0]) || pz > n[2].min(lines[1]) {
             return Err(Error::OutOfRange {
                 field: "parallel.grid".into(),
@@ -500,8 +524,20 @@ impl<T: FftReal> DistFft<T> {
             let backward = plan(kinds[1], opts.backward_components)?;
             Engine::WholeR2r { forward, backward }
         } else {
-            let planner =
-                Planner { axes: &axes, r2c, nf, cs, t0, t1, t2, ptr, threads, rigor: opts.rigor, r2r: opts.r2r };
+            let planner = Planner {
+                axes: &axes,
+                r2c,
+                nf,
+                cs,
+                t0,
+                t1,
+                t2,
+                ptr,
+                threads,
+                rigor: opts.rigor,
+                r2r: opts.r2r,
+                classes: &classes,
+            };
             let forward = Box::new(planner.plans(opts.forward_components, true)?);
             let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
             Engine::Pencils { forward, backward }
@@ -553,8 +589,15 @@ impl<T: FftReal> DistFft<T> {
             engine,
             sw1,
             sw2,
+            classes,
             times: FftTimes::default(),
         })
+    }
+
+    /// The a1 and a2 transform lengths per a0 spectral slot, covering every slot (one class at
+    /// the axes' own lengths without padding per periodic mode).
+    pub fn mode_classes(&self) -> &[ModeClass] {
+        &self.classes
     }
 
     /// The process grid.
@@ -896,6 +939,48 @@ impl<T: FftReal> DistFft<T> {
     }
 }
 
+/// Checks `classes` against the axes in memory order (`l0` spectral slots along a0).
+fn check_classes(axes: &[AxisSpec; 3], order: [usize; 3], l0: usize, classes: &[ModeClass]) -> Result<()> {
+    if classes.is_empty() {
+        return Ok(());
+    }
+    let bad = |value: String, allowed: &str| {
+        Err(Error::OutOfRange { field: "fft mode classes".into(), value, allowed: allowed.into() })
+    };
+    if axes[0].transform != AxisTransform::Dft {
+        return bad(
+            format!("axis {} transformed first is {:?}", order[0], axes[0].transform),
+            "a DFT along the first axis",
+        );
+    }
+    for j in 1..3 {
+        let a = axes[j];
+        if a.transform != AxisTransform::Dft || a.fft_offset != 0 || a.data_offset != 0 {
+            return bad(
+                format!("axis {}: {a:?}", order[j]),
+                "padded DFTs with data and transform first along the others",
+            );
+        }
+    }
+    let mut at = 0;
+    for c in classes {
+        if c.slots.start < at || c.slots.end > l0 {
+            return bad(format!("{:?} of {l0} slots", c.slots), "ascending, disjoint slot ranges inside the spectrum");
+        }
+        for j in 0..2 {
+            let a = axes[1 + j];
+            if c.len[j] < a.n || c.len[j] > a.fft_len {
+                return bad(
+                    format!("length {} along axis {}", c.len[j], order[1 + j]),
+                    &format!("from the {} data points to the transform length {}", a.n, a.fft_len),
+                );
+            }
+        }
+        at = c.slots.end;
+    }
+    Ok(())
+}
+
 /// What the 1-D plans of a [`DistFft`] are made from.
 struct Planner<'a, T: FftReal> {
     axes: &'a [AxisSpec; 3],
@@ -909,9 +994,46 @@ struct Planner<'a, T: FftReal> {
     threads: usize,
     rigor: PlanRigor,
     r2r: R2rMethod,
+    /// The a1 and a2 lengths per a0 slot (covering every slot).
+    classes: &'a [ModeClass],
 }
 
 impl<T: FftReal> Planner<'_, T> {
+    /// Whether the a1 and a2 passes run per class (some class shorter than the axes).
+    fn per_class(&self) -> bool {
+        self.classes.iter().any(|c| c.len != [self.axes[1].fft_len, self.axes[2].fft_len])
+    }
+
+    /// The a1 (`j = 1`) or a2 (`j = 2`) pass of `kind` per class: in T1 the lines along a1 of
+    /// the class's local a0 columns; in T2 along a2 of its local a0 columns and of the local a1
+    /// slots inside the class's a1 spectrum.
+    fn class_pass(&self, j: usize, kind: Kind, comps: usize) -> Result<Pass<T>> {
+        let comp = self.cs / 2;
+        let mut sets = Vec::new();
+        for c in self.classes {
+            let (t, inner) = if j == 1 {
+                let [xl1, _, zl1] = self.t1.local();
+                (self.t1, (zl1, self.t1.global[1] * xl1))
+            } else {
+                let [xl2, _, _] = self.t2.local();
+                let ys = self.t2.range(1);
+                let yc = c.len[0].min(ys.end).saturating_sub(ys.start);
+                (self.t2, (yc, xl2))
+            };
+            let xs = t.range(0);
+            let (a, b) = (c.slots.start.max(xs.start), c.slots.end.min(xs.end));
+            if a >= b || inner.0 == 0 {
+                continue;
+            }
+            let [xl, yl, _] = t.local();
+            let stride = if j == 1 { xl } else { xl * yl };
+            let lines =
+                Lines { n: c.len[j - 1], start: a - xs.start, stride, width: b - a, outer: (comps, comp), inner };
+            sets.push(BlockedLines::new(kind, lines, self.ptr, self.rigor)?);
+        }
+        Ok(Pass::Classes(sets))
+    }
+
     /// The kind of axis `j`'s transform in direction `forward` (`None`: identity).
     fn kind(&self, j: usize, forward: bool) -> Option<Kind> {
         match self.axes[j].transform {
@@ -994,6 +1116,7 @@ impl<T: FftReal> Planner<'_, T> {
         };
         let a1 = match self.kind(1, forward) {
             None => None,
+            Some(kind) if self.per_class() => Some(self.class_pass(1, kind, comps)?),
             Some(kind) => {
                 let (m, comp) = per(kind);
                 let [xl1, _, zl1] = self.t1.local();
@@ -1011,6 +1134,7 @@ impl<T: FftReal> Planner<'_, T> {
         };
         let a2 = match self.kind(2, forward) {
             None => None,
+            Some(kind) if self.per_class() => Some(self.class_pass(2, kind, comps)?),
             Some(kind) => {
                 let (m, comp) = per(kind);
                 let [xl2, yl2, _] = self.t2.local();
@@ -1028,5 +1152,126 @@ impl<T: FftReal> Planner<'_, T> {
             }
         };
         Ok(AxisPlans { passes: [a0, a1, a2] })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parki_comm::Comm;
+    use parki_decomp::ProcGrid;
+
+    use super::{DistFft, DistFftOptions};
+    use crate::axes::{AxisSpec, ModeClass};
+
+    /// Padding per periodic mode: each class's spectrum is the DFT of the data zero-padded to
+    /// the class's lengths (the defining sums), the slots outside it zero; the round trip with
+    /// each class's spectrum divided by its `N_1 N_2` returns `N_0` times the data.
+    #[test]
+    fn mode_classes_transform_each_class_on_its_own_lengths() {
+        let n = [8usize, 5, 4];
+        let axes = [AxisSpec::periodic(n[0]), AxisSpec::padded_dft(n[1], 12), AxisSpec::padded_dft(n[2], 10)];
+        let classes = [
+            ModeClass { slots: 1..3, len: [9, 7] },
+            ModeClass { slots: 3..4, len: [6, 4] },
+            ModeClass { slots: 4..5, len: [5, 6] },
+        ];
+        let comps = 2;
+        let mut fft = DistFft::<f64>::with_mode_classes(
+            &Comm::single(),
+            axes,
+            [0, 1, 2],
+            ProcGrid::slab(1),
+            DistFftOptions::new(comps),
+            &classes,
+        )
+        .unwrap();
+        let cover = fft.mode_classes().to_vec();
+        assert_eq!(cover.len(), 4, "{cover:?}");
+        assert_eq!(cover[0], ModeClass { slots: 0..1, len: [12, 10] });
+        let value = |c: usize, x: usize, y: usize, z: usize| ((c * 31 + x * 7 + y * 13 + z * 5) % 17) as f64 - 8.0;
+        let cs = fft.component_stride();
+        for c in 0..comps {
+            for z in 0..n[2] {
+                for y in 0..n[1] {
+                    for x in 0..n[0] {
+                        let i = c * cs + fft.real_index(x, y, z);
+                        fft.data_mut()[i] = value(c, x, y, z);
+                    }
+                }
+            }
+        }
+        fft.forward();
+        let l = [n[0] / 2 + 1, 12, 10];
+        let mut worst = 0.0f64;
+        for c in 0..comps {
+            for kx in 0..l[0] {
+                let len = cover.iter().find(|k| k.slots.contains(&kx)).unwrap().len;
+                for kz in 0..l[2] {
+                    for ky in 0..l[1] {
+                        let (mut re, mut im) = (0.0, 0.0);
+                        if ky < len[0] && kz < len[1] {
+                            for z in 0..n[2] {
+                                for y in 0..n[1] {
+                                    for x in 0..n[0] {
+                                        let ph = -2.0
+                                            * std::f64::consts::PI
+                                            * ((kx * x) as f64 / n[0] as f64
+                                                + (ky * y) as f64 / len[0] as f64
+                                                + (kz * z) as f64 / len[1] as f64);
+                                        re += value(c, x, y, z) * ph.cos();
+                                        im += value(c, x, y, z) * ph.sin();
+                                    }
+                                }
+                            }
+                        }
+                        let i = c * cs + fft.spectral_index(kx, ky, kz);
+                        let d = fft.data();
+                        worst = worst.max((d[i] - re).abs()).max((d[i + 1] - im).abs());
+                    }
+                }
+            }
+        }
+        assert!(worst < 1e-11, "forward: {worst:e}");
+        // each class's spectrum over its N_1 N_2: the round trip gives N_0 times the data
+        for c in 0..comps {
+            for kx in 0..l[0] {
+                let len = cover.iter().find(|k| k.slots.contains(&kx)).unwrap().len;
+                let s = 1.0 / (len[0] * len[1]) as f64;
+                for kz in 0..l[2] {
+                    for ky in 0..l[1] {
+                        let i = c * cs + fft.spectral_index(kx, ky, kz);
+                        fft.data_mut()[i] *= s;
+                        fft.data_mut()[i + 1] *= s;
+                    }
+                }
+            }
+        }
+        fft.backward();
+        let mut rt = 0.0f64;
+        for c in 0..comps {
+            for z in 0..n[2] {
+                for y in 0..n[1] {
+                    for x in 0..n[0] {
+                        let i = c * cs + fft.real_index(x, y, z);
+                        rt = rt.max((fft.data()[i] / n[0] as f64 - value(c, x, y, z)).abs());
+                    }
+                }
+            }
+        }
+        assert!(rt < 1e-12, "round trip: {rt:e}");
+        // classes that do not fit the axes are refused, naming the field
+        let bad = [ModeClass { slots: 1..3, len: [4, 7] }];
+        let e = DistFft::<f64>::with_mode_classes(
+            &Comm::single(),
+            axes,
+            [0, 1, 2],
+            ProcGrid::slab(1),
+            DistFftOptions::new(1),
+            &bad,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("fft mode classes") && e.contains("length 4"), "{e}");
     }
 }

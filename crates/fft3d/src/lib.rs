@@ -22,7 +22,9 @@ use parki_core::memory::HugeBuffer;
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
-pub use axes::{memory_order, memory_order_by, proc_grid_limits, proc_grid_limits_in_order, AxisSpec, AxisTransform};
+pub use axes::{
+    memory_order, memory_order_by, proc_grid_limits, proc_grid_limits_in_order, AxisSpec, AxisTransform, ModeClass,
+};
 pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes, R2rMethod};
 pub use ffi::{FftReal, R2rKind};
 pub use local::LocalR2r;

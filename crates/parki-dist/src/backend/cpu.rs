@@ -105,7 +105,8 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
                 (fft, Convolution::Periodic(cnv), p.grid[0])
             }
             Some(free) => {
-                let fft = DistFft::<T>::with_axes_in_order(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts)?;
+                let fft =
+                    DistFft::<T>::with_mode_classes(s.comm, free.axes(), [0, 1, 2], s.pgrid, fopts, &free.classes)?;
                 let block = fft.spectral_layout();
                 let par = Par::with_threads(threads);
                 let cnv = FreeCnv::new(s.kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
