@@ -22,8 +22,8 @@ use parki_core::{Domain, Error, Kernel, Sources};
 use parki_decomp::{Decomposition, GridLayout, ProcGrid};
 use parki_dist::{DistEwaldSolver, EwaldOptions, EwaldSolver, FieldMethod, ParallelOptions, SortMode, Targets};
 use parki_fft3d::{
-    proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, PlanRigor, R2rKind,
-    R2rMethod,
+    memory_order, proc_grid_limits, AxisSpec, AxisTransform, DistFft, DistFftOptions, Fft3d, GridBuffer, ModeClass,
+    PlanRigor, R2rKind, R2rMethod,
 };
 use parki_reference::generate::Rng;
 use parki_reference::transforms::{apply_along_axis, Transform1d};
@@ -78,6 +78,10 @@ enum Command {
         /// DCT/DST-II, III and IV through FFTs (fft) or FFTW's r2r (fftw).
         #[arg(long, default_value = "fft")]
         r2r: String,
+        /// Padding per periodic mode (axes `per,unb,unb`): classes `a-b:ly:lz` separated by
+        /// `/`, the x spectral slots `a..b` with y and z transforms of `ly` and `lz` points.
+        #[arg(long, default_value = "")]
+        classes: String,
     },
     /// Distributed Poisson solve against the one-process solve.
     Poisson {
@@ -536,7 +540,25 @@ fn reference_kind(k: R2rKind) -> Transform1d {
     }
 }
 
+/// The `--classes` of `fft-axes`: `a-b:ly:lz` separated by `/`.
+fn parse_classes(text: &str) -> Result<Vec<ModeClass>, String> {
+    let bad = || format!("--classes {text}: expected a-b:ly:lz separated by /");
+    text.split('/')
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let f: Vec<&str> = c.split(':').collect();
+            let r: Vec<&str> = f[0].split('-').collect();
+            if f.len() != 3 || r.len() != 2 {
+                return Err(bad());
+            }
+            let n = |v: &str| v.parse::<usize>().map_err(|_| bad());
+            Ok(ModeClass { slots: n(r[0])?..n(r[1])?, len: [n(f[1])?, n(f[2])?] })
+        })
+        .collect()
+}
+
 /// `fft-axes`: returns the forward and round-trip errors (relative to the largest value).
+#[allow(clippy::too_many_arguments)]
 fn check_fft_axes(
     world: &Comm,
     grid: [usize; 3],
@@ -545,6 +567,7 @@ fn check_fft_axes(
     layout: &str,
     backend: &str,
     r2r: &str,
+    classes: &[ModeClass],
 ) -> Result<(f64, f64), String> {
     if names.len() != 3 {
         return Err("--axes: expected three axes".into());
@@ -555,8 +578,15 @@ fn check_fft_axes(
     let r2r = R2rMethod::parse(r2r).ok_or(format!("r2r = {r2r}: expected fft or fftw"))?;
     let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
     let opts = DistFftOptions { backend, r2r, ..DistFftOptions::new(comps) };
-    let mut fft = DistFft::<f64>::with_axes(world, axes, pg, opts).map_err(|e| e.to_string())?;
+    let mut fft = DistFft::<f64>::with_mode_classes(world, axes, memory_order(&axes), pg, opts, classes)
+        .map_err(|e| e.to_string())?;
     let (order, nf, cs) = (fft.order(), fft.element_reals(), fft.component_stride());
+    if !classes.is_empty() && order != [0, 1, 2] {
+        return Err(format!("--classes: the axes' memory order is {order:?}, not [0, 1, 2]"));
+    }
+    // the y and z lengths of each x slot (memory order is the user's with classes)
+    let cover = fft.mode_classes().to_vec();
+    let class_len = |kx: usize| cover.iter().find(|c| c.slots.contains(&kx)).map(|c| c.len);
     let value = |c: usize, p: [usize; 3]| {
         let h = (c * 7919 + p[0] * 104_729 + p[1] * 1_299_709 + p[2] * 15_485_863) % 1_000_003;
         h as f64 / 1_000_003.0 - 0.5
@@ -582,7 +612,27 @@ fn check_fft_axes(
                 AxisTransform::Dft => Transform1d::DftForward,
                 AxisTransform::R2r { forward, .. } => reference_kind(forward),
             };
-            apply_along_axis(field, dims, axis, t, a.fft_offset, a.fft_len, 1.0);
+            if classes.is_empty() || axis == 0 {
+                apply_along_axis(field, dims, axis, t, a.fft_offset, a.fft_len, 1.0);
+            }
+        }
+        // with classes: per x slot, y and z on the class's lengths, zero beyond them
+        if !classes.is_empty() {
+            let plane = dims[1] * dims[2];
+            for kx in 0..dims[0] {
+                let len = class_len(kx).unwrap_or([dims[1], dims[2]]);
+                let sub = &mut field[kx * plane..(kx + 1) * plane];
+                let d = [1, dims[1], dims[2]];
+                apply_along_axis(sub, d, 1, Transform1d::DftForward, 0, len[0], 1.0);
+                apply_along_axis(sub, d, 2, Transform1d::DftForward, 0, len[1], 1.0);
+                for y in 0..dims[1] {
+                    for z in 0..dims[2] {
+                        if y >= len[0] || z >= len[1] {
+                            sub[y * dims[2] + z] = (0.0, 0.0);
+                        }
+                    }
+                }
+            }
         }
     }
     let scale = reference.iter().flatten().fold(0.0f64, |m, v| m.max(v.0.abs()).max(v.1.abs()));
@@ -621,6 +671,23 @@ fn check_fft_axes(
                     let want = want_c[at(p)];
                     debug_assert!(r2c_axis.is_none_or(|a| p[a] <= axes[a].fft_len / 2));
                     forward_err = forward_err.max((got.0 - want.0).abs().max((got.1 - want.1).abs()) / scale);
+                }
+            }
+        }
+    }
+    // with classes: each class's spectrum times the axes' N_1 N_2 over its own, so that the round
+    // trip multiplies every x slot by the same product
+    if !classes.is_empty() {
+        for c in 0..comps {
+            for i2 in 0..l2 {
+                for i1 in s1.clone() {
+                    for i0 in s0.clone() {
+                        let len = class_len(i0).unwrap_or([axes[1].fft_len, axes[2].fft_len]);
+                        let f = (axes[1].fft_len * axes[2].fft_len) as f64 / (len[0] * len[1]) as f64;
+                        let k = c * cs + fft.spectral_index(i0 - s0.start, i1 - s1.start, i2);
+                        fft.data_mut()[k] *= f;
+                        fft.data_mut()[k + 1] *= f;
+                    }
                 }
             }
         }
@@ -780,18 +847,20 @@ fn main() -> ExitCode {
                 })
                 .map_err(unsupported)
         }
-        Command::FftAxes { grid, axes, comps, layout, backend, r2r } => if grid.len() != 3 {
+        Command::FftAxes { grid, axes, comps, layout, backend, r2r, classes } => if grid.len() != 3 {
             Err("--grid: expected three sizes".to_string())
         } else {
-            check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend, &r2r).and_then(
-                |(f, r)| {
+            parse_classes(&classes)
+                .and_then(|k| {
+                    check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend, &r2r, &k)
+                })
+                .and_then(|(f, r)| {
                     if f <= 1e-13 && r <= 1e-13 {
                         Ok(())
                     } else {
                         Err(format!("FFT axes check failed: forward {f:.3e}, round trip {r:.3e} (bound 1e-13)"))
                     }
-                },
-            )
+                })
         }
         .map_err(unsupported),
         Command::Fft { grid, comps, layout, backend, complex, threads } => if grid.len() != 3 {
