@@ -72,6 +72,13 @@ fn distributed_axes_fft_matches_the_defining_sums() {
                 ok(ranks, &[&args[..], &["--r2r", r2r]].concat());
             }
         }
+        // padding per periodic mode: the y and z transforms per class of x slots
+        let layout = if ranks > 2 { "pencil" } else { "slab" };
+        let classes = ["--classes", "1-3:9:7/3-4:7:6"];
+        ok(
+            ranks,
+            &[&["fft-axes", "--axes", "per,unb,unb", "--grid", "8,7,6", "--layout", layout][..], &classes].concat(),
+        );
     }
 }
 
