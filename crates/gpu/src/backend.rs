@@ -917,6 +917,12 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                 ),
             });
         }
+        if p.free.as_ref().is_some_and(|f| !f.classes.is_empty()) {
+            // cuFFT's plans and the device CNV pad every periodic mode alike
+            return Err(Error::Unsupported {
+                what: "padding per periodic mode (FreeGrid::classes) on the CUDA backend".into(),
+            });
+        }
         let kb = KaiserBessel::new(p.p);
         let comps = ncomp.max(grid_out);
         let block_bytes = comps * s.window.layout.real_len() * T::BYTES;
