@@ -29,7 +29,7 @@
 # "1e-6 1e-9"); F32_TOLS (default "1e-5 1e-3": the app refuses f32 below its round-off, about
 # 5e-6 for the Stokeslet and 4e-4 for stokes here); REPEAT (default 3); CHECK (default 50);
 # CASE_TIMEOUT (seconds, default 240); EMULATOR_TESTS (default 0: the host emulator's test
-# binaries, which CI runs, are neither carried by prepare nor run on device time); CPU_BASELINE (default 1: the same cases on the CPU at
+# binary, which CI runs, is neither carried by prepare nor run on device time); CPU_BASELINE (default 1: the same cases on the CPU at
 # the sizes in BASELINE_SIZES, default "1000000"); TEST_FILTER (a test-name filter for the
 # test binaries); TEST_TIMEOUT (seconds per test binary, default 300); TEST_BINARIES (e.g.
 # "cuda_treecode cuda_accuracy": only these test binaries); GPU_BENCH (default 1:

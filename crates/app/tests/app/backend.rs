@@ -7,8 +7,7 @@ use std::process::{Command, Output};
 use parki_app::backend::HAS_CUDA;
 use serde_json::Value;
 
-mod common;
-use common::Dir;
+use crate::common::Dir;
 
 const RUN: &str = "[problem]\nkernel = \"laplace\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-5\n\
                    [sources]\ngenerate = { distribution = \"uniform\", count = 300 }\n\

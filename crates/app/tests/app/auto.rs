@@ -5,8 +5,7 @@
 use parki_app::npy;
 use parki_reference::generate::Cloud;
 
-mod common;
-use common::{assert_error, read_report as report, run_app as run, succeeded, Dir};
+use crate::common::{assert_error, read_report as report, run_app as run, succeeded, Dir};
 
 #[test]
 fn auto_prices_every_method_and_runs_the_cheapest() {

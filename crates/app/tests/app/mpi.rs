@@ -9,8 +9,7 @@ use std::process::{Command, Output};
 use parki_app::npy;
 use parki_reference::generate::{self, Distribution, Rng};
 
-mod common;
-use common::Dir;
+use crate::common::{self, Dir};
 
 fn mpirun(ranks: usize, args: &[&str]) -> Output {
     let exe = env!("CARGO_BIN_EXE_parki-check");

@@ -9,8 +9,7 @@ use parki_core::{Kernel, Sources};
 use parki_reference::generate::{self, Distribution, Rng};
 use parki_reference::ClassicalEwald;
 
-mod common;
-use common::Dir;
+use crate::common::Dir;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))

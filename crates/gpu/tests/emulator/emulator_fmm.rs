@@ -20,8 +20,7 @@ use parki_fmm::{
 use parki_gpu::{Emulator, GpuFmm, M2lVariant, P2pVariant};
 use parki_reference::generate::Cloud;
 
-mod fmm_common;
-use fmm_common::{charges, rel_l2};
+use crate::fmm_common::{charges, rel_l2};
 
 fn params(order: usize, leaf: usize, gradient: bool) -> FmmParams {
     let mut p = FmmParams::new(order, Some(leaf));
@@ -197,7 +196,7 @@ fn distributed_device_equals_the_host() {
         let out = Command::new("mpirun")
             .args(["-n", &ranks.to_string(), "--oversubscribe"])
             .arg(&exe)
-            .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
+            .args(["--exact", "emulator_fmm::mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_FMM_MPI_CHILD", "1")
             .env("RAYON_NUM_THREADS", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -9,8 +9,7 @@ use parki_core::Par;
 use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel, TreeKernel, TreecodeParams};
 
-mod common;
-use common::{
+use crate::common::{
     assert_error, mpirun_run as mpirun, mpirun_run_env as mpirun_env, read_report as report, run_app as run, succeeded,
     Dir,
 };

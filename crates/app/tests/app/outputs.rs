@@ -10,8 +10,7 @@ use std::process::{Command, Output};
 use parki_app::npy;
 use parki_reference::generate::{self, Distribution, Rng};
 
-mod common;
-use common::Dir;
+use crate::common::Dir;
 
 fn run(config: &Path) -> Output {
     // progress lines on: the tests check that nothing was planned before a refusal

@@ -1,7 +1,7 @@
 //! The memory-aware parameter selection of the device backend, on the host emulator with a
 //! bounded memory: the grid shrinks to what the device holds (the tolerance still met), and a
-//! device too small for any grid is refused with a message naming the device's limit. One test
-//! in its own binary: the emulator's memory is process-wide.
+//! device too small for any grid is refused with a message naming the device's limit. The test
+//! runs in a process of its own (`crate::own_process`): the emulator's memory is process-wide.
 
 use parki_core::{Domain, Kernel, Real};
 use parki_dist::{Comm, DistEwaldSolver, EwaldOptions, ParallelOptions, PlanningQuery, SortMode, Targets};
@@ -18,6 +18,9 @@ type Gpu = GpuBackend<f64, Emulator>;
 
 #[test]
 fn the_grid_fits_the_device() {
+    if !crate::own_process("emulator_memory::the_grid_fits_the_device") {
+        return;
+    }
     let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
     let (kernel, tol, n) = (Kernel::Stokeslet, 1e-8, 3000);
     let data = Particles::<f64>::new(&domain, Distribution::Uniform, n, 8);

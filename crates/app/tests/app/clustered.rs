@@ -7,8 +7,7 @@
 use parki_app::npy;
 use parki_reference::generate::Cloud;
 
-mod common;
-use common::{assert_error, read_report as report, run_app as run, succeeded, Dir};
+use crate::common::{assert_error, read_report as report, run_app as run, succeeded, Dir};
 
 /// A normal cloud of width `sigma` about the centre of the unit box, folded into it, with
 /// charges and forces summing to zero.

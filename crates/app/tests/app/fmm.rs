@@ -9,8 +9,7 @@ use parki_core::Par;
 use parki_fmm::{evaluate, FmmParams};
 use parki_reference::generate::Cloud;
 
-mod common;
-use common::{assert_error, mpirun_run as mpirun, read_report as report, run_app as run, succeeded, Dir};
+use crate::common::{assert_error, mpirun_run as mpirun, read_report as report, run_app as run, succeeded, Dir};
 
 #[test]
 fn files_in_potential_and_field_out_as_the_library_computes() {

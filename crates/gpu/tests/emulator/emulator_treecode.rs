@@ -17,8 +17,7 @@ use parki_gpu::{Emulator, GpuTreecode};
 use parki_reference::generate::Cloud;
 use parki_treecode::{evaluate_kernel_distributed_on, TreeBackend, TreeKernel, TreecodeParams};
 
-mod tree_common;
-use tree_common::{inputs, kernels, rel_l2};
+use crate::tree_common::{inputs, kernels, rel_l2};
 
 /// Degree 3 (64 proxies), theta 0.7, leaves of at most 100 sources and 40 targets: clusters
 /// on both sides of the proxies' count, so every list type at a few thousand points.
@@ -125,7 +124,7 @@ fn distributed_device_equals_the_host() {
         let out = Command::new("mpirun")
             .args(["-n", &ranks.to_string(), "--oversubscribe"])
             .arg(&exe)
-            .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
+            .args(["--exact", "emulator_treecode::mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_TC_MPI_CHILD", "1")
             .env("RAYON_NUM_THREADS", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -1,6 +1,6 @@
 //! The treecode on a device too small for it: refused before anything is allocated, with the
-//! estimate and what is free, on the host emulator with a bounded memory. One test in its own
-//! binary: the emulator's memory is process-wide.
+//! estimate and what is free, on the host emulator with a bounded memory. The test runs in a
+//! process of its own (`crate::own_process`): the emulator's memory is process-wide.
 
 use parki_comm::Comm;
 use parki_core::isa::Isa;
@@ -11,6 +11,9 @@ use parki_treecode::{evaluate_kernel_distributed_on, TreeBackend, TreeKernel, Tr
 
 #[test]
 fn a_device_too_small_is_refused_with_the_estimate() {
+    if !crate::own_process("emulator_treecode_memory::a_device_too_small_is_refused_with_the_estimate") {
+        return;
+    }
     let gpu = GpuTreecode::<Emulator>::open(0).unwrap();
     let p = TreecodeParams { degree: 6, theta: 0.7, max_leaf: 500, max_batch: 500 };
     let sources = Cloud::Uniform.points(1, 0..8_000);

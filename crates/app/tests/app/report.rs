@@ -7,8 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
-use common::Dir;
+use crate::common::Dir;
 
 const RUN: &str = "[problem]\nkernel = \"stokes\"\nbox = [1.0, 1.2, 0.9]\ntolerance = 1e-5\n\
                    [sources]\ngenerate = { distribution = \"uniform\", count = 1500 }\n\

@@ -9,8 +9,7 @@ use parki_app::npy;
 use parki_poisson::fields::Manufactured;
 use parki_poisson::Bc;
 
-mod common;
-use common::{assert_error, succeeded, Dir};
+use crate::common::{assert_error, succeeded, Dir};
 
 fn run(config: &Path, ranks: usize) -> Output {
     if ranks == 0 {

@@ -86,7 +86,7 @@ fn distributed_equals_one_process() {
         let out = Command::new("mpirun")
             .args(["-n", &ranks.to_string(), "--oversubscribe"])
             .arg(&exe)
-            .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
+            .args(["--exact", "emulator_mpi::mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_GPU_MPI_CHILD", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -7,8 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
-use common::{assert_error, mpirun_run, succeeded, Dir};
+use crate::common::{assert_error, mpirun_run, succeeded, Dir};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))

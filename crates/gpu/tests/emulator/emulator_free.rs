@@ -2,8 +2,8 @@
 //! precomputed kernel tables in `cnv_free`) and with the Laplace field (P2P's field kernel, the
 //! window-derivative G2P `g2p_field`, and the spectral `-i k` in CNV with a four-component G2P),
 //! on the host emulator against the CPU backend with the same options. The CPU backend's
-//! accuracy against independent references is tested in parki-dist's tests/free_space.rs and
-//! tests/field.rs; here the device path must reproduce it to round-off.
+//! accuracy against independent references is tested in parki-dist's tests/ewald/free_space.rs
+//! and tests/ewald/field.rs; here the device path must reproduce it to round-off.
 
 use parki_core::{Domain, Kernel, Real};
 use parki_dist::{Comm, DistEwaldSolver, EwaldBackend, EwaldOptions, ParallelOptions, SolverReal, SortMode, Targets};
