@@ -501,6 +501,14 @@ impl<T: Real> FreeCnv<T> {
         let stress = [0, 1, 2].map(|i| S_PAIRS.map(|(j, l, _)| stresslet_index([i, j, l])));
         let holds_zero = block.x.0 == 0 && block.y.0 == 0 && block.x.1 > 0 && block.y.1 > 0 && block.z > 0;
         let zero_mode = (kernel == Kernel::Laplace && holds_zero).then(|| kb.fourier(0.0).powi(3));
+        if let Some(c) = free.classes.iter().find(|c| c.len.iter().any(|l| l % 2 == 1)) {
+            // the tables are DCT-I/DST-I half grids of an even period
+            return Err(Error::OutOfRange {
+                field: "free.classes".into(),
+                value: format!("{c:?}"),
+                allowed: "even free-axis lengths".into(),
+            });
+        }
         let mut parts = Vec::new();
         if free.classes.is_empty() {
             let ranges = [block.x, block.y, (0, block.z)];
@@ -510,7 +518,7 @@ impl<T: Real> FreeCnv<T> {
         } else {
             // per class: its x slots of the block, the y slots of the block below its y length,
             // its z slots
-            for c in ModeClass::cover(&free.classes, free.grid[0] / 2 + 1, [free.fft_len[1], free.fft_len[2]]) {
+            for c in free.mode_classes() {
                 let x0 = c.slots.start.max(block.x.0);
                 let x1 = c.slots.end.min(block.x.0 + block.x.1);
                 let y1 = c.len[0].min(block.y.0 + block.y.1).saturating_sub(block.y.0);
@@ -614,11 +622,15 @@ impl<T: Real> FreeCnv<T> {
             Par::Seq => 1,
             Par::Rayon(t) => (t / tasks.max(1)).max(1),
         };
+        // per parity pattern: the plans, and per free axis the samples each padded half-grid
+        // slot takes (`wrapped_samples`: |n| < M_ext, wrapped onto the padded period)
         let mut plans = Vec::new();
         for odd in &patterns {
             let p1 = LocalR2r::<f64>::with_threads(&dims_for(&half_up, odd), &kinds(odd), fftw_threads)?;
             let p2 = LocalR2r::<f64>::with_threads(&dims_for(&half_h, odd), &kinds(odd), fftw_threads)?;
-            plans.push((odd.clone(), p1, p2));
+            let wraps: Vec<Vec<Vec<(usize, f64)>>> =
+                fa.iter().zip(odd).map(|(&d, &o)| wrapped_samples(free.data[d], free.fft_len[d], o)).collect();
+            plans.push((odd.clone(), p1, p2, wraps));
         }
         // Components that are images of an earlier one under a permutation of equal free axes
         // (a cube in 0P: the Stokeslet's 22 and 33 of its 11, 13 and 23 of 12) read that one's
@@ -716,7 +728,7 @@ impl<T: Real> FreeCnv<T> {
                 // the padded half-grid samples of a representative component (see `images`)
                 let transformed = |c: &Component| -> Vec<f64> {
                     let odd = parity(c);
-                    let (_, p1, p2) = plans.iter().find(|(o, _, _)| *o == odd).expect("planned pattern");
+                    let (_, p1, p2, wraps) = plans.iter().find(|(o, ..)| *o == odd).expect("planned pattern");
                     let d1 = p1.dims().to_vec();
                     let d2 = p2.dims().to_vec();
                     let base = match c.scalar {
@@ -740,9 +752,6 @@ impl<T: Real> FreeCnv<T> {
                     let n2: usize = d2.iter().product();
                     let mut a2 = vec![0.0; n2];
                     let s1 = c_strides(&d1);
-                    let wraps: Vec<Vec<Vec<(usize, f64)>>> = (0..nfree)
-                        .map(|ax| wrapped_samples(free.data[fa_ref[ax]], free.fft_len[fa_ref[ax]], odd[ax]))
-                        .collect();
                     fill_c_order(&mut a2, &d2, par, |ns| {
                         // array index li holds sample n = li (+ 1 on odd axes) in both arrays
                         let mut sum = 0.0;
@@ -786,7 +795,7 @@ impl<T: Real> FreeCnv<T> {
                     let a2 = &samples[reps.iter().position(|&x| x == r).expect("a representative")];
                     // the representative's array: its dims and strides; slot `ax` of this
                     // component is slot `perm[ax]` of the representative's
-                    let (_, _, p2) = plans.iter().find(|(o, _, _)| *o == parity(&comps[r])).expect("planned pattern");
+                    let (_, _, p2, _) = plans.iter().find(|(o, ..)| *o == parity(&comps[r])).expect("planned pattern");
                     let s2r = c_strides(p2.dims());
                     let s2: Vec<usize> = (0..nfree).map(|ax| s2r[perm[ax]]).collect();
                     // the local entries of this mode: every local free slot, mirrored into the
@@ -1529,5 +1538,12 @@ mod tests {
             println!("{kernel:?}: classes against uniform {diff:.2e} of {scale:.2e}");
             assert!(scale > 0.0 && diff <= 1e-12 * scale, "{kernel:?}: {diff:e} of {scale:e}");
         }
+        // an odd length has no DCT-I/DST-I half grid: refused, naming the field
+        let odd = FreeGrid { classes: vec![ModeClass { slots: 2..5, len: [2 * dy + 1, 2 * dz] }], ..uniform.clone() };
+        let block =
+            SpectralBlock { x: (0, 9), y: (0, odd.fft_len[1]), z: odd.fft_len[2], row_stride: 18, component_stride: 0 };
+        let e =
+            FreeCnv::<f64>::new(Kernel::Laplace, false, &odd, lengths, &kb, xi, &block, &one, Par::Seq).unwrap_err();
+        assert!(e.to_string().contains("free.classes"), "{e}");
     }
 }
