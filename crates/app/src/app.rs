@@ -11,13 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use parki_comm::{Backend, Comm, StageStats, TrafficStats};
+use parki_comm::{Backend, Comm, ReduceOp, StageStats, TrafficStats};
 use parki_core::validate::narrow_positions;
 use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
     measure_occupancy, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions,
-    EwaldStage, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
+    EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::PlanRigor;
@@ -30,7 +30,7 @@ use crate::config::{repeat_error, RunConfig};
 use crate::input::{load_problem, neutralise, prepare, Problem};
 use crate::npy;
 use crate::outputs::{self, Staged};
-use crate::report::{self, Provenance, ReportInputs};
+use crate::report::{self, EvaluationTimes, Provenance, ReportInputs};
 use crate::verify;
 
 /// Command-line overrides of run.toml.
@@ -331,6 +331,8 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     let accuracy = |v: &str| if v == "auto" { Some(None) } else { PairAccuracy::parse(v).map(Some) };
     o.pair_accuracy =
         word("ewald.pair_accuracy", e.pair_accuracy.as_deref(), accuracy, "\"auto\", \"full\" or \"loose\"")?.flatten();
+    o.near_pairs = word("ewald.near_cutoff", e.near_cutoff.as_deref(), NearPairs::parse, "\"sphere\" or \"cells\"")?
+        .unwrap_or_default();
     o.field = cfg.output.field.is_some();
     o.field_method =
         word("ewald.field_method", e.field_method.as_deref(), FieldMethod::parse, "\"window\" or \"spectral\"")?
@@ -507,6 +509,8 @@ impl Run<'_> {
         }
         let mut u = vec![T::ZERO; nt * dim];
         let mut ev = Evaluation::default();
+        // each evaluation's total on this rank, reduced to the slowest rank's after the loop
+        let mut totals = Vec::with_capacity(repeat);
         for r in 0..repeat {
             if repeat > 1 {
                 log.line(&format!("evaluation {} of {repeat}", r + 1));
@@ -522,7 +526,10 @@ impl Run<'_> {
                     log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
                 },
             )?;
+            totals.push(ev.times.total());
         }
+        comm.all_reduce_f64(&mut totals, ReduceOp::Max);
+        let evaluations = EvaluationTimes::new(&totals);
         ev.warnings.iter().for_each(|w| warn(comm, w));
         let stats = StageStats::reduce(comm, &ev.times);
         let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &engine.traffic_stages()) } else { Vec::new() };
@@ -591,6 +598,7 @@ impl Run<'_> {
             backend: self.popts.backend,
             plan_seconds,
             stats: &stats,
+            evaluations: &evaluations,
             traffic: &traffic,
             pairs,
             padding_efficiency: ev.padding_efficiency,

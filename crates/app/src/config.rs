@@ -146,6 +146,10 @@ pub struct EwaldSection {
     /// P2P's pair functions on the CPU: `"auto"` (default: `"loose"` from tolerance 1e-5 on
     /// in f64), `"full"` or `"loose"`.
     pub pair_accuracy: Option<String>,
+    /// Which pairs P2P sums on the CPU: `"sphere"` (default: those within the cut-off sphere
+    /// the parameter selection picks) or `"cells"` (every pair of the 27 colleague cells, as
+    /// the device backend).
+    pub near_cutoff: Option<String>,
     /// The field's far part: `"window"` (default, the window's derivative in G2P) or
     /// `"spectral"` (`-i k` in CNV).
     pub field_method: Option<String>,

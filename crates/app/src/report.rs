@@ -43,6 +43,8 @@ pub struct ReportInputs<'a> {
     pub plan_seconds: f64,
     /// Per-stage times, min/avg/max over ranks.
     pub stats: &'a StageStats<EwaldStage>,
+    /// Every evaluation's time (the slowest rank's).
+    pub evaluations: &'a EvaluationTimes,
     /// Bytes per communication stage (empty on one rank).
     pub traffic: &'a [TrafficStats],
     /// P2P pairs over all ranks.
@@ -216,11 +218,19 @@ pub fn build(r: &ReportInputs) -> Value {
             } else {
                 r.opts.pair_accuracy_for::<f64>().name()
             },
+            "near_cutoff": if r.compute.compute.name() != "cpu" {
+                "cells"
+            } else if p.near_cut.is_some() {
+                "sphere"
+            } else {
+                "cells"
+            },
         },
         "parameters": {
             "xi": p.xi,
             "rc": p.rc,
             "rc_effective": p.rc_effective,
+            "near_cut": p.near_cut,
             "cells": p.cells,
             "sources_per_cell": p.sources_per_cell,
             "cell_occupancy": p.occupancy,
@@ -255,6 +265,7 @@ pub fn build(r: &ReportInputs) -> Value {
         "timings": timings,
         "communication": communication,
         "total_seconds": total,
+        "evaluations": r.evaluations.to_json(),
         "throughput_particles_per_second": nt as f64 / total,
         "p2p_pairs": r.pairs,
         "padding_efficiency": r.padding_efficiency,
@@ -277,6 +288,50 @@ fn device_json(d: &DeviceReport) -> Value {
         "memory_bytes": i.memory,
         "variants": d.variants,
     })
+}
+
+/// The wall time of each of a run's evaluations (`[run] repeat`), each the slowest rank's.
+/// The stage table is the last evaluation's; on a noisy machine the fastest evaluation (or the
+/// median) is the steadier figure for comparing runs, and the first one carries warm-up costs
+/// (page faults on fresh buffers).
+#[derive(Clone, Debug, Default)]
+pub struct EvaluationTimes {
+    /// Seconds per evaluation, in order.
+    pub seconds: Vec<f64>,
+}
+
+impl EvaluationTimes {
+    /// From the per-evaluation totals (already reduced over ranks).
+    pub fn new(seconds: &[f64]) -> Self {
+        Self { seconds: seconds.to_vec() }
+    }
+
+    /// The fastest evaluation's seconds (0 without evaluations).
+    pub fn min(&self) -> f64 {
+        self.seconds.iter().copied().reduce(f64::min).unwrap_or(0.0)
+    }
+
+    /// The median evaluation's seconds (the mean of the middle two for an even count; 0
+    /// without evaluations).
+    pub fn median(&self) -> f64 {
+        let mut v = self.seconds.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+        }
+    }
+
+    /// The report's `evaluations` object.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "count": self.seconds.len(),
+            "min_seconds": self.min(),
+            "median_seconds": self.median(),
+            "seconds": self.seconds,
+        })
+    }
 }
 
 /// The tables printed at the end of a run: per-stage seconds (min/avg/max over ranks), on
@@ -303,6 +358,16 @@ pub fn table(r: &ReportInputs) -> String {
     s += "\n";
     let nt = r.prob.targets_total();
     s += &format!("throughput {:.4e} particles/s ({} targets)\n", nt as f64 / r.stats.total.2, nt);
+    let e = r.evaluations;
+    if e.seconds.len() > 1 {
+        s += &format!(
+            "{} evaluations: fastest {:.4} s, median {:.4} s, last {:.4} s (the table above)\n",
+            e.seconds.len(),
+            e.min(),
+            e.median(),
+            e.seconds.last().copied().unwrap_or(0.0)
+        );
+    }
     s
 }
 
@@ -310,7 +375,17 @@ pub fn table(r: &ReportInputs) -> String {
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use super::rfc3339_utc;
+    use super::{rfc3339_utc, EvaluationTimes};
+
+    #[test]
+    fn evaluation_times_min_and_median() {
+        let e = EvaluationTimes::new(&[0.5, 0.2, 0.9, 0.3]);
+        assert_eq!(e.min(), 0.2);
+        assert!((e.median() - 0.4).abs() < 1e-15);
+        assert_eq!(EvaluationTimes::new(&[0.7, 0.1, 0.4]).median(), 0.4);
+        assert_eq!(EvaluationTimes::default().median(), 0.0);
+        assert_eq!(e.to_json()["count"], 4);
+    }
 
     #[test]
     fn rfc3339_dates() {

@@ -263,8 +263,18 @@ impl ErrorModel {
     /// `E[(r - D)_+] = (r - w)^2/(2w)` for `w < r < 2w`, `r - 3w/2` beyond (overlapping caps are
     /// counted twice: an upper bound).
     pub fn near(&self, xi: f64, w: [f64; 3]) -> f64 {
+        self.near_within(xi, w, f64::INFINITY)
+    }
+
+    /// [`near`](Self::near) when P2P also drops the pairs beyond `cut` (P2P's cut-off sphere,
+    /// `parki_nearfield::NearCutoff::Sphere`): beyond `cut` the whole sphere's area `4 pi r^2`
+    /// is missed, below it the caps beyond the block's faces.
+    pub fn near_within(&self, xi: f64, w: [f64; 3], cut: f64) -> f64 {
         let wmin = w.iter().cloned().fold(f64::INFINITY, f64::min);
         let area = |r: f64| -> f64 {
+            if r > cut {
+                return 4.0 * PI * r * r;
+            }
             w.iter()
                 .map(|&wd| {
                     let e = if r <= wd {

@@ -451,6 +451,7 @@ mod tests {
             position_rounding2: 0.0,
             pair_error: 0.0,
             merged_rows: false,
+            sphere_cutoff: false,
             occupancy,
             evaluations: 1,
         };

@@ -114,6 +114,10 @@ pub struct Request {
     /// P2P reads each row of three x-neighbour colleague cells as one run of sources (packed
     /// rows: 9 runs per target, each padded to the lanes once) instead of 27 padded cells.
     pub merged_rows: bool,
+    /// P2P may drop the pairs of the colleague cells beyond a cut-off sphere (the CPU's
+    /// `NearCutoff::Sphere`): the selection then sets [`Params::near_cut`] where the error
+    /// model sees no loss, and the cost model counts the sphere's windows.
+    pub sphere_cutoff: bool,
     /// Neighbour-cell occupancy of the actual particles ([`crate::occupancy`]): P2P's pairs at
     /// each candidate cell size are the uniform count times its `R`. `None`: uniform (`R = 1`).
     pub occupancy: Option<crate::Occupancy>,
@@ -173,6 +177,11 @@ pub struct Params {
     pub rc: f64,
     /// Smallest cell width (every pair closer than this is summed).
     pub rc_effective: f64,
+    /// P2P's cut-off sphere (`parki_nearfield::NearCutoff::Sphere`): the pairs of the
+    /// colleague cells farther than this are dropped; `None`: every pair of the cells. Chosen
+    /// as the smallest of [`NEAR_CUT_FACTORS`] times `rc_effective` whose near-field error
+    /// estimate stays within [`NEAR_CUT_SLACK`] of the cells' own.
+    pub near_cut: Option<f64>,
     /// Cells per axis.
     pub cells: [usize; 3],
     /// Mean sources per cell.
@@ -336,7 +345,24 @@ fn evaluate(
     let k_hi = 1.1 * OVERSAMPLING[OVERSAMPLING.len() - 1] * kneed + two_pi / req.domain.min_length() * 8.0;
     let far: Vec<_> = models.iter().map(|m| m.far_model(xi, k_hi)).collect();
     let field_far = field.map(|m| m.far_model(xi, k_hi));
-    let near = near_at(xi);
+    let mut near = near_at(xi);
+    // P2P's cut-off sphere: the colleague block's pairs beyond a radius between w and 2w add
+    // next to nothing to the accuracy (the error comes from the caps just beyond the block's
+    // faces), so the smallest radius that keeps the estimate is taken
+    let mut near_cut = None;
+    if req.sphere_cutoff {
+        for k in NEAR_CUT_FACTORS {
+            let cut = k * r_eff;
+            let e =
+                worst(parts.combine(|p| models[p].near_within(xi, widths, cut)), &|m| m.near_within(xi, widths, cut));
+            if e <= NEAR_CUT_SLACK * near {
+                near = e;
+                near_cut = Some(cut);
+                break;
+            }
+        }
+    }
+    let covered = near_cut.map_or(1.0, |cut| sphere_fraction(cut, widths));
     let per_cell = req.sources as f64 * cellvol / req.domain.volume();
     let ncomp = req.kernel.grid_components();
     let p_min = if req.domain.periodicity() < 3 { 6 } else { 4 };
@@ -423,7 +449,8 @@ fn evaluate(
         let scale = if req.real_bytes == 4 { c.f32_ratio } else { 1.0 };
         let runs = if req.merged_rows { 9.0 } else { 27.0 };
         let occupancy = req.occupancy.map_or(1.0, |o| o.ratio(cellvol));
-        let pairs = req.targets as f64 * runs * (27.0 / runs * per_cell * occupancy + 0.5 * (req.lanes as f64 - 1.0));
+        let pairs =
+            req.targets as f64 * runs * (27.0 / runs * per_cell * occupancy * covered + 0.5 * (req.lanes as f64 - 1.0));
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
         // FFT work: sum over the passes of lines x length x log2(length); with free axes the
         // passes before an axis is padded skip its padding (x first over the data rows, then
@@ -468,6 +495,7 @@ fn evaluate(
                 xi,
                 rc,
                 rc_effective: r_eff,
+                near_cut,
                 cells,
                 sources_per_cell: per_cell,
                 occupancy,
@@ -491,6 +519,48 @@ fn evaluate(
         });
     }
     Ok(best)
+}
+
+/// Radii of P2P's cut-off sphere tried, over the cells' smallest width (the first whose error
+/// estimate is within [`NEAR_CUT_SLACK`] of the whole colleague block's is taken).
+pub const NEAR_CUT_FACTORS: [f64; 10] = [1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.5, 1.6, 1.75];
+
+/// How much the cut-off sphere may raise the near field's error estimate over that of every
+/// pair of the colleague cells.
+pub const NEAR_CUT_SLACK: f64 = 1.001;
+
+/// The fraction of the colleague block's `27 w_x w_y w_z` that P2P's cut-off sphere of radius
+/// `cut` reads, for a target uniform in its cell: per row of cells `(y, z)` at distances
+/// `d_y`, `d_z` from the target (0 for its own row, else to the face between), the x window
+/// `|x - x_t| <= sqrt(cut^2 - d_y^2 - d_z^2)` clipped to the row's three cells `[-w_x, 2 w_x)`.
+/// Midpoint rule over the target's position, 12 points per axis.
+pub fn sphere_fraction(cut: f64, w: [f64; 3]) -> f64 {
+    const M: usize = 12;
+    let at = |i: usize, wd: f64| (i as f64 + 0.5) / M as f64 * wd;
+    let mut sum = 0.0;
+    for ix in 0..M {
+        let tx = at(ix, w[0]);
+        for iy in 0..M {
+            let ty = at(iy, w[1]);
+            let dy = [ty, 0.0, w[1] - ty];
+            for iz in 0..M {
+                let tz = at(iz, w[2]);
+                let dz = [tz, 0.0, w[2] - tz];
+                for a in dy {
+                    for b in dz {
+                        let w2 = cut * cut - a * a - b * b;
+                        if w2 > 0.0 {
+                            let half = w2.sqrt();
+                            let len = (tx + half).min(2.0 * w[0]) - (tx - half).max(-w[0]);
+                            sum += len.max(0.0) * w[1] * w[2];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mean = sum / (M * M * M) as f64;
+    (mean / (27.0 * w[0] * w[1] * w[2])).min(1.0)
 }
 
 /// How the relative errors of a kernel's parts make the kernel's.
@@ -719,5 +789,29 @@ pub fn select(req: &Request) -> Result<Params> {
                 candidates.last().map_or(3.0, |rc| lmin / rc).round()
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sphere_fraction, NEAR_CUT_FACTORS};
+
+    /// The fraction of the colleague block the cut-off sphere reads: the closed form at
+    /// `r = w` (`(2 + 2 pi + 4 pi / 3) / 27`), a Monte Carlo count of the same windows at
+    /// larger radii (2e5 samples each: 0.640 at 1.2 w, 0.841 at 1.5 w), the whole block from
+    /// `sqrt(4 + 1 + 1) w` on (a target at a cell's corner), and anisotropic cells between the cubic ones.
+    #[test]
+    fn the_sphere_reads_its_share_of_the_colleague_block() {
+        let at_w = (2.0 + 2.0 * std::f64::consts::PI + 4.0 * std::f64::consts::PI / 3.0) / 27.0;
+        assert!((sphere_fraction(1.0, [1.0; 3]) - at_w).abs() < 2e-3, "{}", sphere_fraction(1.0, [1.0; 3]));
+        assert!((sphere_fraction(1.2, [1.0; 3]) - 0.640).abs() < 5e-3);
+        assert!((sphere_fraction(1.5, [1.0; 3]) - 0.841).abs() < 5e-3);
+        assert!(sphere_fraction(2.45, [1.0; 3]) > 0.999);
+        let mut last = 0.0;
+        for k in NEAR_CUT_FACTORS {
+            let f = sphere_fraction(k * 0.1, [0.1, 0.12, 0.1]);
+            assert!(f > last && f < 1.0, "{k}: {f}");
+            last = f;
+        }
     }
 }

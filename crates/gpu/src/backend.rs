@@ -889,6 +889,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             lanes: Some(1),
             grid_budget: Some(Self::grid_budget(query, free)),
             loose_pairs: false,
+            sphere_cutoff: false,
         })
     }
 

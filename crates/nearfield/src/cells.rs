@@ -294,6 +294,22 @@ impl CellGrid {
         })
     }
 
+    /// The faces of cell `c` per axis, `(lower, upper)`, in the frame of its relative
+    /// coordinates ([`origin`](Self::origin) in precision `T`): `(0, w)` for most cells,
+    /// `(-w, 0)` up to rounding for the last cell of an axis (whose origin is its upper face).
+    /// P2P's cut-off sphere measures a target's distance to its neighbour rows with them.
+    pub fn faces<T: Real>(&self, c: usize) -> [(f64, f64); 3] {
+        let l = self.coords(c);
+        [0, 1, 2].map(|d| {
+            let n = self.global_n[d] as i64;
+            let g = if self.wrap[d] { l[d] as i64 } else { (self.origin[d] + l[d] as i64).rem_euclid(n) };
+            let o = self.axis_origin::<T>(d, l[d]);
+            let lower = g as f64 * self.width[d];
+            let upper = if g == n - 1 { self.lengths[d] } else { (g + 1) as f64 * self.width[d] };
+            (lower - o, upper - o)
+        })
+    }
+
     /// The x origin of packed rows ([`PaddedSources::build_packed`]): that of the grid's cell
     /// column 0 in precision `T`, the same for every row.
     pub fn packed_x_origin<T: Real>(&self) -> f64 {
@@ -336,9 +352,14 @@ impl CellGrid {
 ///   cell column ([`CellGrid::packed_x_origin`]), the same for the whole row. For f64 at loose
 ///   tolerances: the subtraction then loses `eps L / r`, not `eps w / r`.
 ///
-/// Padding dummies (between cells, or `lanes` of them after the last cell) sit at `-5 w_max`
-/// on every axis (relative), at least three cell widths from every target of a colleague cell,
-/// with zero strength.
+/// Within a cell the sources are in increasing x ([`sort_bins_by_x`]), so that a packed row, or
+/// a padded cell's real sources, can be cut to the x window of a target's cut-off sphere by a
+/// binary search (`crate::p2p`, [`NearCutoff::Sphere`](crate::NearCutoff)).
+///
+/// Padding dummies (between cells, and `lanes` of them after the last cell) sit at `-5 w_max`
+/// on every axis (relative; a padded cell's dummies at the x of its last source, so that its
+/// slots stay in increasing x), at least three cell widths from every target of a colleague
+/// cell in y and z, with zero strength.
 #[derive(Clone, Debug)]
 pub struct PaddedSources<T> {
     /// `offsets[c]..offsets[c+1]`: padded slots of cell `c`.
@@ -380,7 +401,8 @@ impl<T: Real> PaddedSources<T> {
         lanes: usize,
         par: Par,
     ) -> Self {
-        let binned = counting_sort(keys, grid.cells(), par);
+        let mut binned = counting_sort(keys, grid.cells(), par);
+        sort_bins_by_x(&mut binned, sources.positions(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, false, par)
     }
 
@@ -394,7 +416,8 @@ impl<T: Real> PaddedSources<T> {
         lanes: usize,
         par: Par,
     ) -> Self {
-        let binned = counting_sort(keys, grid.cells(), par);
+        let mut binned = counting_sort(keys, grid.cells(), par);
+        sort_bins_by_x(&mut binned, sources.positions(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, true, par)
     }
 
@@ -413,14 +436,21 @@ impl<T: Real> PaddedSources<T> {
             let n = b.count(c);
             offsets[c + 1] = offsets[c] + if packed { n } else { n.div_ceil(lanes) * lanes };
         }
-        let total = offsets[ncells] + if packed { lanes } else { 0 };
+        // a vector of dummies after the last cell: a window of P2P's cut-off sphere may start
+        // anywhere in a cell and read a whole vector from there
+        let total = offsets[ncells] + lanes;
         let x_origin = grid.packed_x_origin::<T>();
         let ncomp = kernel.density_width();
         // dummies: zero strength, relative coordinate -5 w_max: a target of a colleague cell is
         // at relative x_rel + o in [-2.01 w, 2.01 w), so every dummy is at least 2.99 widths away
         // on every axis (no r = 0, and erfc and exp see xi r bounded by the cell grid, not by
         // the box)
-        let far = T::from_f64(-5.0 * grid.width.iter().cloned().fold(0.0, f64::max));
+        let wmax = grid.width.iter().cloned().fold(0.0, f64::max);
+        let far = T::from_f64(-5.0 * wmax);
+        // padded cells: the dummies after a cell's sources at the x of its last source (far in
+        // y and z), so that a cell's slots stay in increasing x (its sources are sorted by x,
+        // see `sort_bins_by_x`) and a window that keeps the cell's last source needs no search
+        // for its end; the packed rows' tail stays at -5 w_max
         let mut x = vec![far; total];
         let mut y = vec![far; total];
         let mut z = vec![far; total];
@@ -458,6 +488,12 @@ impl<T: Real> PaddedSources<T> {
                         unsafe { d.range_mut(o + k, o + k + 1)[0] = dens[comp] };
                     }
                 }
+                if !packed && n > 0 {
+                    // SAFETY: slots offsets[c]..offsets[c + 1] (the padding included) are cell
+                    // c's alone, filled by this call only.
+                    let padding = unsafe { xs.range_mut(o + n, offsets[c + 1]) };
+                    padding.fill(cx[n - 1]);
+                }
             };
             match par {
                 Par::Seq => (0..ncells).for_each(fill),
@@ -480,6 +516,34 @@ impl<T: Real> PaddedSources<T> {
     /// Padded slots in total.
     pub fn slots(&self) -> usize {
         self.x.len()
+    }
+}
+
+/// Sorts every bin of `b` by the x coordinate of `positions` (ties by input index: the order is
+/// deterministic and independent of `par`), in place and in parallel over bins.
+///
+/// P2P's cut-off sphere reads a window of each colleague run ([`NearCutoff::Sphere`](
+/// crate::NearCutoff)), found by binary search in the run's x coordinates; targets in x order
+/// make the windows of the two targets evaluated together nearly the same.
+pub fn sort_bins_by_x<T: Real>(b: &mut Binned, positions: &[[T; 3]], par: Par) {
+    let offsets = &b.offsets;
+    let order = DisjointSlice::new(&mut b.order);
+    let sort = |bin: usize| {
+        let (k0, k1) = (offsets[bin], offsets[bin + 1]);
+        if k1 - k0 < 2 {
+            return;
+        }
+        // SAFETY: the bins' ranges of `order` are disjoint and each bin is sorted once.
+        let slice = unsafe { order.range_mut(k0, k1) };
+        slice.sort_unstable_by(|&i, &j| {
+            let (xi, xj) = (positions[i as usize][0].to_f64(), positions[j as usize][0].to_f64());
+            xi.total_cmp(&xj).then(i.cmp(&j))
+        });
+    };
+    let bins = offsets.len() - 1;
+    match par {
+        Par::Seq => (0..bins).for_each(sort),
+        Par::Rayon(_) => (0..bins).into_par_iter().with_min_len(64).for_each(sort),
     }
 }
 
@@ -526,7 +590,8 @@ impl<T: Real> SortedTargets<T> {
     /// the sources), filled in parallel over cells.
     pub fn build_keyed_in_frame(grid: &CellGrid, positions: &[[T; 3]], keys: &[u32], packed: bool, par: Par) -> Self {
         assert_eq!(keys.len(), positions.len(), "one cell key per target");
-        let binned = counting_sort(keys, grid.cells(), par);
+        let mut binned = counting_sort(keys, grid.cells(), par);
+        sort_bins_by_x(&mut binned, positions, par);
         let n = binned.order.len();
         let (mut x, mut y, mut z) = (vec![T::ZERO; n], vec![T::ZERO; n], vec![T::ZERO; n]);
         {

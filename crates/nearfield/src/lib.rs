@@ -20,6 +20,6 @@ pub mod special;
 
 pub use cells::{CellGrid, PaddedSources, SortedTargets};
 pub use free::{FreeReal, FreeSources};
-pub use p2p::{evaluated_pairs, p2p, p2p_at, P2pFlops, P2pReal, SourceRuns};
+pub use p2p::{evaluated_pairs, p2p, p2p_at, p2p_within, NearCutoff, P2pFlops, P2pReal, SourceRuns};
 pub use simd::{Isa, IsaToken};
 pub use special::{KernelReal, PairAccuracy};

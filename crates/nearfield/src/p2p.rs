@@ -18,9 +18,19 @@
 //! Laplace field, whose smooth part is odd). This is the self correction, applied inside the
 //! kernel.
 //!
-//! All pairs in colleague cells are summed (not only those with `r < r_c`): the extra terms are
-//! below the error estimate and cost nothing in SIMD. Parallelism is over target cells; each
-//! target accumulates in SIMD lanes over sources, so the result is independent of the thread count.
+//! Which pairs are summed is the [`NearCutoff`]: with [`NearCutoff::Sphere`] (the default of the
+//! Ewald sum on the CPU) only the sources of each colleague run whose x lies in the window of the
+//! target's cut-off sphere, `|x - x_t| <= sqrt(r_c^2 - d_y^2 - d_z^2)` with `d_y`, `d_z` the
+//! target's distances to the run's row of cells (found by binary search: the sources of a cell
+//! are sorted by x); with [`NearCutoff::Cells`] every pair in the 27 colleague cells, as the
+//! device kernels do. The sphere's radius `r_c` lies between the cells' width `w` and `2 w`:
+//! the error of the sum over the colleague block comes from the caps of the sphere of radius
+//! `r` just beyond the block's faces (`w < r < 1.2 w` at tight tolerances), and the pairs
+//! beyond `1.2-1.4 w` in the block's edges and corners add next to nothing
+//! (`parki_farfield::ErrorModel::near_within`; the selection picks the radius,
+//! `parki_farfield::Params::near_cut`). At `r_c = 1.2 w` the windows read 64 % of the block.
+//! Parallelism is over target cells; each target accumulates in SIMD lanes over sources, so the
+//! result is independent of the thread count.
 
 use parki_core::{Kernel, Output, Par, Real};
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
@@ -28,6 +38,28 @@ use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIter
 use crate::cells::{CellGrid, PaddedSources, SortedTargets};
 use crate::simd::{fma_loop, Isa, IsaToken, Simd};
 use crate::special::{erfc_with_gauss_at, exp_neg_at, KernelReal, PairAccuracy};
+
+/// Which source-target pairs P2P sums.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NearCutoff {
+    /// Every pair in the 27 colleague cells (what the device kernels evaluate; a CPU run
+    /// compared with a device run to round-off uses it).
+    Cells,
+    /// The pairs of the colleague cells within this radius, and those of the same x window of
+    /// the colleague runs: per target and run the sources with `|x - x_t|^2 <= r^2 - d_y^2 -
+    /// d_z^2` (`d_y`, `d_z` the target's distances to the run's row of cells).
+    Sphere(f64),
+}
+
+impl NearCutoff {
+    /// The name in run files and reports: `"cells"` or `"sphere"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NearCutoff::Cells => "cells",
+            NearCutoff::Sphere(_) => "sphere",
+        }
+    }
+}
 
 /// Floating-point operations per evaluated pair (FMA = 2; selects, min/max and rounding are not
 /// counted), read off the kernels below. Used to report the achieved FP rate of P2P.
@@ -254,6 +286,8 @@ pub struct Job<'a, T> {
     src: &'a PaddedSources<T>,
     trg: &'a SortedTargets<T>,
     xi: f64,
+    /// The cut-off sphere's squared radius ([`NearCutoff::Sphere`]); `None`: every pair.
+    sphere: Option<f64>,
 }
 
 /// The source runs of target cell `c`: `(first, end, offset)` with the sources
@@ -265,6 +299,8 @@ pub struct Job<'a, T> {
 pub struct SourceRuns {
     /// The runs; the first `count` are valid.
     pub runs: [(usize, usize, [f64; 3]); 27],
+    /// Per run, its row's steps `(y, z)` from the target cell (0, 1, 2 for -1, 0, +1).
+    pub rows: [(u8, u8); 27],
     /// Number of runs.
     pub count: usize,
 }
@@ -273,31 +309,38 @@ impl SourceRuns {
     /// The runs of target cell `c` over `src` (built on `grid`) in precision `T`.
     pub fn new<T: Real>(grid: &CellGrid, src: &PaddedSources<T>, c: usize) -> Self {
         let mut runs = [(0usize, 0usize, [0.0; 3]); 27];
+        let mut rows = [(0u8, 0u8); 27];
         if !src.packed {
-            for (r, (cell, o)) in runs.iter_mut().zip(grid.colleague_offsets::<T>(c)) {
+            for (k, (r, (cell, o))) in runs.iter_mut().zip(grid.colleague_offsets::<T>(c)).enumerate() {
                 *r = (src.offsets[cell], src.offsets[cell + 1], o);
+                rows[k] = (((k / 3) % 3) as u8, (k / 9) as u8);
             }
-            return Self { runs, count: 27 };
+            return Self { runs, rows, count: 27 };
         }
         let a = grid.colleague_axes::<T>(c);
         let mut count = 0;
         let mut last = usize::MAX;
-        for z in a[2] {
-            for y in a[1] {
+        for (iz, z) in a[2].iter().enumerate() {
+            for (iy, y) in a[1].iter().enumerate() {
                 for x in a[0] {
                     let cell = grid.colleague_index([x.0, y.0, z.0]);
                     let off = [-x.1, y.2, z.2];
-                    if count > 0 && last.wrapping_add(1) == cell && runs[count - 1].2 == off {
+                    // merged along x within one row only: a window's ghost row and the next row
+                    // can be consecutive cells with equal offsets, but their runs are not one x
+                    // range (the cut-off sphere's windows need each run in one row, x-sorted)
+                    let row = (iy as u8, iz as u8);
+                    if count > 0 && last.wrapping_add(1) == cell && runs[count - 1].2 == off && rows[count - 1] == row {
                         runs[count - 1].1 = src.offsets[cell + 1];
                     } else {
                         runs[count] = (src.offsets[cell], src.offsets[cell + 1], off);
+                        rows[count] = row;
                         count += 1;
                     }
                     last = cell;
                 }
             }
         }
-        Self { runs, count }
+        Self { runs, rows, count }
     }
 
     /// Source slots the vector loop evaluates per target (the last vector of a run whole).
@@ -332,26 +375,30 @@ fn cell_slots<T: Real>(
 
 /// The sorted targets `t0..t1` (all in cell `c`) against the colleagues of `c`; `out` holds
 /// `DIM` values per target. Targets go in pairs: each source chunk is loaded once for two
-/// targets, and the two independent chains keep the FMA pipes busy.
+/// targets, and the two independent chains keep the FMA pipes busy. Returns the pairs evaluated
+/// (vector lanes included).
 #[inline(always)]
 fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(
     job: &Job<V::Scalar>,
     c: usize,
     (t0, t1): (usize, usize),
     out: &mut [V::Scalar],
-) where
+) -> u64
+where
     V::Scalar: KernelReal,
 {
     let consts = Consts::<V>::new(job.xi);
     let runs = SourceRuns::new(job.grid, job.src, c);
-    let colleagues = &runs.runs[..runs.count];
+    let faces = job.grid.faces::<V::Scalar>(c);
     let dens: [&[V::Scalar]; 9] = std::array::from_fn(|q| if q < K::COMPS { &job.src.density[q][..] } else { &[][..] });
+    let mut pairs = 0;
     let mut t = t0;
     while t + 1 < t1 {
-        targets::<V, K, 2, LOOSE>(
+        pairs += targets::<V, K, 2, LOOSE>(
             job,
             &consts,
-            colleagues,
+            &runs,
+            &faces,
             &dens,
             t,
             &mut out[(t - t0) * K::DIM..(t + 2 - t0) * K::DIM],
@@ -359,21 +406,50 @@ fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(
         t += 2;
     }
     if t < t1 {
-        targets::<V, K, 1, LOOSE>(
+        pairs += targets::<V, K, 1, LOOSE>(
             job,
             &consts,
-            colleagues,
+            &runs,
+            &faces,
             &dens,
             t,
             &mut out[(t - t0) * K::DIM..(t + 1 - t0) * K::DIM],
         );
     }
+    pairs
+}
+
+/// The sources `a..b` of a run (sorted by x) in a target's x window of the cut-off sphere of
+/// squared radius `r2`: the target at `x` in the run's frame, at squared distance `d2` from the
+/// run's row of cells across y and z, reaches `|x_s - x| <= sqrt(r2 - d2)`. Empty (`(b, b)`)
+/// where its sphere does not reach the row.
+#[inline(always)]
+fn sphere_window<T: Real>(xs: &[T], (a, b): (usize, usize), x: f64, d2: f64, r2: f64) -> (usize, usize) {
+    let w2 = r2 - d2;
+    if w2 < 0.0 || a == b {
+        return (b, b);
+    }
+    let w = w2.sqrt();
+    let (lo, hi) = (x - w, x + w);
+    let run = &xs[a..b];
+    // most windows reach past one end of their run (the x-neighbour cells' far halves are cut,
+    // their near ends kept): search only the ends that are cut
+    let first = if run[0].to_f64() >= lo { 0 } else { run.partition_point(|v| v.to_f64() < lo) };
+    let end = if run[run.len() - 1].to_f64() <= hi {
+        run.len()
+    } else {
+        first + run[first..].partition_point(|v| v.to_f64() <= hi)
+    };
+    (a + first, a + end)
 }
 
 /// `NT` consecutive sorted targets starting at `t` against the source runs of their cell
-/// ([`SourceRuns`]). A run whose length is not a multiple of the lanes (packed rows) masks the
-/// densities of its last vector's lanes past the end (they hold the next cell's sources or the
-/// dummies after the last cell).
+/// ([`SourceRuns`]), each target's run cut to its own window of the cut-off sphere
+/// ([`sphere_window`]) when the job has one. The vectors cover the union of the targets'
+/// windows, aligned to the run's start; a vector that reaches past a target's window (packed
+/// rows' run ends, cut runs) masks the densities of the lanes outside it for that target, so
+/// that every target sums its own pairs in its own lanes whatever target it is paired with.
+/// Returns the pairs evaluated (lanes included).
 ///
 /// Coordinates are relative to the cells' origins, so `r = (x_rel + o) - y_rel`: `x_rel + o`
 /// (at most about two cell widths) is rounded to `T` once per target and colleague, and the
@@ -383,42 +459,78 @@ fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(
 fn targets<V: Simd, K: PairKernel, const NT: usize, const LOOSE: bool>(
     job: &Job<V::Scalar>,
     consts: &Consts<V>,
-    colleagues: &[(usize, usize, [f64; 3])],
+    runs: &SourceRuns,
+    faces: &[(f64, f64); 3],
     dens: &[&[V::Scalar]; 9],
     t: usize,
     out: &mut [V::Scalar],
-) where
+) -> u64
+where
     V::Scalar: KernelReal,
 {
     let src = job.src;
     let tx: [[f64; 3]; NT] =
         std::array::from_fn(|q| [job.trg.x[t + q].to_f64(), job.trg.y[t + q].to_f64(), job.trg.z[t + q].to_f64()]);
+    // squared distances to the rows of cells at steps -1, 0, +1 along y and z
+    let step_d2 = |q: usize, d: usize| -> [f64; 3] {
+        let below = (tx[q][d] - faces[d].0).max(0.0);
+        let above = (faces[d].1 - tx[q][d]).max(0.0);
+        [below * below, 0.0, above * above]
+    };
+    let dy2: [[f64; 3]; NT] = std::array::from_fn(|q| step_d2(q, 1));
+    let dz2: [[f64; 3]; NT] = std::array::from_fn(|q| step_d2(q, 2));
     let mut acc = [[consts.zero; 4]; NT];
     let iota = V::load(&<V::Scalar as KernelReal>::IOTA);
-    for &(a, b, offset) in colleagues.iter() {
+    let mut pairs = 0u64;
+    for (&(a, b, offset), &(iy, iz)) in runs.runs[..runs.count].iter().zip(&runs.rows[..runs.count]) {
         if a == b {
             continue;
         }
+        // each target's own window of the run (the whole run without a sphere)
+        let win: [(usize, usize); NT] = match job.sphere {
+            None => [(a, b); NT],
+            Some(r2) => std::array::from_fn(|q| {
+                let d2 = dy2[q][iy as usize] + dz2[q][iz as usize];
+                sphere_window::<V::Scalar>(&src.x, (a, b), tx[q][0] + offset[0], d2, r2)
+            }),
+        };
+        let lo = win.iter().filter(|w| w.0 < w.1).map(|w| w.0).min().unwrap_or(b);
+        let hi = win.iter().filter(|w| w.0 < w.1).map(|w| w.1).max().unwrap_or(b);
+        if lo >= hi {
+            continue;
+        }
+        // vectors aligned to the run's start, so that a source sits in the same lane whatever
+        // the other target's window: each target's sums do not depend on its partner
+        let mut j = a + (lo - a) / V::LANES * V::LANES;
+        pairs += ((hi - j).div_ceil(V::LANES) * V::LANES * NT) as u64;
         // r = x - (y + s) = (x_rel + o) - y_rel, x_rel + o summed in f64 and rounded once
         let p: [[V; 3]; NT] =
             std::array::from_fn(|q| [0, 1, 2].map(|d| V::splat(V::Scalar::from_f64(tx[q][d] + offset[d]))));
-        let mut j = a;
-        while j < b {
+        while j < hi {
             let (sx, sy, sz) = (V::load(&src.x[j..]), V::load(&src.y[j..]), V::load(&src.z[j..]));
             let mut s = [consts.zero; 9];
-            for q in 0..K::COMPS {
-                s[q] = V::load(&dens[q][j..]);
-            }
-            if j + V::LANES > b {
-                // lanes i < b - j are this run's
-                let m = V::splat(V::Scalar::from_f64((b - j) as f64)) - iota;
-                for v in s.iter_mut().take(K::COMPS) {
-                    *v = V::select_positive(m, *v, consts.zero);
-                }
+            for c in 0..K::COMPS {
+                s[c] = V::load(&dens[c][j..]);
             }
             for q in 0..NT {
+                let (f, e) = win[q];
+                if j + V::LANES <= f || j >= e {
+                    // no lane of this vector is in the target's window
+                    continue;
+                }
                 let d = [p[q][0] - sx, p[q][1] - sy, p[q][2] - sz];
-                K::add::<V, LOOSE>(consts, &d, &s, &mut acc[q]);
+                if j >= f && j + V::LANES <= e {
+                    K::add::<V, LOOSE>(consts, &d, &s, &mut acc[q]);
+                } else {
+                    // lanes i with f <= j + i < e are the target's
+                    let above = iota + V::splat(V::Scalar::from_f64((j + 1) as f64 - f as f64));
+                    let below = V::splat(V::Scalar::from_f64((e - j) as f64)) - iota;
+                    let mut m = s;
+                    for v in m.iter_mut().take(K::COMPS) {
+                        *v = V::select_positive(below, V::select_positive(above, *v, consts.zero), consts.zero);
+                    }
+                    K::add::<V, LOOSE>(consts, &d, &m, &mut acc[q]);
+                }
             }
             j += V::LANES;
         }
@@ -428,6 +540,7 @@ fn targets<V: Simd, K: PairKernel, const NT: usize, const LOOSE: bool>(
             out[q * K::DIM + dim] = acc[q][dim].reduce_add();
         }
     }
+    pairs
 }
 
 /// The P2P of one cell in AVX-512F vectors `V`.
@@ -442,7 +555,8 @@ unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(
     c: usize,
     range: (usize, usize),
     out: &mut [V::Scalar],
-) where
+) -> u64
+where
     V::Scalar: KernelReal,
 {
     cell_kernel::<V, K, LOOSE>(job, c, range, out)
@@ -460,7 +574,8 @@ unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(
     c: usize,
     range: (usize, usize),
     out: &mut [V::Scalar],
-) where
+) -> u64
+where
     V::Scalar: KernelReal,
 {
     cell_kernel::<V, K, LOOSE>(job, c, range, out)
@@ -477,7 +592,7 @@ pub trait P2pReal: KernelReal {
         c: usize,
         range: (usize, usize),
         out: &mut [Self],
-    );
+    ) -> u64;
     #[doc(hidden)]
     fn fma_chains(token: IsaToken, iters: u64) -> (Self, usize);
 }
@@ -493,7 +608,7 @@ macro_rules! impl_p2p_real {
                 c: usize,
                 range: (usize, usize),
                 out: &mut [Self],
-            ) {
+            ) -> u64 {
                 macro_rules! at {
                     ($k:ty, $l:literal) => {
                         match token.isa() {
@@ -575,7 +690,7 @@ pub fn p2p<T: P2pReal>(
 }
 
 /// [`p2p`] with the pair functions at `accuracy` ([`PairAccuracy::Loose`] for loose
-/// tolerances in f64).
+/// tolerances in f64), every pair of the colleague cells ([`NearCutoff::Cells`]).
 #[allow(clippy::too_many_arguments)]
 pub fn p2p_at<T: P2pReal>(
     output: impl Into<Output>,
@@ -588,6 +703,30 @@ pub fn p2p_at<T: P2pReal>(
     isa: Isa,
     par: Par,
 ) {
+    p2p_within(output, accuracy, NearCutoff::Cells, xi, grid, sources, targets, out, isa, par);
+}
+
+/// [`p2p_at`] with the pairs of `cutoff` ([`NearCutoff::Sphere`]: the windows of the cut-off
+/// sphere within the colleague cells). Returns the pairs evaluated, vector lanes included
+/// (with [`NearCutoff::Cells`], [`evaluated_pairs`]).
+///
+/// # Panics
+/// If the sphere's radius is below the cells' smallest width (pairs closer than the width
+/// would be dropped, which the error model does not allow for), or on the layout mismatches of
+/// [`p2p`].
+#[allow(clippy::too_many_arguments)]
+pub fn p2p_within<T: P2pReal>(
+    output: impl Into<Output>,
+    accuracy: PairAccuracy,
+    cutoff: NearCutoff,
+    xi: f64,
+    grid: &CellGrid,
+    sources: &PaddedSources<T>,
+    targets: &SortedTargets<T>,
+    out: &mut [T],
+    isa: Isa,
+    par: Par,
+) -> u64 {
     let loose = accuracy == PairAccuracy::Loose;
     let output = output.into();
     let dim = output.dim();
@@ -595,28 +734,38 @@ pub fn p2p_at<T: P2pReal>(
     assert_eq!(out.len(), targets.len() * dim, "P2P output length");
     let lanes = token.isa().lanes::<T>();
     assert_eq!(sources.packed, targets.packed, "packed-row sources need targets in their frame");
-    if sources.packed {
-        let end = sources.offsets.last().copied().unwrap_or(0);
-        assert!(sources.slots() >= end + lanes, "packed sources need a vector of dummies after the last cell");
-    } else {
+    let end = sources.offsets.last().copied().unwrap_or(0);
+    assert!(sources.slots() >= end + lanes, "sources need a vector of dummies after the last cell");
+    if !sources.packed {
         assert!(sources.offsets.iter().all(|o| o % lanes == 0), "sources padded for another ISA");
     }
-    let job = Job { grid, src: sources, trg: targets, xi };
+    let sphere = match cutoff {
+        NearCutoff::Cells => None,
+        NearCutoff::Sphere(r) => {
+            assert!(r >= grid.min_width() * (1.0 - 1e-12), "cut-off sphere {r} narrower than the cells");
+            // a relative margin: a pair at the radius is kept despite the rounding of the
+            // targets' relative coordinates and the faces
+            let r = r * (1.0 + 1e-9);
+            Some(r * r)
+        }
+    };
+    let job = Job { grid, src: sources, trg: targets, xi, sphere };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
-    let run = |c: usize, (t0, t1): (usize, usize)| {
+    let run = |c: usize, (t0, t1): (usize, usize)| -> u64 {
         // SAFETY: the pieces of one cell's targets are disjoint and no two cells' ranges of
         // the sorted targets overlap; each piece runs once, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(token, output, loose, &job, c, (t0, t1), o);
+        T::run_cell(token, output, loose, &job, c, (t0, t1), o)
     };
     match par {
         Par::Seq => (0..grid.cells())
             .filter(|&c| offsets[c] < offsets[c + 1])
-            .for_each(|c| run(c, (offsets[c], offsets[c + 1]))),
+            .map(|c| run(c, (offsets[c], offsets[c + 1])))
+            .sum(),
         Par::Rayon(threads) => {
             let pieces = TargetPieces::new(grid, sources, targets, lanes, threads);
-            pieces.items.into_par_iter().with_min_len(4).for_each(|(c, t0, t1)| run(c, (t0, t1)));
+            pieces.items.into_par_iter().with_min_len(4).map(|(c, t0, t1)| run(c, (t0, t1))).sum()
         }
     }
 }

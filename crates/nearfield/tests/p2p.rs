@@ -456,3 +456,131 @@ fn a_cell_holding_most_targets_is_shared_by_the_threads_bit_for_bit() {
         }
     }
 }
+
+/// The cut-off sphere keeps every pair within its radius and drops some beyond it: with unit
+/// charges and a weak screening every Laplace pair term `erfc(xi r)/r` is positive, so per
+/// target the sum over the pairs within the radius (the reference) is at most the sphere's,
+/// which is at most the colleague cells' (a pair within the radius dropped would put the
+/// sphere's below the reference by `erfc(xi r_c)/r_c`, about 4 here). Padded cells and packed
+/// rows, periodic and free axes, one and three threads; the sphere evaluates fewer pairs, and its sums do not depend
+/// on the threads.
+#[test]
+fn the_cut_off_sphere_keeps_every_pair_within_its_radius() {
+    use parki_nearfield::{evaluated_pairs, p2p_within, NearCutoff, PairAccuracy};
+    let (_, pos, _, _, _, _) = problem();
+    let ones = vec![1.0; N];
+    let src = Sources { positions: &pos, charges: Some(&ones), forces: None, dipoles: None, normals: None };
+    let output = Output::from(Kernel::Laplace);
+    let xi = 3.0;
+    for periodic in [[true; 3], [true, false, false], [false; 3]] {
+        let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
+        let grid = CellGrid::new(&domain, 0.15).unwrap();
+        let keys = grid.keys(&pos, Par::Seq);
+        for factor in [1.0, 1.2, 1.5] {
+            let cut = factor * grid.min_width();
+            let expect = reference_within(output, &domain, &grid, xi, &src, cut);
+            for isa in [Isa::Scalar, Isa::detect()] {
+                let lanes = isa.lanes::<f64>();
+                let padded = PaddedSources::build(&grid, Kernel::Laplace, &src, lanes, Par::Seq);
+                let packed = PaddedSources::build_packed(&grid, Kernel::Laplace, &src, &keys, lanes, Par::Seq);
+                let sorted = SortedTargets::build(&grid, &pos, Par::Seq);
+                let in_frame = SortedTargets::build_in_frame(&grid, &pos, true, Par::Seq);
+                for (layout, sources, targets) in [("padded", &padded, &sorted), ("packed", &packed, &in_frame)] {
+                    let label = format!("{periodic:?} cut {factor} w {} {layout}", isa.name());
+                    let all = evaluated_pairs(&grid, sources, targets, lanes);
+                    let mut cells = vec![0.0; N];
+                    let c = p2p_within(
+                        output,
+                        PairAccuracy::Full,
+                        NearCutoff::Cells,
+                        xi,
+                        &grid,
+                        sources,
+                        targets,
+                        &mut cells,
+                        isa,
+                        Par::Seq,
+                    );
+                    assert_eq!(c, all, "{label}: the cells' pairs");
+                    // the threads cut cells into pieces, which pairs the targets differently:
+                    // each target's sums do not depend on its partner, to the bit
+                    let mut first: Option<Vec<f64>> = None;
+                    for par in [Par::Seq, Par::Rayon(3)] {
+                        let mut near = vec![0.0; N];
+                        let pairs = p2p_within(
+                            output,
+                            PairAccuracy::Full,
+                            NearCutoff::Sphere(cut),
+                            xi,
+                            &grid,
+                            sources,
+                            targets,
+                            &mut near,
+                            isa,
+                            par,
+                        );
+                        assert!(pairs < all, "{label} {par:?}: {pairs} pairs of the cells' {all}");
+                        let mut u = vec![0.0; N];
+                        targets.unsort(&near, 1, &mut u, Par::Seq);
+                        let mut whole = vec![0.0; N];
+                        targets.unsort(&cells, 1, &mut whole, Par::Seq);
+                        let mut dropped = 0;
+                        for i in 0..N {
+                            let slack = 1e-12 * whole[i].abs().max(1.0);
+                            assert!(u[i] >= expect[i] - slack, "{label} {par:?} target {i}: {} < {}", u[i], expect[i]);
+                            assert!(u[i] <= whole[i] + slack, "{label} {par:?} target {i}: {} > {}", u[i], whole[i]);
+                            dropped += usize::from(u[i] < whole[i] - slack);
+                        }
+                        assert!(dropped > N / 2, "{label} {par:?}: only {dropped} targets lost a pair");
+                        match &first {
+                            None => first = Some(u),
+                            Some(f) => assert!(f == &u, "{label}: the threads changed the sums"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`reference`] with images along the periodic axes only, and only the source images in the
+/// 27 colleague cells of the target's cell of `grid` (those P2P visits).
+fn reference_within(
+    output: Output,
+    domain: &Domain,
+    grid: &CellGrid,
+    xi: f64,
+    src: &Sources<f64>,
+    cut: f64,
+) -> Vec<f64> {
+    let (l, periodic) = (domain.lengths(), domain.periodic());
+    let (w, n) = (grid.widths(), grid.global_dims());
+    let cell = |p: &[f64; 3], d: usize| ((p[d] / w[d]).floor() as i64).clamp(0, n[d] as i64 - 1);
+    let reach = periodic.map(|p| if p { 1 } else { 0 });
+    let dim = output.dim();
+    let mut out = vec![0.0; N * dim];
+    for (i, x) in src.positions.iter().enumerate() {
+        let mut acc = [0.0; 4];
+        for (j, y) in src.positions.iter().enumerate() {
+            for a in -reach[0]..=reach[0] {
+                for b in -reach[1]..=reach[1] {
+                    for c in -reach[2]..=reach[2] {
+                        let r = [
+                            x[0] - y[0] + a as f64 * l[0],
+                            x[1] - y[1] + b as f64 * l[1],
+                            x[2] - y[2] + c as f64 * l[2],
+                        ];
+                        let r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+                        let shift = [-a, -b, -c];
+                        let colleague = (0..3).all(|d| (cell(y, d) + shift[d] * n[d] as i64 - cell(x, d)).abs() <= 1);
+                        if r2 < cut * cut && colleague {
+                            add_real_space(output, xi, r, r2, src, j, &mut acc);
+                        }
+                    }
+                }
+            }
+        }
+        out[i * dim..(i + 1) * dim].copy_from_slice(&acc[..dim]);
+    }
+    out
+}

@@ -52,6 +52,8 @@ pub struct EwaldOptions {
     /// How P2P evaluates its pair functions on the CPU (`None`: from the tolerance,
     /// [`PairAccuracy::for_tolerance`]).
     pub pair_accuracy: Option<PairAccuracy>,
+    /// Which pairs P2P sums on the CPU (default: [`NearPairs::Sphere`]).
+    pub near_pairs: NearPairs,
     /// Variants of the device backends (ignored on the CPU).
     pub device: DeviceVariants,
     /// Threads per process (0: all available).
@@ -100,6 +102,7 @@ impl EwaldOptions {
             p2g: P2gVariant::default(),
             g2p: G2pVariant::default(),
             pair_accuracy: None,
+            near_pairs: NearPairs::default(),
             device: DeviceVariants::default(),
             threads: 0,
             fft_rigor: PlanRigor::Estimate,
@@ -205,6 +208,12 @@ impl EwaldOptions {
         self
     }
 
+    /// Chooses which pairs P2P sums on the CPU ([`NearPairs`]).
+    pub fn near_pairs(mut self, pairs: NearPairs) -> Self {
+        self.near_pairs = pairs;
+        self
+    }
+
     /// The pair accuracy of a run in `T`: the fixed one, else from the tolerance (f32 has
     /// only the full one, whose functions are the loose ones of f64).
     pub fn pair_accuracy_for<T: parki_core::Real>(&self) -> PairAccuracy {
@@ -302,6 +311,38 @@ impl ParallelOptions {
     pub fn backend(mut self, b: Backend) -> Self {
         self.backend = b;
         self
+    }
+}
+
+/// Which source-target pairs P2P sums on the CPU (`[ewald] near_cutoff`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NearPairs {
+    /// The pairs of the colleague cells within a cut-off sphere whose radius the parameter
+    /// selection picks where the error estimate does not grow (`Params::near_cut`,
+    /// `parki_nearfield::NearCutoff::Sphere`): about 0.6-0.8 of the cells' pairs.
+    #[default]
+    Sphere,
+    /// Every pair of the 27 colleague cells, as the device kernels (for comparisons with them
+    /// to round-off).
+    Cells,
+}
+
+impl NearPairs {
+    /// The name in run files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            NearPairs::Sphere => "sphere",
+            NearPairs::Cells => "cells",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "sphere" => Some(NearPairs::Sphere),
+            "cells" => Some(NearPairs::Cells),
+            _ => None,
+        }
     }
 }
 

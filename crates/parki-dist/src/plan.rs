@@ -113,6 +113,7 @@ pub(crate) fn choose<T: SolverReal>(
         position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
         pair_error: accuracy.pair_error(T::BYTES),
         merged_rows: loose,
+        sphere_cutoff: hints.sphere_cutoff && opts.near_pairs == crate::options::NearPairs::Sphere,
         occupancy: opts.occupancy,
         evaluations: opts.evaluations,
     };

@@ -6,7 +6,7 @@
 use parki_core::{Domain, Kernel, Real};
 use parki_dist::{
     Comm, DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant,
-    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_gpu::params::{CellParams, WindowParams};
 use parki_gpu::{Args, Device, Emulator, GpuBackend};
@@ -41,7 +41,7 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(
 }
 
 fn opts(kernel: Kernel, tol: f64) -> EwaldOptions {
-    EwaldOptions::new(kernel, domain(), tol).threads(1)
+    EwaldOptions::new(kernel, domain(), tol).threads(1).near_pairs(NearPairs::Cells)
 }
 
 #[test]

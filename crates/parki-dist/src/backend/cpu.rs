@@ -9,7 +9,7 @@ use parki_farfield::{
     P2gScratch, P2gVariant,
 };
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
-use parki_nearfield::{evaluated_pairs, p2p_at, CellGrid, Isa, PaddedSources, PairAccuracy, SortedTargets};
+use parki_nearfield::{p2p_within, CellGrid, Isa, NearCutoff, PaddedSources, PairAccuracy, SortedTargets};
 
 use super::{BackendSetup, EwaldBackend, NearStats};
 use crate::SolverReal;
@@ -27,6 +27,8 @@ pub struct CpuBackend<T: SolverReal> {
     isa: Isa,
     /// How P2P evaluates its pair functions.
     pair_accuracy: PairAccuracy,
+    /// Which pairs P2P sums (the selection's cut-off sphere, `Params::near_cut`).
+    cutoff: NearCutoff,
     threads: usize,
     p2g: P2gVariant,
     g2p: G2pVariant,
@@ -140,6 +142,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             xi: p.xi,
             isa: s.isa,
             pair_accuracy: s.pair_accuracy,
+            cutoff: p.near_cut.map_or(NearCutoff::Cells, NearCutoff::Sphere),
             threads,
             p2g: s.p2g,
             g2p: s.g2p,
@@ -163,7 +166,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
 
     fn planning(query: &super::PlanningQuery) -> Result<super::PlanningHints> {
         let _ = query;
-        Ok(super::PlanningHints { loose_pairs: true, ..Default::default() })
+        Ok(super::PlanningHints { loose_pairs: true, sphere_cutoff: true, ..Default::default() })
     }
 
     fn name(&self) -> &'static str {
@@ -206,9 +209,19 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         };
         let par = self.par();
         let cells = &self.cells;
-        let pairs = evaluated_pairs(cells, &padded, sorted, self.isa.lanes::<T>());
         self.near.resize(sorted.len() * self.output.dim(), T::ZERO);
-        p2p_at(self.output, self.pair_accuracy, self.xi, cells, &padded, sorted, &mut self.near, self.isa, par);
+        let pairs = p2p_within(
+            self.output,
+            self.pair_accuracy,
+            self.cutoff,
+            self.xi,
+            cells,
+            &padded,
+            sorted,
+            &mut self.near,
+            self.isa,
+            par,
+        );
         NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs }
     }
 

@@ -110,6 +110,12 @@ pub struct PlanningHints {
     /// The backend's P2P has `PairAccuracy::Loose` on packed rows (the CPU's): the options'
     /// pair accuracy applies; otherwise its pairs are full accuracy.
     pub loose_pairs: bool,
+    /// The backend's P2P can drop the colleague cells' pairs beyond a cut-off sphere (the
+    /// CPU's, [`parki_nearfield::NearCutoff::Sphere`]): the options' [`NearPairs`] applies;
+    /// otherwise it sums every pair of the cells.
+    ///
+    /// [`NearPairs`]: crate::options::NearPairs
+    pub sphere_cutoff: bool,
 }
 
 /// Statistics of one near-field evaluation.
