@@ -141,10 +141,20 @@ impl CellGrid {
     /// [`origin`](Self::origin) along axis `d` of the cells with local coordinate `l` there.
     #[inline]
     fn axis_origin<T: Real>(&self, d: usize, l: usize) -> f64 {
-        let n = self.global_n[d] as i64;
-        let g = if self.wrap[d] { l as i64 } else { (self.origin[d] + l as i64).rem_euclid(n) };
-        let o = if g == n - 1 { self.lengths[d] } else { g as f64 * self.width[d] };
+        let g = self.axis_global(d, l);
+        let o = if g == self.global_n[d] as i64 - 1 { self.lengths[d] } else { g as f64 * self.width[d] };
         T::from_f64(o).to_f64()
+    }
+
+    /// The global cell along axis `d` of local coordinate `l` (a window's ghost cells: the
+    /// periodic image `u mod n` of the unwrapped cell `u`).
+    #[inline]
+    fn axis_global(&self, d: usize, l: usize) -> i64 {
+        if self.wrap[d] {
+            l as i64
+        } else {
+            (self.origin[d] + l as i64).rem_euclid(self.global_n[d] as i64)
+        }
     }
 
     /// Local coordinate along a windowed axis `d` of unwrapped global cell `u`.
@@ -302,7 +312,7 @@ impl CellGrid {
         let l = self.coords(c);
         [0, 1, 2].map(|d| {
             let n = self.global_n[d] as i64;
-            let g = if self.wrap[d] { l[d] as i64 } else { (self.origin[d] + l[d] as i64).rem_euclid(n) };
+            let g = self.axis_global(d, l[d]);
             let o = self.axis_origin::<T>(d, l[d]);
             let lower = g as f64 * self.width[d];
             let upper = if g == n - 1 { self.lengths[d] } else { (g + 1) as f64 * self.width[d] };
@@ -443,8 +453,8 @@ impl<T: Real> PaddedSources<T> {
         let ncomp = kernel.density_width();
         // dummies: zero strength, relative coordinate -5 w_max: a target of a colleague cell is
         // at relative x_rel + o in [-2.01 w, 2.01 w), so every dummy is at least 2.99 widths away
-        // on every axis (no r = 0, and erfc and exp see xi r bounded by the cell grid, not by
-        // the box)
+        // (on every axis; a padded cell's dummies in y and z, see below): no r = 0, and erfc and
+        // exp see xi r bounded by the cell grid, not by the box
         let wmax = grid.width.iter().cloned().fold(0.0, f64::max);
         let far = T::from_f64(-5.0 * wmax);
         // padded cells: the dummies after a cell's sources at the x of its last source (far in
