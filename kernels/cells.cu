@@ -4,7 +4,8 @@
 //
 // The scatter takes slots by atomicAdd, so the order of the particles inside a cell, and with
 // it the order of the near-field sums, follows the arrival of the atomics: the results agree
-// with the CPU's to rounding, not bitwise.
+// with the CPU's to rounding, not bitwise. With P2P's cut-off sphere, cell_sort_x then orders
+// every cell by x (ties by index), as the CPU's sort_bins_by_x does: the order is deterministic.
 
 // keys[i] = local cell of point i (CellGrid::cell_of).
 template <typename T>
@@ -79,19 +80,27 @@ PARKI_EXPORT_BOTH(cell_gather,
                    u32 n, real* x, real* y, real* z, real* dens, u32* cell_of_slot),
                   cell_gather_impl<real>(g, pos, packed, dw, keys, order, n, x, y, z, dens, cell_of_slot))
 
-// total += sum over cells c of (toff[c+1] - toff[c]) * sum over the 27 colleagues c' of c of
-// (soff[c'+1] - soff[c']): the pairs P2P evaluates (CellGrid::pairs). One thread per cell,
-// `total` zeroed by the caller.
-PARKI_EXPORT(pair_count, (CellParams g, const u32* toff, const u32* soff, u32 ncells, u64* total), {
-  u64 c = global_thread();
-  if (c >= ncells) return;
-  u64 nt = toff[c + 1] - toff[c];
-  if (nt == 0) return;
-  u64 ns = 0;
-  for (int k = 0; k < 27; ++k) {
-    double s[3];
-    int cc = cell_colleague(g, (int)c, k, s);
-    ns += soff[cc + 1] - soff[cc];
+// out[offsets[c] + r] = i for the particle i = order[s] of cell c = keys[i] with r the number of
+// the cell's particles before it in x (ties by index: the CPU's sort_bins_by_x): the counting
+// sort's slots ordered by x within every cell, for the windows of P2P's cut-off sphere. One
+// thread per slot counts over its cell (O(n_c^2) per cell; a warp's threads mostly share the
+// cell, so their reads of the cell's positions broadcast).
+template <typename T>
+__device__ void cell_sort_x_impl(const T* pos, const u32* keys, const u32* offsets, const u32* order, u32 n,
+                                 u32* out) {
+  u64 s = global_thread();
+  if (s >= n) return;
+  const u32 i = order[s];
+  const u32 c = keys[i];
+  const T x = pos[3 * (u64)i];
+  const u32 j0 = offsets[c], j1 = offsets[c + 1];
+  u32 r = 0;
+  for (u32 j = j0; j < j1; ++j) {
+    const u32 k = order[j];
+    const T y = pos[3 * (u64)k];
+    r += (y < x || (y == x && k < i)) ? 1u : 0u;
   }
-  atomicAdd(total, nt * ns);
-})
+  out[j0 + r] = i;
+}
+PARKI_EXPORT_BOTH(cell_sort_x, (const real* pos, const u32* keys, const u32* offsets, const u32* order, u32 n, u32* out),
+                  cell_sort_x_impl<real>(pos, keys, offsets, order, n, out))

@@ -177,6 +177,24 @@ __device__ __forceinline__ void cell_origin(const CellParams& g, int c, double* 
   }
 }
 
+// Faces of local cell c in its own relative frame (CellGrid::faces): along axis d the lower
+// face g w - o and the upper face (g + 1) w - o, or L - o for the last global cell, with o the
+// origin of cell_origin<T>. P2P's cut-off sphere measures the squared distance from a target to
+// the rows of colleague cells across y and z by them.
+template <typename T>
+__device__ __forceinline__ void cell_faces(const CellParams& g, int c, double* lo, double* hi) {
+  int ix[3];
+  cell_coords(g, c, ix);
+  double o[3];
+  cell_origin<T>(g, c, o);
+  for (int d = 0; d < 3; ++d) {
+    i64 n = g.global_n[d];
+    i64 gl = g.wrap[d] ? (i64)ix[d] : (((g.origin[d] + ix[d]) % n) + n) % n;
+    lo[d] = (double)gl * g.width[d] - o[d];
+    hi[d] = (gl == n - 1 ? g.lengths[d] : (double)(gl + 1) * g.width[d]) - o[d];
+  }
+}
+
 // Colleague k (0..27, x fastest) of local cell c: its linear index and the image shift s.
 __device__ __forceinline__ int cell_colleague(const CellParams& g, int c, int k, double* s) {
   int ix[3];

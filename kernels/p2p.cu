@@ -16,6 +16,13 @@
 // Two variants: GM-1D (the paper's: one thread per sorted target, sources read from global
 // memory, a warp's targets share a cell so its loads broadcast) and shared memory (a block per
 // target cell stages each colleague's sources in tiles).
+//
+// Which pairs: with r2 < 0 every pair of the 27 colleague cells; with r2 >= 0 those of the
+// cut-off sphere of squared radius r2 (parki_nearfield::NearCutoff::Sphere, docs/design.md
+// "P2P's cut-off sphere"): the sources of every cell sorted by x (cell_sort_x), a target at
+// squared distance d2 from a colleague's row of cells across y and z reads the colleague's
+// sources with |x_s - x| <= sqrt(r2 - d2), a window found by binary search, the same pairs as
+// the CPU's. Both variants add the pairs they evaluate to *pairs (when not null).
 
 template <typename T>
 struct PairConsts {
@@ -77,24 +84,92 @@ __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T
 }
 
 // The target's position relative to colleague k's origin: (x_rel + o) rounded once to T, with
-// o = origin(c) - origin(cell) - s (CellGrid::colleague_offsets). Returns the colleague cell.
+// o = origin(c) - origin(cell) - s (CellGrid::colleague_offsets); *xd its x before the
+// rounding (the cut-off sphere's window is found in f64, as on the CPU). Returns the colleague
+// cell.
 template <typename T>
 __device__ __forceinline__ int colleague_position(const CellParams& g, int c, const double* oc_self, int k,
-                                                  const double* xrel, T* p) {
+                                                  const double* xrel, T* p, double* xd) {
   double s[3];
   int cc = cell_colleague(g, c, k, s);
   double oc[3];
   cell_origin<T>(g, cc, oc);
-  for (int d = 0; d < 3; ++d) p[d] = (T)(xrel[d] + ((oc_self[d] - oc[d]) - s[d]));
+  for (int d = 0; d < 3; ++d) {
+    double v = xrel[d] + ((oc_self[d] - oc[d]) - s[d]);
+    if (d == 0) *xd = v;
+    p[d] = (T)v;
+  }
   return cc;
+}
+
+// Squared distances of a target at xrel (relative to its cell c) to the rows of colleague
+// cells at steps -1, 0, +1 across y (dy2) and z (dz2): 0 for its own row, else the distance to
+// the face between (CellGrid::faces).
+template <typename T>
+__device__ __forceinline__ void sphere_rows(const CellParams& g, int c, const double* xrel, double* dy2,
+                                            double* dz2) {
+  double lo[3], hi[3];
+  cell_faces<T>(g, c, lo, hi);
+  double* out[2] = {dy2, dz2};
+  for (int a = 0; a < 2; ++a) {
+    const int d = a + 1;
+    double below = xrel[d] - lo[d];
+    double above = hi[d] - xrel[d];
+    below = below > 0.0 ? below : 0.0;
+    above = above > 0.0 ? above : 0.0;
+    out[a][0] = below * below;
+    out[a][1] = 0.0;
+    out[a][2] = above * above;
+  }
+}
+
+// The sources *j0..*j1 (sorted by x) cut to the window |x_s - x| <= sqrt(r2 - d2) of a target
+// at x in their frame (parki_nearfield::p2p's sphere_window): empty (*j1, *j1) where the
+// sphere does not reach the row; the ends searched only where they are cut. r2 < 0: unchanged.
+template <typename T>
+__device__ __forceinline__ void sphere_window(const T* xs, double x, double d2, double r2, u32* j0, u32* j1) {
+  if (r2 < 0.0) return;
+  const u32 a = *j0, b = *j1;
+  const double w2 = r2 - d2;
+  if (w2 < 0.0 || a == b) {
+    *j0 = b;
+    return;
+  }
+  const double w = sqrt(w2);
+  const double lo = x - w, hi = x + w;
+  u32 f = a;
+  if ((double)xs[a] < lo) {
+    u32 h = b;
+    while (f < h) {
+      const u32 m = f + (h - f) / 2;
+      if ((double)xs[m] < lo)
+        f = m + 1;
+      else
+        h = m;
+    }
+  }
+  u32 e = b;
+  if ((double)xs[b - 1] > hi) {
+    u32 l = f;
+    while (l < e) {
+      const u32 m = l + (e - l) / 2;
+      if ((double)xs[m] <= hi)
+        l = m + 1;
+      else
+        e = m;
+    }
+  }
+  *j0 = f;
+  *j1 = e;
 }
 
 // GM-1D: thread t handles sorted target t of cell tcell[t]; out[t * dim + c] in sorted order.
 // Sources: soff[c]..soff[c+1] of cell c, coordinates sx, sy, sz, densities sd[q * ns + j].
 template <typename T, int K, int E>
 struct P2pGm1d {
-  static __device__ void run(CellParams g, T xi, u32 nt, const u32* tcell, const T* tx, const T* ty, const T* tz,
-                             const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns, T* out) {
+  static __device__ void run(CellParams g, T xi, double r2, u32 nt, const u32* tcell, const T* tx, const T* ty,
+                             const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns,
+                             T* out, u64* pairs) {
     u64 t = global_thread();
     if (t >= nt) return;
     constexpr int DIM = PARKI_DIM(K);
@@ -104,13 +179,19 @@ struct P2pGm1d {
     double o[3];
     cell_origin<T>(g, c, o);
     double xrel[3] = {(double)tx[t], (double)ty[t], (double)tz[t]};
+    double dy2[3], dz2[3];
+    sphere_rows<T>(g, c, xrel, dy2, dz2);
     T acc[DIM];
     for (int q = 0; q < DIM; ++q) acc[q] = (T)0;
+    u64 np = 0;
     for (int k = 0; k < 27; ++k) {
       T p[3];
-      int cc = colleague_position<T>(g, c, o, k, xrel, p);
-      u32 j1 = soff[cc + 1];
-      for (u32 j = soff[cc]; j < j1; ++j) {
+      double xd;
+      int cc = colleague_position<T>(g, c, o, k, xrel, p, &xd);
+      u32 j0 = soff[cc], j1 = soff[cc + 1];
+      sphere_window<T>(sx, xd, dy2[(k / 3) % 3] + dz2[k / 9], r2, &j0, &j1);
+      np += j1 - j0;
+      for (u32 j = j0; j < j1; ++j) {
         T d[3] = {p[0] - sx[j], p[1] - sy[j], p[2] - sz[j]};
         T s[DW];
         for (int q = 0; q < DW; ++q) s[q] = sd[(u64)q * ns + j];
@@ -118,6 +199,7 @@ struct P2pGm1d {
       }
     }
     for (int q = 0; q < DIM; ++q) out[t * DIM + q] = acc[q];
+    if (pairs) atomicAdd(pairs, np);
   }
 };
 // GM-1D: thread t handles sorted target t of cell tcell[t]; out[t * dim + c] in sorted order.
@@ -125,23 +207,26 @@ struct P2pGm1d {
 // (A block per target cell instead, as the paper maps it, measured slower on an H100 at ~46
 // targets per cell: blocks of 64 threads, a quarter of them idle.)
 template <typename T>
-__device__ void p2p_gm1d_impl(CellParams g, int kernel, int erfc, T xi, u32 nt, const u32* tcell, const T* tx,
-                              const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
-                              const T* sd, u32 ns, T* out) {
-  parki_with_p2p_kernel<P2pGm1d, T>(kernel, erfc, g, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+__device__ void p2p_gm1d_impl(CellParams g, int kernel, int erfc, T xi, double r2, u32 nt, const u32* tcell,
+                              const T* tx, const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy,
+                              const T* sz, const T* sd, u32 ns, T* out, u64* pairs) {
+  parki_with_p2p_kernel<P2pGm1d, T>(kernel, erfc, g, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
+                                    pairs);
 }
 PARKI_EXPORT_BOTH(p2p_gm1d,
-                  (CellParams g, int kernel, int erfc, real xi, u32 nt, const u32* tcell, const real* tx, const real* ty,
-                   const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
-                   const real* sd, u32 ns, real* out),
-                  p2p_gm1d_impl<real>(g, kernel, erfc, xi, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+                  (CellParams g, int kernel, int erfc, real xi, double r2, u32 nt, const u32* tcell, const real* tx,
+                   const real* ty, const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
+                   const real* sd, u32 ns, real* out, u64* pairs),
+                  p2p_gm1d_impl<real>(g, kernel, erfc, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
+                                      pairs))
 
 // Shared memory: block b handles target cell b (targets toff[b]..toff[b+1]); each colleague's
 // sources are staged in tiles of blockDim.x (dynamic shared memory: blockDim.x * (3 + dw) T).
 template <typename T, int K, int E>
 struct P2pShared {
-  static __device__ void run(CellParams g, T xi, const u32* toff, const T* tx, const T* ty, const T* tz,
-                             const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns, T* out) {
+  static __device__ void run(CellParams g, T xi, double r2, const u32* toff, const T* tx, const T* ty, const T* tz,
+                             const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd, u32 ns, T* out,
+                             u64* pairs) {
   PARKI_DYNAMIC_SHARED(T, tile);
   const int c = (int)blockIdx.x;
   const u32 t0 = toff[c], t1 = toff[c + 1];
@@ -152,6 +237,7 @@ struct P2pShared {
   const PairConsts<T> kc = pair_consts<T>(xi);
   double o[3];
   cell_origin<T>(g, c, o);
+  u64 np = 0;
   for (u32 tb = t0; tb < t1; tb += bs) {
     const u32 t = tb + threadIdx.x;
     const bool active = t < t1;
@@ -161,12 +247,19 @@ struct P2pShared {
       xrel[1] = (double)ty[t];
       xrel[2] = (double)tz[t];
     }
+    double dy2[3], dz2[3];
+    sphere_rows<T>(g, c, xrel, dy2, dz2);
     T acc[dim];
     for (int q = 0; q < dim; ++q) acc[q] = (T)0;
     for (int k = 0; k < 27; ++k) {
       T p[3];
-      int cc = colleague_position<T>(g, c, o, k, xrel, p);
+      double xd;
+      int cc = colleague_position<T>(g, c, o, k, xrel, p, &xd);
       const u32 j0 = soff[cc], j1 = soff[cc + 1];
+      // this thread's window (the block stages the whole cell)
+      u32 w0 = j0, w1 = j1;
+      if (active) sphere_window<T>(sx, xd, dy2[(k / 3) % 3] + dz2[k / 9], r2, &w0, &w1);
+      if (active) np += w1 - w0;
       for (u32 jb = j0; jb < j1; jb += bs) {
         const u32 j = jb + threadIdx.x;
         __syncthreads();
@@ -178,8 +271,11 @@ struct P2pShared {
         }
         __syncthreads();
         const u32 m = j1 - jb < bs ? j1 - jb : bs;
+        // the tile's slots l in the window: w0 <= jb + l < w1
+        const u32 l0 = w0 > jb ? w0 - jb : 0u;
+        const u32 l1 = w1 > jb ? (w1 - jb < m ? w1 - jb : m) : 0u;
         if (active) {
-          for (u32 l = 0; l < m; ++l) {
+          for (u32 l = l0; l < l1; ++l) {
             T d[3] = {p[0] - tile[l], p[1] - tile[bs + l], p[2] - tile[2 * bs + l]};
             T s[dw];
             for (int q = 0; q < dw; ++q) s[q] = tile[(3 + q) * bs + l];
@@ -191,19 +287,22 @@ struct P2pShared {
     if (active)
       for (int q = 0; q < dim; ++q) out[(u64)t * dim + q] = acc[q];
   }
+  if (pairs && np) atomicAdd(pairs, np);
 }
 };
 template <typename T>
-__device__ void p2p_shared_impl(CellParams g, int kernel, int erfc, T xi, const u32* toff, const T* tx, const T* ty,
-                                const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz, const T* sd,
-                                u32 ns, T* out) {
-  parki_with_p2p_kernel<P2pShared, T>(kernel, erfc, g, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out);
+__device__ void p2p_shared_impl(CellParams g, int kernel, int erfc, T xi, double r2, const u32* toff, const T* tx,
+                                const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
+                                const T* sd, u32 ns, T* out, u64* pairs) {
+  parki_with_p2p_kernel<P2pShared, T>(kernel, erfc, g, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
+                                      pairs);
 }
 PARKI_EXPORT_BOTH_SYNC(p2p_shared,
-                       (CellParams g, int kernel, int erfc, real xi, const u32* toff, const real* tx, const real* ty,
-                        const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
-                        const real* sd, u32 ns, real* out),
-                       p2p_shared_impl<real>(g, kernel, erfc, xi, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out))
+                       (CellParams g, int kernel, int erfc, real xi, double r2, const u32* toff, const real* tx,
+                        const real* ty, const real* tz, const u32* soff, const real* sx, const real* sy,
+                        const real* sz, const real* sd, u32 ns, real* out, u64* pairs),
+                       p2p_shared_impl<real>(g, kernel, erfc, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
+                                             pairs))
 
 // The FP64/FP32 peak of the device: `chains` independent FMA chains per thread, `iters` steps
 // each (P2P's achieved rate is reported against it). out[thread] keeps the chains alive.

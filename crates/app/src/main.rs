@@ -61,9 +61,9 @@ run.toml (relative paths are relative to the file):
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
   pair_accuracy = \"auto\"      # P2P's exp/erfc on the CPU: \"auto\" (\"loose\", about 1e-6 per
                               # pair, from tolerance 1e-5 on in f64), \"full\" or \"loose\"
-  near_cutoff = \"sphere\"      # P2P's pairs on the CPU: those within the cut-off sphere the
-                              # selection picks (where the error estimate does not grow), or
-                              # \"cells\" (every pair of the 27 colleague cells, as on a device)
+  near_cutoff = \"sphere\"      # P2P's pairs: those within the cut-off sphere the selection
+                              # picks (where the error estimate does not grow), or \"cells\"
+                              # (every pair of the 27 colleague cells)
   occupancy = \"measured\"      # the cell size from the particles' actual pairs (clustered sets
                               # get a smaller cut-off and a finer grid), or \"uniform\"
   cost_model = \"auto\"         # the parameter choice's cost constants: \"auto\" (those

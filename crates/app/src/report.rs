@@ -218,7 +218,6 @@ pub fn build(r: &ReportInputs) -> Value {
             } else {
                 r.opts.pair_accuracy_for::<f64>().name()
             },
-            // a device backend's selection sets no cut (its P2P sums every pair of the cells)
             "near_cutoff": if p.near_cut.is_some() { "sphere" } else { "cells" },
         },
         "parameters": {

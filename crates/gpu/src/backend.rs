@@ -72,6 +72,8 @@ struct Sorted<D: Device> {
     offsets: DeviceBuffer<D>,
     cursor: DeviceBuffer<D>,
     order: DeviceBuffer<D>,
+    /// The order with every cell sorted by x (`cell_sort_x`), swapped with `order` after it.
+    by_x: DeviceBuffer<D>,
 }
 
 impl<D: Device> Sorted<D> {
@@ -81,11 +83,12 @@ impl<D: Device> Sorted<D> {
             offsets: DeviceBuffer::empty(dev, "cell offsets"),
             cursor: DeviceBuffer::empty(dev, "cell cursors"),
             order: DeviceBuffer::empty(dev, "sort order"),
+            by_x: DeviceBuffer::empty(dev, "sort order"),
         }
     }
 
     fn bytes(&self) -> usize {
-        self.counts.bytes() + self.offsets.bytes() + self.cursor.bytes() + self.order.bytes()
+        self.counts.bytes() + self.offsets.bytes() + self.cursor.bytes() + self.order.bytes() + self.by_x.bytes()
     }
 }
 
@@ -196,6 +199,9 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     p2p: DeviceP2p,
     /// P2P's erfc.
     erfc: DeviceErfc,
+    /// Squared radius of P2P's cut-off sphere ([`parki_farfield::Params::near_cut`]); negative: every pair of
+    /// the colleague cells.
+    near_r2: f64,
     spread: DeviceSpread,
     /// Far-field cell width of the hybrid P2G (0: `P`).
     far_cell: u32,
@@ -273,9 +279,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             _ => String::new(),
         };
         format!(
-            "p2p {} (erfc {}), p2g {}{cell}, g2p {}",
+            "p2p {} (erfc {}, {}), p2g {}{cell}, g2p {}",
             self.p2p.name(),
             self.erfc.name(),
+            if self.near_r2 < 0.0 { "cells" } else { "sphere" },
             self.spread.name(),
             self.g2p.name()
         )
@@ -324,14 +331,15 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Device bytes of the particles' arrays: per source its position, packed and sorted
-    /// densities, sorted coordinates, cell and sort slots; per target (at least as many as the
+    /// densities, sorted coordinates, cell and sort slots (two orders with the cut-off sphere's
+    /// x sort); per target (at least as many as the
     /// sources: the sources' near, far and result values when they are the targets) its
     /// position, sorted coordinates, near, far and result values, cell and sort slots.
     fn particle_bytes(kernel: Kernel, dim: usize, sources: usize, targets: usize) -> usize {
         let t = T::BYTES;
         let dw = kernel.density_width();
-        let per_source = t * (3 + 2 * dw + 3) + 4 * 3;
-        let per_target = t * (3 + 3 + 3 * dim) + 4 * 4;
+        let per_source = t * (3 + 2 * dw + 3) + 4 * 4;
+        let per_target = t * (3 + 3 + 3 * dim) + 4 * 5;
         sources * per_source + targets.max(sources) * per_target
     }
 
@@ -424,6 +432,21 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         )
     }
 
+    /// With P2P's cut-off sphere, the particles of every cell of `sort` ordered by x (ties by
+    /// index, as the CPU's `sort_bins_by_x`): its windows are found by binary search. Without
+    /// it the counting sort's order stays.
+    fn sort_cells_by_x(&self, pos: DevicePtr, keys: DevicePtr, n: usize, s: &mut Sorted<D>) -> Result<()> {
+        if self.near_r2 < 0.0 {
+            return Ok(());
+        }
+        s.by_x.ensure(4 * n.max(1))?;
+        let mut a = Args::new();
+        a.push(pos).push(keys).push(s.offsets.ptr()).push(s.order.ptr()).push(n as u32).push(s.by_x.ptr());
+        self.launch_n("cell_sort_x", n, &mut a)?;
+        std::mem::swap(&mut s.order, &mut s.by_x);
+        Ok(())
+    }
+
     /// Gathers `n` particles in the order of `sort` into `list`.
     #[allow(clippy::too_many_arguments)]
     fn gather_cells(
@@ -475,18 +498,21 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         self.src_keys.upload(keys)?;
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
-        let r = self.counting_sort(self.src_keys.ptr(), ns, self.cells.cells(), &mut sort).and_then(|_| {
-            self.gather_cells(
-                self.src_pos.ptr(),
-                self.src_packed.ptr(),
-                dw,
-                self.src_keys.ptr(),
-                &sort,
-                ns,
-                &mut list,
-                false,
-            )
-        });
+        let r = self
+            .counting_sort(self.src_keys.ptr(), ns, self.cells.cells(), &mut sort)
+            .and_then(|_| self.sort_cells_by_x(self.src_pos.ptr(), self.src_keys.ptr(), ns, &mut sort))
+            .and_then(|_| {
+                self.gather_cells(
+                    self.src_pos.ptr(),
+                    self.src_packed.ptr(),
+                    dw,
+                    self.src_keys.ptr(),
+                    &sort,
+                    ns,
+                    &mut list,
+                    false,
+                )
+            });
         self.src_sort = sort;
         self.src_cells = list;
         r?;
@@ -502,6 +528,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let mut list = std::mem::replace(&mut self.tgt_cells, CellList::new(&self.dev));
         let r = self
             .counting_sort(self.tgt_keys.ptr(), nt, self.cells.cells(), &mut sort)
+            .and_then(|_| self.sort_cells_by_x(self.tgt_pos.ptr(), self.tgt_keys.ptr(), nt, &mut sort))
             .and_then(|_| self.gather_cells(self.tgt_pos.ptr(), 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true));
         self.tgt_sort = sort;
         self.tgt_cells = list;
@@ -522,6 +549,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             Precision::F32 => a.push(self.xi as f32),
             Precision::F64 => a.push(self.xi),
         };
+        a.push(self.near_r2);
+        // the pairs, counted by the kernel (per thread its windows, one atomic add)
+        self.pairs.ensure(8)?;
+        self.pairs.zero(8)?;
         let (s, tl) = (&self.src_cells, &self.tgt_cells);
         match self.p2p {
             DeviceP2p::GlobalMemory => {
@@ -532,7 +563,8 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                     .push(s.z.ptr())
                     .push(s.dens.ptr())
                     .push(ns as u32)
-                    .push(self.near.ptr());
+                    .push(self.near.ptr())
+                    .push(self.pairs.ptr());
                 self.launch_n("p2p_gm1d", nt, &mut a)?;
             }
             DeviceP2p::SharedMemory => {
@@ -543,21 +575,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                     .push(s.z.ptr())
                     .push(s.dens.ptr())
                     .push(ns as u32)
-                    .push(self.near.ptr());
+                    .push(self.near.ptr())
+                    .push(self.pairs.ptr());
                 let b = self.block_threads(128);
                 let shared = b as usize * (3 + dw) * t;
                 self.launch("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
             }
         }
-        // the pairs from the bins' offsets on the device: per cell its targets times its
-        // colleagues' sources (CellGrid::pairs)
-        let ncells = self.cells.cells();
-        self.pairs.ensure(8)?;
-        self.pairs.zero(8)?;
-        let mut a = Args::new();
-        a.push(self.cellp).push(self.tgt_sort.offsets.ptr()).push(self.src_sort.offsets.ptr());
-        a.push(ncells as u32).push(self.pairs.ptr());
-        self.launch_n("pair_count", ncells, &mut a)?;
         let mut pairs = [0u64];
         self.pairs.download(&mut pairs)?;
         Ok(NearStats { padding_efficiency: 1.0, pairs: pairs[0] })
@@ -879,8 +903,9 @@ fn table_offsets(l: &GridLayout) -> [usize; 6] {
 impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     /// Opens the device for the free memory: the grid budget of [`GpuBackend::grid_budget`],
     /// and source cell lists unpadded (P2P on the device runs a thread per target, not SIMD
-    /// lanes over sources). The cost model stays the CPU's until the device's constants are
-    /// measured (`parki-gpu-bench --modes calibrate`).
+    /// lanes over sources), and P2P's cut-off sphere (the options' `NearPairs`; its windows in
+    /// `p2p_gm1d` and `p2p_shared`). The cost model stays the CPU's until the device's constants
+    /// are measured (`parki-gpu-bench --modes calibrate`).
     fn planning(query: &PlanningQuery) -> Result<PlanningHints> {
         let dev = D::open(query.local_rank)?;
         let free = dev.free_memory()?;
@@ -889,7 +914,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             lanes: Some(1),
             grid_budget: Some(Self::grid_budget(query, free)),
             loose_pairs: false,
-            sphere_cutoff: false,
+            sphere_cutoff: true,
         })
     }
 
@@ -1051,6 +1076,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             dcoeffs,
             p2p: s.device.p2p,
             erfc: s.device.erfc,
+            near_r2: p.near_cut.map_or(-1.0, |c| c * c),
             spread,
             far_cell: s.device.far_cell,
             g2p: s.g2p,

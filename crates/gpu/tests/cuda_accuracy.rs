@@ -8,7 +8,7 @@
 use parki_core::{Domain, Error, Kernel, Output, Real};
 use parki_dist::{
     Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant,
-    NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::cuda::CudaDevice;
@@ -55,11 +55,10 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(opts: &EwaldOptions, data: &Particle
 
 /// The CPU backend's options for the agreement checks: its pair functions at full accuracy, as
 /// the device's (by default the CPU evaluates them loosely at loose tolerances, about 1e-6 of
-/// each pair's term, which the tolerance allows but a 1e-12 agreement does not).
-/// The CPU's options for a comparison with the device: full pair accuracy and every pair of
-/// the colleague cells, as the device evaluates them.
+/// each pair's term, which the tolerance allows but a 1e-12 agreement does not). Both backends
+/// sum the pairs of the same cut-off sphere (the options' `NearPairs`).
 fn cpu_options(o: &EwaldOptions) -> EwaldOptions {
-    o.clone().pair_accuracy(PairAccuracy::Full).near_pairs(NearPairs::Cells)
+    o.clone().pair_accuracy(PairAccuracy::Full)
 }
 
 const DISTS: [Distribution; 3] = [Distribution::Uniform, Distribution::Normal, Distribution::Sphere];

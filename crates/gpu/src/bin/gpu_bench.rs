@@ -18,7 +18,8 @@
 //! `--periodic xyz|xy|yz|x|z|none` (default `xyz`) runs `eval` with free axes (0P, 1P, 2P: the
 //! padded grid and the kernel tables), and `--field window|spectral` the Laplace cases with the
 //! field; `--erfc fitted,library` runs P2P with each erfc side by side (the fitted one sharing
-//! the pair's Gaussian is the default; CUDA's for comparison).
+//! the pair's Gaussian is the default; CUDA's for comparison), and `--near sphere,cells` with
+//! each set of pairs (the cut-off sphere's, the default, or every pair of the colleague cells).
 //!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
@@ -28,7 +29,7 @@ use std::time::Instant;
 use parki_core::{Domain, Kernel};
 use parki_dist::{
     Comm, CpuBackend, DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions,
-    EwaldStage, Isa, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    EwaldStage, Isa, NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
@@ -58,6 +59,8 @@ struct Opts {
     field: Option<FieldMethod>,
     /// P2P's erfc in `eval`: each one listed, side by side.
     erfc: Vec<DeviceErfc>,
+    /// P2P's pairs in `eval`: each set listed, side by side.
+    near: Vec<NearPairs>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -78,6 +81,7 @@ fn parse() -> Result<Opts, String> {
         periodic: [true; 3],
         field: None,
         erfc: vec![DeviceErfc::Fitted],
+        near: vec![NearPairs::Sphere],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -120,6 +124,12 @@ fn parse() -> Result<Opts, String> {
                 o.erfc = list(v)
                     .iter()
                     .map(|s| DeviceErfc::parse(s).ok_or(format!("--erfc {s}: fitted or library")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--near" => {
+                o.near = list(v)
+                    .iter()
+                    .map(|s| NearPairs::parse(s).ok_or(format!("--near {s}: sphere or cells")))
                     .collect::<Result<_, _>>()?
             }
             "--field" => {
@@ -225,8 +235,13 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
-            for (&tol, (ei, &erfc)) in tols.iter().flat_map(|t| std::iter::repeat(t).zip(o.erfc.iter().enumerate())) {
+            let variants: Vec<(DeviceErfc, NearPairs)> =
+                o.erfc.iter().flat_map(|&e| o.near.iter().map(move |&p| (e, p))).collect();
+            for (&tol, (ei, &(erfc, near))) in
+                tols.iter().flat_map(|t| std::iter::repeat(t).zip(variants.iter().enumerate()))
+            {
                 let mut opts = EwaldOptions::new(kernel, domain, tol)
+                    .near_pairs(near)
                     .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc));
                 let field = o.field.filter(|_| kernel == Kernel::Laplace);
                 if let Some(m) = field {
@@ -238,6 +253,9 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 };
                 if o.erfc.len() > 1 {
                     name = format!("{name}[erfc {}]", erfc.name());
+                }
+                if o.near.len() > 1 {
+                    name = format!("{name}[{}]", near.name());
                 }
                 let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
                     Ok(g) => g,

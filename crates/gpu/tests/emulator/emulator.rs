@@ -40,8 +40,21 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(
     u
 }
 
+/// The options of the comparisons: P2P's pairs those of the cut-off sphere on both backends
+/// (the default).
 fn opts(kernel: Kernel, tol: f64) -> EwaldOptions {
-    EwaldOptions::new(kernel, domain(), tol).threads(1).near_pairs(NearPairs::Cells)
+    EwaldOptions::new(kernel, domain(), tol).threads(1)
+}
+
+/// Minimum-image squared distance in the periodic box.
+fn image_d2(a: &[f64; 3], b: &[f64; 3], l: [f64; 3]) -> f64 {
+    (0..3)
+        .map(|d| {
+            let x = a[d] - b[d];
+            let x = x - l[d] * (x / l[d]).round();
+            x * x
+        })
+        .sum()
 }
 
 #[test]
@@ -144,15 +157,15 @@ fn variants_agree() {
     }
 }
 
-/// The pair count of P2P, summed on the device (`pair_count`), against the same count on the
-/// host from the particles' cells; the CPU backend's count (padded to its SIMD lanes) is at
-/// least as large.
+/// The pair count of P2P with every pair of the colleague cells, summed by the kernels, against
+/// the same count on the host from the particles' cells; the CPU backend's count (padded to its
+/// SIMD lanes) is at least as large.
 #[test]
 fn pair_count_matches_the_host() {
     let data = Particles::<f64>::new(&domain(), Distribution::Normal, 500, 4);
     let mut rng = Rng::new(5);
     let targets: Vec<[f64; 3]> = generate::positions(&domain(), Distribution::Uniform, 123, &mut rng);
-    let o = opts(Kernel::Stokeslet, 1e-6);
+    let o = opts(Kernel::Stokeslet, 1e-6).near_pairs(NearPairs::Cells);
     let comm = Comm::single();
     let (n, m) = (data.pos.len(), targets.len());
     let mut gpu =
@@ -175,6 +188,59 @@ fn pair_count_matches_the_host() {
     let mut cpu = DistEwaldSolver::<f64>::new(&comm, &o, ParallelOptions::default(), n, m).unwrap();
     let c = cpu.evaluate(&data.sources(), Targets::Points(&targets), &mut u, SortMode::default()).unwrap();
     assert!(c.pairs >= host, "cpu {} host {host}", c.pairs);
+}
+
+/// P2P's cut-off sphere on the device (`cell_sort_x`, the windows of `p2p_gm1d` and
+/// `p2p_shared`): per variant, the pairs it counts lie between those within the radius (counted
+/// here over every pair, minimum image) and those of the colleague cells; every pair of the
+/// cells (`NearPairs::Cells`) on both backends agrees as closely as the sphere does; the sphere
+/// and the cells differ by the dropped pairs only, far below the tolerance.
+#[test]
+fn cut_off_sphere_pairs_and_values() {
+    let data = Particles::<f64>::new(&domain(), Distribution::Normal, 500, 6);
+    let mut rng = Rng::new(7);
+    let targets: Vec<[f64; 3]> = generate::positions(&domain(), Distribution::Uniform, 150, &mut rng);
+    let comm = Comm::single();
+    let (n, m) = (data.pos.len(), targets.len());
+    for kernel in [Kernel::Stokeslet, Kernel::Stokes] {
+        let tol = 1e-9;
+        let sphere = opts(kernel, tol);
+        let cells = opts(kernel, tol).near_pairs(NearPairs::Cells);
+        let run = |o: &EwaldOptions| {
+            let mut s = DistEwaldSolver::<f64, GpuBackend<f64, Emulator>>::with_backend(
+                &comm,
+                o,
+                ParallelOptions::default(),
+                n,
+                m,
+            )
+            .unwrap();
+            let mut u = vec![0.0; 3 * m];
+            let e = s.evaluate(&data.sources(), Targets::Points(&targets), &mut u, SortMode::default()).unwrap();
+            (u, e.pairs, s.params().clone())
+        };
+        let (u_cells, pairs_cells, p_cells) = run(&cells);
+        assert!(p_cells.near_cut.is_none(), "cells: no cut-off");
+        for p2p in [DeviceP2p::GlobalMemory, DeviceP2p::SharedMemory] {
+            let o = sphere.clone().device(DeviceVariants::new(p2p, DeviceP2g::FromP2g));
+            let (u, pairs, p) = run(&o);
+            let cut = p.near_cut.expect("the device's selection sets a cut-off sphere");
+            assert_eq!(p.grid, p_cells.grid, "the same grid with and without the sphere");
+            let within = targets
+                .iter()
+                .map(|t| data.pos.iter().filter(|s| image_d2(t, s, domain().lengths()) <= cut * cut).count() as u64)
+                .sum::<u64>();
+            println!("{} {p2p:?}: pairs within {cut:.4}: {within}, sphere {pairs}, cells {pairs_cells}", kernel.name());
+            assert!(within > 0 && within <= pairs && pairs < pairs_cells, "{within} {pairs} {pairs_cells}");
+            let d = rel_rms(&u, &u_cells);
+            println!("{} {p2p:?}: sphere against cells {d:.1e} (tol {tol:e})", kernel.name());
+            assert!(d > 0.0 && d < tol / 10.0, "{} {p2p:?}: {d:e}", kernel.name());
+        }
+        let cpu = solve::<f64, parki_dist::CpuBackend<f64>>(&cells, &data, Some(&targets), 1);
+        let d = rel_rms(&u_cells, &cpu);
+        println!("{} cells: emulated GPU vs CPU {d:.1e}", kernel.name());
+        assert!(d < 1e-13, "{} cells: {d:e}", kernel.name());
+    }
 }
 
 /// kernels/erfc.cu holds the CPU's erfc coefficients (tools/gen_erfc_coeffs.py writes both):

@@ -6,9 +6,7 @@
 //! and tests/ewald/field.rs; here the device path must reproduce it to round-off.
 
 use parki_core::{Domain, Kernel, Real};
-use parki_dist::{
-    Comm, DistEwaldSolver, EwaldBackend, EwaldOptions, NearPairs, ParallelOptions, SolverReal, SortMode, Targets,
-};
+use parki_dist::{Comm, DistEwaldSolver, EwaldBackend, EwaldOptions, ParallelOptions, SolverReal, SortMode, Targets};
 use parki_farfield::FieldMethod;
 use parki_gpu::{Emulator, GpuBackend};
 use parki_reference::generate::{self, Distribution, Particles, Rng};
@@ -65,8 +63,8 @@ fn free_axes_match_the_cpu_backend() {
     ] {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         for kernel in Kernel::ALL {
-            let o64 = EwaldOptions::new(kernel, domain, 1e-8).threads(1).near_pairs(NearPairs::Cells);
-            let o32 = EwaldOptions::new(kernel, domain, 1e-4).threads(1).near_pairs(NearPairs::Cells);
+            let o64 = EwaldOptions::new(kernel, domain, 1e-8).threads(1);
+            let o32 = EwaldOptions::new(kernel, domain, 1e-4).threads(1);
             compare(&format!("{name} {}", kernel.name()), &o64, &o32, &domain, dist);
         }
     }
@@ -78,13 +76,8 @@ fn field_matches_the_cpu_backend() {
     for (periodic, name) in [([true; 3], "3P"), ([true, true, false], "2P xy"), ([false; 3], "0P")] {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         for method in [FieldMethod::Window, FieldMethod::Spectral] {
-            let with = |tol| {
-                EwaldOptions::new(Kernel::Laplace, domain, tol)
-                    .threads(1)
-                    .near_pairs(NearPairs::Cells)
-                    .field(true)
-                    .field_method(method)
-            };
+            let with =
+                |tol| EwaldOptions::new(Kernel::Laplace, domain, tol).threads(1).field(true).field_method(method);
             compare(
                 &format!("{name} field ({})", method.name()),
                 &with(1e-9),

@@ -10,9 +10,7 @@
 use std::process::Command;
 
 use parki_core::{Domain, Kernel};
-use parki_dist::{
-    Comm, CpuBackend, DistEwaldSolver, EwaldOptions, NearPairs, ParallelOptions, SortMode, Targets, Universe,
-};
+use parki_dist::{Comm, CpuBackend, DistEwaldSolver, EwaldOptions, ParallelOptions, SortMode, Targets, Universe};
 use parki_farfield::FieldMethod;
 use parki_gpu::{Emulator, GpuBackend};
 use parki_reference::generate::{Distribution, Particles};
@@ -26,18 +24,11 @@ fn cases() -> Vec<(String, EwaldOptions)> {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         let kernels: &[Kernel] = if name == "3P" { &Kernel::ALL } else { &[Kernel::Laplace, Kernel::Stokes] };
         for &kernel in kernels {
-            v.push((
-                format!("{name} {}", kernel.name()),
-                EwaldOptions::new(kernel, domain, 1e-9).threads(1).near_pairs(NearPairs::Cells),
-            ));
+            v.push((format!("{name} {}", kernel.name()), EwaldOptions::new(kernel, domain, 1e-9).threads(1)));
         }
         if name != "0P" {
             for m in [FieldMethod::Window, FieldMethod::Spectral] {
-                let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9)
-                    .threads(1)
-                    .near_pairs(NearPairs::Cells)
-                    .field(true)
-                    .field_method(m);
+                let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9).threads(1).field(true).field_method(m);
                 v.push((format!("{name} laplace field ({})", m.name()), o));
             }
         }
