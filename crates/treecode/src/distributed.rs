@@ -419,10 +419,10 @@ fn owned_checked<K: PairKernel>(
         Par::Rayon(_) => rayon::join(|| build(sources, params.max_leaf), || build(targets, params.max_batch)),
     };
     stats.clusters = [stree.as_ref().map_or(0, |t| t.clusters.len()), ttree.as_ref().map_or(0, |t| t.clusters.len())];
-    let ts = ttree.map(|t| TargetSide::new(t, targets, n));
+    let ts = ttree.map(|t| TargetSide::new(t, targets, n, par));
     // the device's copy of the sources in tree order, and their clusters' nodes
     let on_device = device.map(|_| {
-        let soa = stree.as_ref().map(|t| tree_order(t, sources, densities, nd));
+        let soa = stree.as_ref().map(|t| tree_order(t, sources, densities, nd, par));
         let nodes: Vec<[AxisNodes; 3]> =
             stree.as_ref().map_or(Vec::new(), |t| t.clusters.iter().map(|c| cluster_nodes(n, c)).collect());
         (soa, nodes)
@@ -492,7 +492,7 @@ fn owned_checked<K: PairKernel>(
             match &mut engine {
                 Engine::Host(acc) => {
                     if let Some(prox) = &proxies {
-                        let side = local_side(st, sources, densities, prox, lists);
+                        let side = local_side(st, sources, densities, prox, lists, par);
                         apply_lists(kernel, ts, lists, &side, acc, par, isa);
                     }
                     Ok(())

@@ -6,6 +6,8 @@ use parki_comm::Comm;
 use parki_core::isa::Isa;
 use parki_core::timing::{StageKind, StageTimes};
 use parki_core::{Error, Par, Result};
+use rayon::iter::{IndexedParallelIterator, ParallelIterator};
+use rayon::slice::ParallelSliceMut;
 
 use crate::cheb::AxisNodes;
 use crate::compute::Soa;
@@ -249,10 +251,11 @@ pub(crate) fn local_side(
     densities: &[f64],
     proxies: &ProxyCharges,
     lists: &Interactions,
+    par: Par,
 ) -> SourceSide {
     let nd = proxies.ncomp;
     let np = (proxies.degree + 1).pow(3);
-    let src = tree_order(stree, sources, densities, nd);
+    let src = tree_order(stree, sources, densities, nd, par);
     let (sused, slots) = used_clusters(stree.clusters.len(), &[&lists.pc, &lists.cc], false);
     let nodes: Vec<&[AxisNodes; 3]> = sused.iter().map(|&c| &proxies.nodes[c]).collect();
     let sprox = proxy_soa(&nodes, np, nd, |i| Some(proxies.of(sused[i])));
@@ -264,15 +267,43 @@ pub(crate) fn local_side(
     }
 }
 
-/// `sources` (input order, `nd` densities each) in `stree`'s order, densities component-major.
-pub(crate) fn tree_order(stree: &Tree, sources: &[[f64; 3]], densities: &[f64], nd: usize) -> Soa {
+/// `sources` (input order, `nd` densities each) in `stree`'s order, densities component-major;
+/// in chunks over the threads with `par`.
+pub(crate) fn tree_order(stree: &Tree, sources: &[[f64; 3]], densities: &[f64], nd: usize, par: Par) -> Soa {
+    const CHUNK: usize = 1 << 14;
     let ns = sources.len();
+    let order = &stree.order[..];
     let mut src = Soa::zeroed(ns, nd);
-    for (k, &j) in stree.order.iter().enumerate() {
-        let j = j as usize;
-        [src.x[k], src.y[k], src.z[k]] = sources[j];
-        for c in 0..nd {
-            src.q[c * ns + k] = densities[j * nd + c];
+    type Chunk<'a> = (usize, ((&'a mut [f64], &'a mut [f64]), &'a mut [f64]));
+    let coords = |(c, ((x, y), z)): Chunk| {
+        for (k, &j) in order[c * CHUNK..].iter().take(x.len()).enumerate() {
+            [x[k], y[k], z[k]] = sources[j as usize];
+        }
+    };
+    let density = |comp: usize| {
+        move |(c, q): (usize, &mut [f64])| {
+            for (k, &j) in order[c * CHUNK..].iter().take(q.len()).enumerate() {
+                q[k] = densities[j as usize * nd + comp];
+            }
+        }
+    };
+    let Soa { x, y, z, q } = &mut src;
+    match par {
+        Par::Rayon(_) => {
+            x.par_chunks_mut(CHUNK)
+                .zip(y.par_chunks_mut(CHUNK))
+                .zip(z.par_chunks_mut(CHUNK))
+                .enumerate()
+                .for_each(coords);
+            for (comp, qc) in q.chunks_mut(ns.max(1)).enumerate().take(nd) {
+                qc.par_chunks_mut(CHUNK).enumerate().for_each(density(comp));
+            }
+        }
+        Par::Seq => {
+            x.chunks_mut(CHUNK).zip(y.chunks_mut(CHUNK)).zip(z.chunks_mut(CHUNK)).enumerate().for_each(coords);
+            for (comp, qc) in q.chunks_mut(ns.max(1)).enumerate().take(nd) {
+                qc.chunks_mut(CHUNK).enumerate().for_each(density(comp));
+            }
         }
     }
     src

@@ -30,12 +30,10 @@ pub(crate) struct TargetSide {
 }
 
 impl TargetSide {
-    /// The target side of `tree` over `targets` (input order) at degree `n`.
-    pub fn new(tree: Tree, targets: &[[f64; 3]], n: usize) -> Self {
-        let mut points = Soa::zeroed(targets.len(), 0);
-        for (k, &i) in tree.order.iter().enumerate() {
-            [points.x[k], points.y[k], points.z[k]] = targets[i as usize];
-        }
+    /// The target side of `tree` over `targets` (input order) at degree `n` (the targets
+    /// gathered into tree order over the threads with `par`).
+    pub fn new(tree: Tree, targets: &[[f64; 3]], n: usize, par: Par) -> Self {
+        let points = crate::evaluate::tree_order(&tree, targets, &[], 0, par);
         let nodes: Vec<[AxisNodes; 3]> = tree.clusters.iter().map(|c| cluster_nodes(n, c)).collect();
         let leaf_begins = tree.leaves.iter().map(|&l| tree.clusters[l].begin).collect();
         Self { tree, points, nodes, leaf_begins, np: (n + 1).pow(3) }

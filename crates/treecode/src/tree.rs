@@ -14,8 +14,10 @@
 //! contiguous range; clusters are numbered in depth-first pre-order, so a cluster's descendants
 //! follow it. Levels (root = 0) and leaves are listed for the level-synchronous passes.
 
+use parki_core::par::DisjointSlice;
 use parki_core::Par;
-use rayon::iter::{IntoParallelIterator, ParallelIterator};
+use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator};
+use rayon::slice::{ParallelSlice, ParallelSliceMut};
 
 /// Tree parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,7 +91,10 @@ impl Tree {
 
     /// Builds the tree of `positions` (finite; not empty) with `params`; with `Par::Rayon`
     /// the children of a cluster of more than [`PAR_MIN_PARTICLES`] particles are built in
-    /// parallel. The tree is the same whatever `par` (the same clusters, numbering and order).
+    /// parallel, and a cluster of more than [`PAR_SPLIT_PARTICLES`] is itself split over the
+    /// threads (its bounding box and its counting sort by child, in chunks: the top levels, which
+    /// one thread would otherwise do alone). The tree is the same whatever `par` (the same
+    /// clusters, numbering and order: the chunked sort is stable).
     ///
     /// The points travel with their input indices through the sorts (32 bytes each), so each
     /// level reads and writes contiguous memory instead of gathering `positions[order[k]]`.
@@ -99,8 +104,15 @@ impl Tree {
         assert!(!positions.is_empty(), "a tree needs at least one particle");
         assert!(params.max_leaf > 0, "max_leaf must be positive");
         assert!(positions.len() <= u32::MAX as usize, "at most 2^32 - 1 particles per tree");
-        let mut items: Vec<Item> = positions.iter().enumerate().map(|(i, &p)| Item { p, i: i as u32 }).collect();
-        let mut scratch = vec![Item { p: [0.0; 3], i: 0 }; positions.len()];
+        let item = |(i, &p): (usize, &[f64; 3])| Item { p, i: i as u32 };
+        let (mut items, mut scratch): (Vec<Item>, Vec<Item>) = match par {
+            Par::Rayon(_) if positions.len() > PAR_SPLIT_PARTICLES => {
+                let items: Vec<Item> = positions.par_iter().enumerate().map(item).collect();
+                let scratch = items.par_iter().copied().collect();
+                (items, scratch)
+            }
+            _ => (positions.iter().enumerate().map(item).collect(), vec![Item { p: [0.0; 3], i: 0 }; positions.len()]),
+        };
         let clusters = subtree(&mut items, &mut scratch, 0, 0, params, par);
         let mut t =
             Tree { clusters, order: items.iter().map(|it| it.i).collect(), levels: Vec::new(), leaves: Vec::new() };
@@ -126,6 +138,13 @@ impl Tree {
 /// (below it a subtree is a few hundred microseconds of work, less than the task's cost pays for).
 pub const PAR_MIN_PARTICLES: usize = 1 << 15;
 
+/// Clusters of more particles than this are split over the threads under `Par::Rayon` (their
+/// bounding box and counting sort in chunks of [`SPLIT_CHUNK`]).
+pub const PAR_SPLIT_PARTICLES: usize = 1 << 17;
+
+/// Particles per chunk of a split over the threads.
+const SPLIT_CHUNK: usize = 1 << 14;
+
 /// A point with its input index, sorted together.
 #[derive(Clone, Copy)]
 struct Item {
@@ -145,8 +164,16 @@ fn subtree(
     params: TreeParams,
     par: Par,
 ) -> Vec<Cluster> {
-    let (lo, hi) = bounding_box(items);
     let count = items.len();
+    let split = matches!(par, Par::Rayon(_)) && count > PAR_SPLIT_PARTICLES;
+    let (lo, hi) = if split {
+        items.par_chunks(SPLIT_CHUNK).map(bounding_box).reduce(
+            || ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]),
+            |a, b| ([0, 1, 2].map(|d| a.0[d].min(b.0[d])), [0, 1, 2].map(|d| a.1[d].max(b.1[d]))),
+        )
+    } else {
+        bounding_box(items)
+    };
     let mut out = vec![Cluster { begin, end: begin + count, lo, hi, level, parent: None, children: Vec::new() }];
     if count <= params.max_leaf {
         return out;
@@ -158,22 +185,11 @@ fn subtree(
     }
     let mid = [0, 1, 2].map(|d| 0.5 * (lo[d] + hi[d]));
     let code = |p: &[f64; 3]| -> usize { (0..3).filter(|&d| axes[d] && p[d] >= mid[d]).map(|d| 1 << d).sum() };
-    // stable counting sort by child code
-    let mut counts = [0usize; 8];
-    for it in items.iter() {
-        counts[code(&it.p)] += 1;
-    }
+    let counts = if split { sort_by_code_chunked(items, scratch, &code) } else { sort_by_code(items, scratch, &code) };
     let mut start = [0usize; 9];
     for b in 0..8 {
         start[b + 1] = start[b] + counts[b];
     }
-    let mut fill = start;
-    for it in items.iter() {
-        let b = code(&it.p);
-        scratch[fill[b]] = *it;
-        fill[b] += 1;
-    }
-    items.copy_from_slice(scratch);
     // the non-empty children's ranges, as disjoint slices of items and scratch
     let mut pieces: Vec<(&mut [Item], &mut [Item], usize)> = Vec::with_capacity(8);
     let (mut rest_items, mut rest_scratch) = (items, scratch);
@@ -202,6 +218,80 @@ fn subtree(
         }));
     }
     out
+}
+
+/// Stable counting sort of `items` by `code` (0..8) through `scratch`; the counts per code.
+fn sort_by_code(items: &mut [Item], scratch: &mut [Item], code: &impl Fn(&[f64; 3]) -> usize) -> [usize; 8] {
+    let mut counts = [0usize; 8];
+    for it in items.iter() {
+        counts[code(&it.p)] += 1;
+    }
+    let mut fill = [0usize; 8];
+    for b in 1..8 {
+        fill[b] = fill[b - 1] + counts[b - 1];
+    }
+    for it in items.iter() {
+        let b = code(&it.p);
+        scratch[fill[b]] = *it;
+        fill[b] += 1;
+    }
+    items.copy_from_slice(scratch);
+    counts
+}
+
+/// [`sort_by_code`] over the threads: counts per chunk of [`SPLIT_CHUNK`], each chunk's items
+/// scattered to its own slots of every code (chunks in order, so the sort stays stable and the
+/// result is [`sort_by_code`]'s), the copy back in chunks.
+fn sort_by_code_chunked(
+    items: &mut [Item],
+    scratch: &mut [Item],
+    code: &(impl Fn(&[f64; 3]) -> usize + Sync),
+) -> [usize; 8] {
+    let chunk_counts: Vec<[usize; 8]> = items
+        .par_chunks(SPLIT_CHUNK)
+        .map(|c| {
+            let mut n = [0usize; 8];
+            for it in c {
+                n[code(&it.p)] += 1;
+            }
+            n
+        })
+        .collect();
+    let mut counts = [0usize; 8];
+    for n in &chunk_counts {
+        for b in 0..8 {
+            counts[b] += n[b];
+        }
+    }
+    // the first slot of every (chunk, code): the code's start plus the earlier chunks' counts
+    let mut next = [0usize; 8];
+    for b in 1..8 {
+        next[b] = next[b - 1] + counts[b - 1];
+    }
+    let firsts: Vec<[usize; 8]> = chunk_counts
+        .iter()
+        .map(|n| {
+            let f = next;
+            for b in 0..8 {
+                next[b] += n[b];
+            }
+            f
+        })
+        .collect();
+    let out = DisjointSlice::new(scratch);
+    items.par_chunks(SPLIT_CHUNK).zip(firsts.par_iter().zip(&chunk_counts)).for_each(|(c, (f, n))| {
+        // SAFETY: chunk k's slots of code b are firsts[k][b]..firsts[k][b] + counts_k[b]: the
+        // codes' ranges are disjoint, and within a code the chunks' ranges follow each other.
+        let views: [&mut [Item]; 8] = std::array::from_fn(|b| unsafe { out.range_mut(f[b], f[b] + n[b]) });
+        let mut fill = [0usize; 8];
+        for it in c {
+            let b = code(&it.p);
+            views[b][fill[b]] = *it;
+            fill[b] += 1;
+        }
+    });
+    items.par_chunks_mut(SPLIT_CHUNK).zip(scratch.par_chunks(SPLIT_CHUNK)).for_each(|(a, b)| a.copy_from_slice(b));
+    counts
 }
 
 /// Minimal bounding box of `items`.

@@ -164,11 +164,12 @@ fn trees_partition_the_particles() {
     }
 }
 
-/// The parallel build (children of clusters above `PAR_MIN_PARTICLES` built on the rayon pool)
-/// gives the sequential build's tree: the same clusters, numbering, boxes and order.
+/// The parallel build (children of clusters above `PAR_MIN_PARTICLES` built on the rayon pool,
+/// clusters above `PAR_SPLIT_PARTICLES` split in chunks over it) gives the sequential build's
+/// tree: the same clusters, numbering, boxes and order.
 #[test]
 fn parallel_build_equals_the_sequential_one() {
-    let n = 4 * parki_treecode::tree::PAR_MIN_PARTICLES + 123;
+    let n = 2 * parki_treecode::tree::PAR_SPLIT_PARTICLES + 123;
     for (name, pos) in [("uniform", uniform(n, 5)), ("clustered", clustered(n, 6))] {
         for max_leaf in [7usize, 100, 2000] {
             let p = TreeParams { max_leaf };
