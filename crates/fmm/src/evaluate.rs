@@ -1,8 +1,6 @@
 //! One FMM evaluation on one process (seed 001, §2): trees, P2M, M2M, the dual traversal,
 //! M2L, L2L, L2P and P2P, results in the caller's order with per-stage times.
 
-use std::collections::HashMap;
-
 use parki_comm::Transport;
 use parki_core::isa::Isa;
 use parki_core::par::{DisjointSlice, ThreadScratch};
@@ -17,10 +15,11 @@ use crate::backend::{DeviceFmm, FmmBackend, FmmSession, SourceSide};
 use crate::basis::MAX_ORDER;
 use crate::cost::CostModel;
 use crate::expansion::{l2p_box, p2m_box, LaneScratch};
+use crate::fast_hash::FastMap;
 use crate::octree::{OctBox, Octree, RootCube, SortedPoints};
 use crate::rotation::YRotation;
 use crate::translate::{Geometry, LaneScratch8, Op, Operators, Scratch};
-use crate::traversal::{traverse, Lists, TraversalParams};
+use crate::traversal::{traverse_with, Lists, TraversalParams};
 
 /// The arithmetic of the near field (P2P) and of the results. The expansions and translations
 /// run in f64 in both: on the CPU their cost is in per-degree overheads more than in vector
@@ -590,7 +589,8 @@ fn run_with(
     let values = match device {
         None => {
             let multipoles = upward(&stree, &dens, p, isa, par, &mut times);
-            let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+            let lists: Lists =
+                times.time(FmmStage::Traversal, || traverse_with(ttree, &stree, p, params.traversal, par));
             let near = NearSources::new(params.precision, &stree.points, &dens[0], forces.as_deref());
             near.far_and_near(
                 kernel,
@@ -610,7 +610,8 @@ fn run_with(
             let pc = ParentChild::new(&ops);
             let mut session = dev.begin(device_spec(kernel, &ops, &pc, params, &stree, &dens, ttree))?;
             device_upward(&mut *session, &mut times)?;
-            let lists: Lists = times.time(FmmStage::Traversal, || traverse(ttree, &stree, p, params.traversal));
+            let lists: Lists =
+                times.time(FmmStage::Traversal, || traverse_with(ttree, &stree, p, params.traversal, par));
             let cols: Vec<Vec<f64>> = match &forces {
                 Some(f) => (0..3).map(|a| f.iter().map(|v| v[a]).collect()).collect(),
                 None => vec![dens[0].clone()],
@@ -1051,7 +1052,7 @@ pub(crate) struct M2lClass {
 
 /// The M2L entries grouped by geometry, classes in the order of their first entry.
 pub(crate) fn m2l_classes(lists: &Lists, ttree: &Octree, sboxes: &[OctBox]) -> Vec<M2lClass> {
-    let mut index: HashMap<(u8, u8, [i64; 3], u8), usize> = HashMap::new();
+    let mut index: FastMap<(u8, u8, [i64; 3], u8), usize> = FastMap::default();
     let mut classes: Vec<M2lClass> = Vec::new();
     for (i, tb) in ttree.boxes.iter().enumerate() {
         let ct = RootCube::centre_units(tb);

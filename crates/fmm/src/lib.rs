@@ -21,6 +21,7 @@ pub mod cost;
 pub mod distributed;
 pub mod evaluate;
 pub mod expansion;
+pub mod fast_hash;
 pub mod let_tree;
 pub mod octree;
 pub mod partition;

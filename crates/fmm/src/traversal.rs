@@ -22,8 +22,10 @@
 //! Pairs of leaves that fail are P2P pairs. The order of each M2L is lowered to
 //! `q = ceil(p ln eta* / ln eta)` (eq. (24)) when `variable_order` is set.
 
-use std::collections::HashMap;
+use parki_core::Par;
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
+use crate::fast_hash::FastMap;
 use crate::octree::{OctBox, Octree, RootCube, MAX_LEVEL};
 
 /// The default admissibility bound `sqrt 3 / (4 - sqrt 3)`.
@@ -63,7 +65,7 @@ impl Default for TraversalParams {
 }
 
 /// One M2L of a target box.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct M2lEntry {
     /// Source box.
     pub source: u32,
@@ -107,17 +109,40 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// Compressed rows from `(row, value)` pairs (stable within a row).
-fn csr<T: Copy>(rows: usize, mut pairs: Vec<(u32, T)>) -> (Vec<T>, Vec<usize>) {
-    pairs.sort_by_key(|p| p.0);
+/// Compressed rows from the `(row, value)` pairs of `parts`, in order (a counting sort: stable
+/// within a row, the parts' pairs of one row in the parts' order).
+fn csr<T: Copy + Default>(rows: usize, parts: &[&[(u32, T)]]) -> (Vec<T>, Vec<usize>) {
     let mut offsets = vec![0usize; rows + 1];
-    for &(r, _) in &pairs {
-        offsets[r as usize + 1] += 1;
+    for part in parts {
+        for &(r, _) in part.iter() {
+            offsets[r as usize + 1] += 1;
+        }
     }
     for i in 0..rows {
         offsets[i + 1] += offsets[i];
     }
-    (pairs.into_iter().map(|p| p.1).collect(), offsets)
+    let mut fill = offsets.clone();
+    let mut values = vec![T::default(); offsets[rows]];
+    for part in parts {
+        for &(r, v) in part.iter() {
+            values[fill[r as usize]] = v;
+            fill[r as usize] += 1;
+        }
+    }
+    (values, offsets)
+}
+
+/// An M2L translation's polar angle, exactly: `(t_z >= 0, t_z^2 / g, |t|^2 / g)` with `g` their
+/// greatest common divisor (`cos^2 beta = t_z^2 / |t|^2` in lowest terms).
+type BetaKey = (bool, u64, u64);
+
+type BetaMap = FastMap<BetaKey, u32>;
+
+/// The polar angle of a key, `acos(+-sqrt(t_z^2 / |t|^2))` from the reduced ratio: the same
+/// value whichever displacement of that direction met it first.
+fn beta_of(k: BetaKey) -> f64 {
+    let c = (k.1 as f64 / k.2 as f64).sqrt().min(1.0);
+    (if k.0 { c } else { -c }).acos()
 }
 
 /// A source tree the traversal descends: an [`Octree`], or the locally essential tree of a
@@ -143,16 +168,29 @@ impl SourceBoxes for Octree {
 pub struct Traverser {
     p: usize,
     params: TraversalParams,
-    betas: Vec<f64>,
-    beta_index: HashMap<(bool, u64, u64), u32>,
+    beta_keys: Vec<BetaKey>,
+    beta_index: BetaMap,
     m2l: Vec<(u32, M2lEntry)>,
     p2p: Vec<(u32, u32)>,
+    /// Pairs whose target box is at this level are set aside ([`Traverser::run`]) instead of
+    /// processed: [`traverse_with`]'s buckets.
+    split_level: Option<u8>,
+    set_aside: Vec<(u32, u32)>,
 }
 
 impl Traverser {
     /// A traversal for expansions of order `p`.
     pub fn new(p: usize, params: TraversalParams) -> Self {
-        Self { p, params, betas: Vec::new(), beta_index: HashMap::new(), m2l: Vec::new(), p2p: Vec::new() }
+        Self {
+            p,
+            params,
+            beta_keys: Vec::new(),
+            beta_index: BetaMap::default(),
+            m2l: Vec::new(),
+            p2p: Vec::new(),
+            split_level: None,
+            set_aside: Vec::new(),
+        }
     }
 
     /// Processes the `(target, source)` pairs of `stack` and every pair they lead to; returns
@@ -165,6 +203,10 @@ impl Traverser {
         let mut deferred = Vec::new();
         while let Some((ai, bi)) = stack.pop() {
             let a = &targets.boxes[ai as usize];
+            if self.split_level == Some(a.level) {
+                self.set_aside.push((ai, bi));
+                continue;
+            }
             let b = sources.source_box(bi);
             let ca = RootCube::centre_units(a);
             let cb = RootCube::centre_units(b);
@@ -186,9 +228,9 @@ impl Traverser {
                 let g = gcd(tz2, n2).max(1);
                 let key = (t[2] >= 0, tz2 / g, n2 / g);
                 let next = self.beta_index.len() as u32;
-                let betas = &mut self.betas;
+                let keys = &mut self.beta_keys;
                 let beta = *self.beta_index.entry(key).or_insert_with(|| {
-                    betas.push((t[2] as f64 / d).clamp(-1.0, 1.0).acos());
+                    keys.push(key);
                     next
                 });
                 self.m2l.push((ai, M2lEntry { source: bi, beta, order: order as u8 }));
@@ -231,19 +273,81 @@ impl Traverser {
 
     /// The lists, by target box of a tree of `nt` boxes.
     pub fn finish(self, nt: usize) -> Lists {
-        let mut lists = Lists { betas: self.betas, ..Lists::default() };
-        (lists.m2l, lists.m2l_offsets) = csr(nt, self.m2l);
-        (lists.p2p, lists.p2p_offsets) = csr(nt, self.p2p);
-        lists
+        merge(nt, vec![self])
     }
 }
 
-/// Traverses `targets` against `sources` (trees of one [`RootCube`]) for expansions of order
-/// `p`.
-pub fn traverse(targets: &Octree, sources: &Octree, p: usize, params: TraversalParams) -> Lists {
-    let mut t = Traverser::new(p, params);
-    if targets.boxes[0].count() > 0 && sources.boxes[0].count() > 0 {
-        t.run(targets, sources, vec![(0, 0)]);
+/// The lists of traversals whose target boxes are disjoint (one traversal, or the top levels
+/// and the buckets of [`traverse_with`]), in their order. The polar angles are numbered in the
+/// order of their exact keys, so the lists do not depend on how the work was split.
+fn merge(nt: usize, mut parts: Vec<Traverser>) -> Lists {
+    let mut keys: Vec<BetaKey> = parts.iter().flat_map(|t| t.beta_keys.iter().copied()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let index: BetaMap = keys.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
+    for t in &mut parts {
+        let global: Vec<u32> = t.beta_keys.iter().map(|k| index[k]).collect();
+        for e in &mut t.m2l {
+            e.1.beta = global[e.1.beta as usize];
+        }
     }
-    t.finish(targets.boxes.len())
+    let m2l: Vec<&[(u32, M2lEntry)]> = parts.iter().map(|t| &t.m2l[..]).collect();
+    let p2p: Vec<&[(u32, u32)]> = parts.iter().map(|t| &t.p2p[..]).collect();
+    let mut lists = Lists { betas: keys.iter().map(|&k| beta_of(k)).collect(), ..Lists::default() };
+    (lists.m2l, lists.m2l_offsets) = csr(nt, &m2l);
+    (lists.p2p, lists.p2p_offsets) = csr(nt, &p2p);
+    lists
+}
+
+/// Traverses `targets` against `sources` (trees of one [`RootCube`]) for expansions of order
+/// `p`, on one thread ([`traverse_with`]).
+pub fn traverse(targets: &Octree, sources: &Octree, p: usize, params: TraversalParams) -> Lists {
+    traverse_with(targets, sources, p, params, Par::Seq)
+}
+
+/// The target level below which [`traverse_with`] traverses on one thread; the subtrees of the
+/// target boxes of this level go to the threads.
+pub const PAR_TARGET_LEVEL: u8 = 3;
+
+/// [`traverse`] over the threads of `par`: the pairs of the top target levels on one thread,
+/// setting aside every pair whose target box is at level [`PAR_TARGET_LEVEL`] (in the order they
+/// arise), then each such box's pairs, in that order, on its own traversal, in parallel. A
+/// target box's pairs arise only from pairs of its ancestors or itself, and the depth-first
+/// traversal finishes each pair's descendants before the next pair, so every box gets the same
+/// M2L and P2P entries in the same order as on one thread: the same lists, whatever `par`.
+pub fn traverse_with(targets: &Octree, sources: &Octree, p: usize, params: TraversalParams, par: Par) -> Lists {
+    let nt = targets.boxes.len();
+    let mut top = Traverser::new(p, params);
+    if targets.boxes[0].count() == 0 || sources.boxes[0].count() == 0 {
+        return top.finish(nt);
+    }
+    if par == Par::Seq {
+        top.run(targets, sources, vec![(0, 0)]);
+        return top.finish(nt);
+    }
+    top.split_level = Some(PAR_TARGET_LEVEL);
+    top.run(targets, sources, vec![(0, 0)]);
+    let aside = std::mem::take(&mut top.set_aside);
+    // the set-aside pairs by target box, each box's in the order they arose
+    let mut by_box: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+    let mut slot: FastMap<u32, usize> = FastMap::default();
+    for (a, b) in aside {
+        let k = *slot.entry(a).or_insert_with(|| {
+            by_box.push((a, Vec::new()));
+            by_box.len() - 1
+        });
+        by_box[k].1.push((a, b));
+    }
+    let buckets: Vec<Traverser> = by_box
+        .into_par_iter()
+        .map(|(_, pairs)| {
+            let mut t = Traverser::new(p, params);
+            // a stack pops its last pair first: the pairs reversed, so they run in their order
+            t.run(targets, sources, pairs.into_iter().rev().collect());
+            t
+        })
+        .collect();
+    let mut parts = vec![top];
+    parts.extend(buckets);
+    merge(nt, parts)
 }

@@ -4,7 +4,7 @@
 use parki_core::isa::Isa;
 use parki_core::Par;
 use parki_fmm::octree::{Octree, RootCube};
-use parki_fmm::traversal::{traverse, TraversalParams};
+use parki_fmm::traversal::{traverse, traverse_with, Lists, TraversalParams, PAR_TARGET_LEVEL};
 use parki_fmm::{evaluate, evaluate_f32, evaluate_stokeslet, FmmParams};
 
 struct Lcg(u64);
@@ -101,6 +101,37 @@ fn separate_targets_and_sequential_agree() {
     assert!(ep < 1e-6 && eg < 2e-5, "{ep:e} {eg:e}");
     for j in 0..y.len() {
         assert!((a.potential[j] - b.potential[j]).abs() < 1e-12 * a.potential[j].abs().max(1.0));
+    }
+}
+
+/// The traversal over the threads (the top target levels on one thread, then each subtree of
+/// a box of level `PAR_TARGET_LEVEL` on its own) gives the one-thread lists entry for entry:
+/// uniform and clustered points, separate targets, both splitting orders.
+#[test]
+fn parallel_traversal_equals_the_sequential_one() {
+    let same = |a: &Lists, b: &Lists| {
+        a.m2l == b.m2l
+            && a.m2l_offsets == b.m2l_offsets
+            && a.p2p == b.p2p
+            && a.p2p_offsets == b.p2p_offsets
+            && a.betas.iter().map(|x| x.to_bits()).eq(b.betas.iter().map(|x| x.to_bits()))
+    };
+    for (kind, leaf) in [("uniform", 16), ("plummer", 24), ("shell", 16)] {
+        let x = points(kind, 60_000, 3);
+        let y = points("uniform", 20_000, 4);
+        let cube = RootCube::around(&[&x, &y]);
+        let sources = Octree::build(&x, cube, leaf);
+        let targets = Octree::build(&y, cube, leaf);
+        assert!(sources.depth() > PAR_TARGET_LEVEL as usize + 1, "{kind}: deep enough to split");
+        for stencil in [true, false] {
+            let params = TraversalParams { stencil, ..TraversalParams::default() };
+            for (t, s) in [(&sources, &sources), (&targets, &sources)] {
+                let one = traverse(t, s, 10, params);
+                let pool = traverse_with(t, s, 10, params, Par::Rayon(3));
+                assert!(!one.m2l.is_empty() && !one.p2p.is_empty(), "{kind}: lists");
+                assert!(same(&one, &pool), "{kind} stencil {stencil}: the lists differ");
+            }
+        }
     }
 }
 
