@@ -21,6 +21,8 @@
 use std::time::Instant;
 
 use parki_core::isa::Isa;
+use parki_core::Par;
+use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
 use crate::basis::MAX_ORDER;
 use crate::evaluate::{m2l_classes, FmmKernel};
@@ -223,7 +225,7 @@ impl CostModel {
     /// stencil's translations per box.
     pub fn estimate_from_sample(&self, sample: &SortedPoints, n: usize, p: usize, work: f64) -> (usize, StageEstimate) {
         let scale = n as f64 / sample.keys().len().max(1) as f64;
-        let leaf = best_leaf(&self.leaf_estimates(sample, scale, p, work));
+        let leaf = best_leaf(&self.leaf_estimates(sample, scale, p, work, Par::Seq));
         (leaf, self.estimate_traversed(&sample.tree(Self::sample_leaf(leaf, scale)), scale, p))
     }
 
@@ -234,14 +236,17 @@ impl CostModel {
 
     /// `(leaf, seconds)` of every candidate leaf size on `sorted`, a sample of `1/scale` of
     /// the points ([`CostModel::estimate_scaled`]).
-    fn leaf_estimates(&self, sorted: &SortedPoints, scale: f64, p: usize, work: f64) -> Vec<(usize, f64)> {
-        LEAF_CANDIDATES
-            .iter()
-            .map(|&leaf| {
-                let (counts, boxes) = sorted.leaf_counts(Self::sample_leaf(leaf, scale));
-                (leaf, self.estimate_scaled(&counts, scale, boxes, p, work))
-            })
-            .collect()
+    /// The candidates' trees are independent: with `par` they are made on the threads (the
+    /// estimates in the candidates' order either way).
+    fn leaf_estimates(&self, sorted: &SortedPoints, scale: f64, p: usize, work: f64, par: Par) -> Vec<(usize, f64)> {
+        let estimate = |&leaf: &usize| {
+            let (counts, boxes) = sorted.leaf_counts(Self::sample_leaf(leaf, scale));
+            (leaf, self.estimate_scaled(&counts, scale, boxes, p, work))
+        };
+        match par {
+            Par::Seq => LEAF_CANDIDATES.iter().map(estimate).collect(),
+            Par::Rayon(_) => LEAF_CANDIDATES.par_iter().map(estimate).collect(),
+        }
     }
 
     /// The estimate (one thread) of an evaluation at order `p` on the tree `tree`
@@ -272,8 +277,8 @@ impl CostModel {
     /// The leaf size of [`LEAF_CANDIDATES`] with the smallest estimate for `sorted` at order
     /// `p`, and the estimates of every candidate (`(leaf, seconds)`); the kernel's model
     /// ([`CostModel::for_kernel`]) prices its own far field.
-    pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64) -> (usize, Vec<(usize, f64)>) {
-        let all = self.leaf_estimates(sorted, 1.0, p, work);
+    pub fn choose_leaf(&self, sorted: &SortedPoints, p: usize, work: f64, par: Par) -> (usize, Vec<(usize, f64)>) {
+        let all = self.leaf_estimates(sorted, 1.0, p, work, par);
         (best_leaf(&all), all)
     }
 }

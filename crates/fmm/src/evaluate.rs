@@ -571,7 +571,7 @@ fn run_with(
                     .cost
                     .for_kernel(kernel, params.gradient)
                     .for_precision(params.precision)
-                    .choose_leaf(&sorted, p, 0.65);
+                    .choose_leaf(&sorted, p, 0.65, par);
                 stats.leaf_estimates = all;
                 l
             }

@@ -7,7 +7,7 @@
 //! level (breadth first): the boxes of a level are contiguous, and so are the children of a
 //! box, which lets the upward and downward passes run a level at a time in parallel.
 
-use rayon::prelude::{IntoParallelIterator, ParallelIterator, ParallelSliceMut};
+use rayon::prelude::{IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut};
 
 /// Deepest level (21 bits per axis).
 pub const MAX_LEVEL: usize = 21;
@@ -161,9 +161,9 @@ impl SortedPoints {
         let mut keyed: Vec<(u64, usize)> =
             (0..points.len()).into_par_iter().map(|i| (cube.key(points[i]), i)).collect();
         keyed.par_sort_unstable();
-        let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
-        let sorted: Vec<[f64; 3]> = order.iter().map(|&i| points[i]).collect();
-        let keys: Vec<u64> = keyed.iter().map(|k| k.0).collect();
+        let order: Vec<usize> = keyed.par_iter().map(|k| k.1).collect();
+        let sorted: Vec<[f64; 3]> = order.par_iter().map(|&i| points[i]).collect();
+        let keys: Vec<u64> = keyed.par_iter().map(|k| k.0).collect();
         Self { cube, keys, order, points: sorted }
     }
 

@@ -213,7 +213,7 @@ impl Partition {
         let (leaf, leaf_estimates) = match max_leaf {
             Some(l) => (l, Vec::new()),
             None => {
-                let (_, local) = cost.choose_leaf(&sorted_s, p, 0.65);
+                let (_, local) = cost.choose_leaf(&sorted_s, p, 0.65, par);
                 let mut t: Vec<f64> = local.iter().map(|e| e.1).collect();
                 comm.all_reduce(&mut t, ReduceOp::Sum);
                 let all: Vec<(usize, f64)> = LEAF_CANDIDATES.iter().copied().zip(t).collect();

@@ -183,7 +183,7 @@ fn device_cost_constants() {
     let cube = RootCube::around(&[&sources]);
     let sorted = SortedPoints::new(&sources, cube);
     for (p, _) in plan {
-        let (chosen, _) = fit.choose_leaf(&sorted, p, 0.65);
+        let (chosen, _) = fit.choose_leaf(&sorted, p, 0.65, Par::Rayon(4));
         let fastest = measured.iter().filter(|m| m.0 == p).min_by(|a, b| a.2.total_cmp(&b.2)).expect("a run");
         println!(
             "p {p}: the fitted model picks leaf {chosen}; measured fastest leaf {} ({:.4} s)",
