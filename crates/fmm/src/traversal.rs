@@ -329,18 +329,18 @@ pub fn traverse_with(targets: &Octree, sources: &Octree, p: usize, params: Trave
     top.run(targets, sources, vec![(0, 0)]);
     let aside = std::mem::take(&mut top.set_aside);
     // the set-aside pairs by target box, each box's in the order they arose
-    let mut by_box: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+    let mut by_box: Vec<Vec<(u32, u32)>> = Vec::new();
     let mut slot: FastMap<u32, usize> = FastMap::default();
     for (a, b) in aside {
         let k = *slot.entry(a).or_insert_with(|| {
-            by_box.push((a, Vec::new()));
+            by_box.push(Vec::new());
             by_box.len() - 1
         });
-        by_box[k].1.push((a, b));
+        by_box[k].push((a, b));
     }
     let buckets: Vec<Traverser> = by_box
         .into_par_iter()
-        .map(|(_, pairs)| {
+        .map(|pairs| {
             let mut t = Traverser::new(p, params);
             // a stack pops its last pair first: the pairs reversed, so they run in their order
             t.run(targets, sources, pairs.into_iter().rev().collect());

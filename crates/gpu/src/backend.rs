@@ -32,7 +32,7 @@ use parki_dist::{
 };
 use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
-use parki_nearfield::CellGrid;
+use parki_nearfield::{CellGrid, NearCutoff};
 
 use crate::buffer::{bytes_of, DeviceBuffer, PinnedBuffer};
 use crate::device::{Args, Device, DevicePtr, Precision};
@@ -199,8 +199,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     p2p: DeviceP2p,
     /// P2P's erfc.
     erfc: DeviceErfc,
-    /// Squared radius of P2P's cut-off sphere ([`parki_farfield::Params::near_cut`]); negative: every pair of
-    /// the colleague cells.
+    /// Squared radius P2P's windows are cut to ([`NearCutoff::window_radius2`] of
+    /// [`parki_farfield::Params::near_cut`], as on the CPU); negative: every pair of the cells.
     near_r2: f64,
     spread: DeviceSpread,
     /// Far-field cell width of the hybrid P2G (0: `P`).
@@ -1076,7 +1076,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             dcoeffs,
             p2p: s.device.p2p,
             erfc: s.device.erfc,
-            near_r2: p.near_cut.map_or(-1.0, |c| c * c),
+            near_r2: p.near_cut.and_then(|c| NearCutoff::Sphere(c).window_radius2()).unwrap_or(-1.0),
             spread,
             far_cell: s.device.far_cell,
             g2p: s.g2p,

@@ -59,6 +59,20 @@ impl NearCutoff {
             NearCutoff::Sphere(_) => "sphere",
         }
     }
+
+    /// The squared radius the windows are cut to: the sphere's radius with a relative margin of
+    /// 1e-9, so that a pair at the radius is kept despite the rounding of the targets' relative
+    /// coordinates and of the faces; `None` for every pair of the cells. The device's P2P cuts
+    /// to the same.
+    pub fn window_radius2(self) -> Option<f64> {
+        match self {
+            NearCutoff::Cells => None,
+            NearCutoff::Sphere(r) => {
+                let r = r * (1.0 + 1e-9);
+                Some(r * r)
+            }
+        }
+    }
 }
 
 /// Floating-point operations per evaluated pair (FMA = 2; selects, min/max and rounding are not
@@ -739,16 +753,10 @@ pub fn p2p_within<T: P2pReal>(
     if !sources.packed {
         assert!(sources.offsets.iter().all(|o| o % lanes == 0), "sources padded for another ISA");
     }
-    let sphere = match cutoff {
-        NearCutoff::Cells => None,
-        NearCutoff::Sphere(r) => {
-            assert!(r >= grid.min_width() * (1.0 - 1e-12), "cut-off sphere {r} narrower than the cells");
-            // a relative margin: a pair at the radius is kept despite the rounding of the
-            // targets' relative coordinates and the faces
-            let r = r * (1.0 + 1e-9);
-            Some(r * r)
-        }
-    };
+    if let NearCutoff::Sphere(r) = cutoff {
+        assert!(r >= grid.min_width() * (1.0 - 1e-12), "cut-off sphere {r} narrower than the cells");
+    }
+    let sphere = cutoff.window_radius2();
     let job = Job { grid, src: sources, trg: targets, xi, sphere };
     let offsets = &targets.binned.offsets;
     let writer = parki_core::par::DisjointSlice::new(out);
