@@ -19,6 +19,11 @@
 //! before), alternating in the same process; prints both times (max over ranks), their ratio,
 //! the largest difference between the tables, and the peak memory of the process per rank.
 //! `--only split|whole` makes one of them alone, for its memory.
+//!
+//! `planes`: the Ewald grid's transform with free axes (Hockney-Eastwood padded DFTs of the
+//! extended grid, `FreeGrid`), its a0 and a1 passes fused per a2 plane in cache (the default,
+//! `fft3d::planes`) against the same transform pass by pass, alternating in the same process;
+//! prints the forward and backward times of both, their ratio and the largest difference.
 
 mod fftw_mpi;
 
@@ -96,6 +101,33 @@ enum Cmd {
         /// The periodic axes, `t` or `f` per axis (`fff`: 0P).
         #[arg(long, default_value = "fff")]
         periodic: String,
+    },
+    /// The free-axis Ewald transform: a0 and a1 fused per plane against pass by pass.
+    Planes {
+        /// Grid points per axis over the box (a cube of side 1), `M`.
+        #[arg(long, default_value_t = 96)]
+        grid: usize,
+        /// Window support `P` (free axes carry `M + P - 1` data points).
+        #[arg(long, default_value_t = 8)]
+        p: usize,
+        /// The periodic axes, `t` or `f` per axis (`tff`: 1P).
+        #[arg(long, default_value = "tff")]
+        periodic: String,
+        /// Components forward (9: the combined Stokes kernel).
+        #[arg(long, default_value_t = 9)]
+        comps: usize,
+        /// Components backward.
+        #[arg(long, default_value_t = 3)]
+        back: usize,
+        /// Timed repetitions (after one warm-up).
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        /// FFTW_MEASURE plans instead of FFTW_ESTIMATE.
+        #[arg(long)]
+        measure: bool,
+        /// Threads per rank.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
     },
     /// DCT/DST-II/III of an all-symmetric grid: through real FFTs against FFTW's r2r.
     R2r {
@@ -364,6 +396,135 @@ fn bench_r2r(
     Ok(())
 }
 
+/// The `planes` benchmark (module documentation).
+#[allow(clippy::too_many_arguments)]
+fn bench_planes(
+    world: &Comm,
+    grid: usize,
+    p: usize,
+    periodic: [bool; 3],
+    comps: usize,
+    back: usize,
+    reps: usize,
+    measure: bool,
+    threads: usize,
+) -> Result<(), String> {
+    let h = 1.0 / grid as f64;
+    // xi and tol enter only the tables, not the grid's axes
+    let free = parki_farfield::FreeGrid::new(periodic, [grid; 3], [h; 3], p, 10.0, 1e-6);
+    let axes = free.axes();
+    let limits = parki_fft3d::proc_grid_limits_in_order(&axes, [0, 1, 2], false);
+    let pg = ProcGrid::choose(world.size(), Decomposition::Auto, None, limits).map_err(|e| e.to_string())?;
+    let rigor = if measure { PlanRigor::Measure } else { PlanRigor::Estimate };
+    let mut plans = Vec::new();
+    let mut plan_seconds = [0.0; 2];
+    for (k, fuse_planes) in [true, false].into_iter().enumerate() {
+        let t = Instant::now();
+        let opts = DistFftOptions {
+            forward_components: comps,
+            backward_components: back,
+            rigor,
+            threads,
+            fuse_planes,
+            ..DistFftOptions::new(comps)
+        };
+        let fft = DistFft::<f64>::with_axes_in_order(world, axes, [0, 1, 2], pg, opts).map_err(|e| e.to_string())?;
+        plan_seconds[k] = world.max(t.elapsed().as_secs_f64());
+        plans.push(fft);
+    }
+    let fill = |fft: &mut DistFft<f64>| {
+        let cs = fft.component_stride();
+        let (ys, zs) = fft.real_ranges();
+        let nx = axes[0].n;
+        for c in 0..comps {
+            for z in 0..zs.len() {
+                for y in 0..ys.len() {
+                    let at = c * cs + fft.real_index(0, y, z);
+                    for (x, v) in fft.data_mut()[at..at + nx].iter_mut().enumerate() {
+                        *v = (((c * 31 + x * 7 + (y + ys.start) * 13 + (z + zs.start) * 5) % 97) as f64).sin();
+                    }
+                }
+            }
+        }
+    };
+    let mut times: [[Vec<f64>; 2]; 2] = Default::default();
+    for rep in 0..=reps {
+        for k in 0..2 {
+            let which = (k + rep) % 2;
+            let fft = &mut plans[which];
+            fill(fft);
+            let f = timed(world, &mut || fft.forward());
+            let b = timed(world, &mut || fft.backward());
+            if rep > 0 {
+                times[which][0].push(f);
+                times[which][1].push(b);
+            }
+        }
+    }
+    // the same data through both: the same round trip
+    let mut diff = [0.0f64];
+    {
+        let (ys, zs) = plans[0].real_ranges();
+        let cs = plans[0].component_stride();
+        for c in 0..back {
+            for z in 0..zs.len() {
+                for y in 0..ys.len() {
+                    let at = c * cs + plans[0].real_index(0, y, z);
+                    for x in 0..axes[0].n {
+                        diff[0] = diff[0].max((plans[0].data()[at + x] - plans[1].data()[at + x]).abs());
+                    }
+                }
+            }
+        }
+    }
+    world.all_reduce(&mut diff, ReduceOp::Max);
+    if world.rank() == 0 {
+        let padded: Vec<usize> = axes.iter().map(|a| a.fft_len).collect();
+        println!(
+            "free-axis transform, grid {grid}^3 (padded {padded:?}), {comps} forward / {back} backward components, \
+             {} rank(s) x {threads} thread(s), process grid {:?}, {} plans",
+            world.size(),
+            pg.dims,
+            if measure { "MEASURE" } else { "ESTIMATE" }
+        );
+        println!(
+            "{:<16} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10}",
+            "passes", "fwd med s", "fwd min s", "bwd med s", "bwd min s", "plan s", "vs passes"
+        );
+        let base = median(&times[1][0]) + median(&times[1][1]);
+        for (k, name) in ["fused per plane", "one by one"].iter().enumerate() {
+            let [f, b] = &times[k];
+            println!(
+                "{name:<16} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>8.2} {:>10.3}",
+                median(f),
+                min(f),
+                median(b),
+                min(b),
+                plan_seconds[k],
+                (median(f) + median(b)) / base
+            );
+        }
+        println!("largest difference between the two round trips: {:.2e}", diff[0]);
+    }
+    Ok(())
+}
+
+/// `t`/`f` per axis (`tff`: periodic along x only).
+fn parse_periodic(s: &str) -> Result<[bool; 3], String> {
+    let axes: Vec<Option<bool>> = s
+        .chars()
+        .map(|c| match c {
+            't' => Some(true),
+            'f' => Some(false),
+            _ => None,
+        })
+        .collect();
+    match axes[..] {
+        [Some(x), Some(y), Some(z)] => Ok([x, y, z]),
+        _ => Err(format!("--periodic {s}: expected three of t or f, e.g. tff")),
+    }
+}
+
 /// Peak resident memory of this process (`VmHWM`), bytes.
 fn peak_rss() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -505,20 +666,12 @@ fn main() -> std::process::ExitCode {
                 bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
             }
         }
-        Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads, periodic } => {
-            let axes: Vec<Option<bool>> = periodic
-                .chars()
-                .map(|c| match c {
-                    't' => Some(true),
-                    'f' => Some(false),
-                    _ => None,
-                })
-                .collect();
-            match axes[..] {
-                [Some(x), Some(y), Some(z)] => bench_tables(
+        Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads, periodic } => parse_periodic(&periodic)
+            .and_then(|per| {
+                bench_tables(
                     &world,
                     grid,
-                    [x, y, z],
+                    per,
                     p,
                     xi,
                     tol,
@@ -527,9 +680,13 @@ fn main() -> std::process::ExitCode {
                     reps.max(1),
                     only.as_deref(),
                     threads.max(1),
-                ),
-                _ => Err(format!("--periodic {periodic}: expected three of t or f, e.g. tff")),
-            }
+                )
+            }),
+        Cmd::Planes { grid, p, periodic, comps, back, reps, measure, threads } => {
+            parse_periodic(&periodic).and_then(|per| {
+                let back = back.min(comps);
+                bench_planes(&world, grid, p, per, comps.max(1), back, reps.max(1), measure, threads.max(1))
+            })
         }
         Cmd::R2r { grid, kind, comps, reps, measure, threads } => {
             if grid.len() != 3 {

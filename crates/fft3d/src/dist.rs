@@ -40,6 +40,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 use crate::axes::{memory_order, AxisSpec, AxisTransform, ModeClass};
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::lines::{BlockedLines, Lines};
+use crate::planes::{PlaneGeometry, PlanePasses, RowSpec};
 use crate::ptr::Ptr;
 use crate::r2r_fft::{self, FftR2r, LineSet};
 use crate::{FftReal, PlanRigor};
@@ -63,6 +64,9 @@ pub struct DistFftOptions {
     pub rigor: PlanRigor,
     /// How the DCT-II/III and DST-II/III are computed.
     pub r2r: R2rMethod,
+    /// Where the process grid has one part along a1, run the a0 and a1 passes (and the
+    /// re-layout between them) per a2 plane in cache (module `planes`) instead of pass by pass.
+    pub fuse_planes: bool,
 }
 
 /// How the DCT/DST-II, III and IV axes are transformed (DCT-I and DST-I, and type IV of an odd
@@ -105,6 +109,7 @@ impl DistFftOptions {
             threads: 1,
             rigor: PlanRigor::Estimate,
             r2r: R2rMethod::default(),
+            fuse_planes: true,
         }
     }
 }
@@ -250,9 +255,13 @@ impl<T: FftReal> Pass<T> {
     }
 }
 
-/// The 1-D transforms of one direction along a0, a1 and a2 (`None`: the identity).
+/// The 1-D transforms of one direction along a0, a1 and a2 (`None`: the identity), or the
+/// a0 and a1 passes fused per a2 plane (`planes`; `passes[0]` and `passes[1]` then `None`).
 struct AxisPlans<T: FftReal> {
     passes: [Option<Pass<T>>; 3],
+    planes: Option<PlanePasses<T>>,
+    /// The a2 pass zeroes a2's padding itself (forward: switch 2 leaves it).
+    a2_zeroes_padding: bool,
 }
 
 /// How the transforms run: FFTW's batched 3-D plans on one rank (periodic real grid, no
@@ -379,7 +388,9 @@ fn relayout<T: FftReal>(
         for g in (0..groups).rev() {
             let (base, o) = at(g);
             let (src, dst) = (base + o * n * inner, base + (o * l + d) * inner);
-            data.copy_within(src..src + n * inner, dst);
+            if src != dst {
+                data.copy_within(src..src + n * inner, dst);
+            }
         }
         zero_padding(data, cs, comps, outer, inner, nld);
     } else {
@@ -387,7 +398,9 @@ fn relayout<T: FftReal>(
         for g in 0..groups {
             let (base, o) = at(g);
             let (src, dst) = (base + (o * l + d) * inner, base + o * n * inner);
-            data.copy_within(src..src + n * inner, dst);
+            if src != dst {
+                data.copy_within(src..src + n * inner, dst);
+            }
         }
     }
 }
@@ -537,6 +550,7 @@ impl<T: FftReal> DistFft<T> {
                 rigor: opts.rigor,
                 r2r: opts.r2r,
                 classes: &classes,
+                fuse: opts.fuse_planes && py == 1,
             };
             let forward = Box::new(planner.plans(opts.forward_components, true)?);
             let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
@@ -823,16 +837,41 @@ impl<T: FftReal> DistFft<T> {
         self.times.fft += t.elapsed().as_secs_f64();
     }
 
+    /// Runs the a0 and a1 passes of `dir` fused per a2 plane when they were planned so
+    /// (module `planes`), timed as transform time; `false` when they run pass by pass.
+    fn planes(&mut self, dir: Dir) -> bool {
+        let p = self.data.as_mut_slice().as_mut_ptr();
+        let par = self.par();
+        let Engine::Pencils { forward, backward } = &self.engine else {
+            return false;
+        };
+        let Some(planes) = (if dir == Dir::Forward { forward } else { backward }).planes.as_ref() else {
+            return false;
+        };
+        let t = Instant::now();
+        // SAFETY: planned for this buffer; the data are in T0 (forward) or T1 (backward).
+        unsafe { planes.execute(p, par) };
+        self.times.fft += t.elapsed().as_secs_f64();
+        true
+    }
+
+    /// Whether the a0 and a1 passes run fused per a2 plane (module `planes`), both ways.
+    pub fn fuses_planes(&self) -> bool {
+        matches!(&self.engine, Engine::Pencils { forward, backward } if forward.planes.is_some() && backward.planes.is_some())
+    }
+
     /// Forward transform of the first `forward_components` components (T0 real -> T2 spectrum).
     pub fn forward(&mut self) {
         let comps = self.opts.forward_components;
         if self.run_whole(Dir::Forward) {
             return;
         }
-        self.clear_row_padding(comps);
-        self.pass(Dir::Forward, 0);
-        self.switch1(Dir::Forward, comps);
-        self.pass(Dir::Forward, 1);
+        if !self.planes(Dir::Forward) {
+            self.clear_row_padding(comps);
+            self.pass(Dir::Forward, 0);
+            self.switch1(Dir::Forward, comps);
+            self.pass(Dir::Forward, 1);
+        }
         self.switch2(Dir::Forward, comps);
         self.pass(Dir::Forward, 2);
     }
@@ -845,9 +884,11 @@ impl<T: FftReal> DistFft<T> {
         }
         self.pass(Dir::Backward, 2);
         self.switch2(Dir::Backward, c);
-        self.pass(Dir::Backward, 1);
-        self.switch1(Dir::Backward, c);
-        self.pass(Dir::Backward, 0);
+        if !self.planes(Dir::Backward) {
+            self.pass(Dir::Backward, 1);
+            self.switch1(Dir::Backward, c);
+            self.pass(Dir::Backward, 0);
+        }
     }
 
     /// T0 <-> T1 within the ranks sharing an a2 part: blocks `[c][a2][a1 rows][L0 part]`.
@@ -907,8 +948,11 @@ impl<T: FftReal> DistFft<T> {
         let [xl1, _, zl1] = t1.local();
         let yl2 = t2.local()[1];
         let nld = [n2, l2, d2];
+        // forward: whether the a2 pass zeroes the padding itself
+        let folded =
+            dir == Dir::Forward && matches!(&self.engine, Engine::Pencils { forward, .. } if forward.a2_zeroes_padding);
         let Some(plan) = self.sw2[k].plan.as_mut() else {
-            if n2 != l2 {
+            if n2 != l2 && !(folded && d2 == 0) {
                 let t = Instant::now();
                 relayout(self.data.as_mut_slice(), cs, comps, 1, nf * xl1 * yl2, nld, dir == Dir::Forward);
                 self.times.switch += t.elapsed().as_secs_f64();
@@ -932,7 +976,7 @@ impl<T: FftReal> DistFft<T> {
             (comps, nf * r.len() * yl2 * xl1, move |c: usize| c * cs + nf * (d2 + r.start) * yl2 * xl1)
         };
         run_switch(plan, dir, data, par, t1_runs, t2_runs);
-        if dir == Dir::Forward {
+        if dir == Dir::Forward && !folded {
             zero_padding(self.data.as_mut_slice(), cs, comps, 1, nf * xl1 * yl2, nld);
         }
         self.times.switch += t.elapsed().as_secs_f64();
@@ -996,6 +1040,8 @@ struct Planner<'a, T: FftReal> {
     r2r: R2rMethod,
     /// The a1 and a2 lengths per a0 slot (covering every slot).
     classes: &'a [ModeClass],
+    /// Whether the a0 and a1 passes may run fused per a2 plane (one part along a1).
+    fuse: bool,
 }
 
 impl<T: FftReal> Planner<'_, T> {
@@ -1055,11 +1101,60 @@ impl<T: FftReal> Planner<'_, T> {
         }
     }
 
+    /// The a0 and a1 passes of `comps` components in direction `forward` fused per a2 plane
+    /// (module `planes`), when the grid has one part along a1, a0 is a DFT and a1 a complex DFT
+    /// of one length (no mode classes); `None` otherwise.
+    fn plane_passes(&self, comps: usize, forward: bool) -> Result<Option<PlanePasses<T>>> {
+        let (Some(k0), Some(k1)) = (self.kind(0, forward), self.kind(1, forward)) else {
+            return Ok(None);
+        };
+        let dft0 = matches!(k0, Kind::R2c | Kind::C2r | Kind::C2cForward | Kind::C2cBackward);
+        let dft1 = matches!(k1, Kind::C2cForward | Kind::C2cBackward);
+        if !self.fuse || self.nf != 2 || !dft0 || !dft1 || self.per_class() {
+            return Ok(None);
+        }
+        let (a0, a1) = (self.axes[0], self.axes[1]);
+        let l0 = self.t0.global[0];
+        let n1 = a1.n;
+        debug_assert_eq!(self.t0.local()[1], n1);
+        let geo = PlaneGeometry {
+            comps,
+            cs: self.cs,
+            planes: self.t0.local()[2],
+            row: 2 * l0,
+            n1,
+            l1: self.t1.global[1],
+            d1: a1.offsets(forward).1,
+        };
+        let start = a0.offsets(forward).0;
+        let (rows, offset) = match k0 {
+            Kind::R2c => ((n1, 2 * l0, l0), 0),
+            Kind::C2r => ((n1, l0, 2 * l0), 0),
+            _ => ((n1, l0, l0), 2 * start),
+        };
+        let row = RowSpec { kind: k0, n: a0.fft_len, stride: (1, 1), rows, offset };
+        let xl1 = self.t1.local()[0];
+        let lines = Lines {
+            n: a1.fft_len,
+            start: a1.offsets(forward).0 * xl1,
+            stride: xl1,
+            width: xl1,
+            outer: (1, 0),
+            inner: (1, 0),
+        };
+        // forward: the reals of a row outside the data are zeroed first (clear_row_padding)
+        let data = if self.r2c { 0..a0.n } else { 2 * a0.data_offset..2 * (a0.data_offset + a0.n) };
+        let row_data = (forward && !(data.start == 0 && data.end >= 2 * l0)).then_some(data);
+        Ok(Some(PlanePasses::new(geo, forward, row, (k1, lines), row_data, self.ptr, self.rigor)?))
+    }
+
     /// The a0, a1 and a2 passes of `comps` components in direction `forward`.
     fn plans(&self, comps: usize, forward: bool) -> Result<AxisPlans<T>> {
         let (nf, cs) = (self.nf, self.cs);
         let [l0, l1] = [self.t0.global[0], self.t1.global[1]];
+        let planes = self.plane_passes(comps, forward)?;
         let a0 = match self.kind(0, forward) {
+            _ if planes.is_some() => None,
             None => None,
             Some(kind) => {
                 let a = self.axes[0];
@@ -1115,6 +1210,7 @@ impl<T: FftReal> Planner<'_, T> {
             }
         };
         let a1 = match self.kind(1, forward) {
+            _ if planes.is_some() => None,
             None => None,
             Some(kind) if self.per_class() => Some(self.class_pass(1, kind, comps)?),
             Some(kind) => {
@@ -1132,6 +1228,7 @@ impl<T: FftReal> Planner<'_, T> {
                 Some(strided(kind, lines)?)
             }
         };
+        let mut a2_zeroes_padding = false;
         let a2 = match self.kind(2, forward) {
             None => None,
             Some(kind) if self.per_class() => Some(self.class_pass(2, kind, comps)?),
@@ -1148,10 +1245,18 @@ impl<T: FftReal> Planner<'_, T> {
                     outer: (comps, comp),
                     inner: (1, 0),
                 };
-                Some(strided(kind, lines)?)
+                match strided(kind, lines)? {
+                    // the padding after the data, zeroed per block in cache instead of by switch 2
+                    // (data and transform from the line's first slot, the transform over the line)
+                    Pass::Lines(l) if forward && a.data_offset == 0 && a.fft_offset == 0 && a.fft_len == a.line => {
+                        a2_zeroes_padding = a.n < a.line;
+                        Some(Pass::Lines(l.zeroing(a.n..a.line)))
+                    }
+                    pass => Some(pass),
+                }
             }
         };
-        Ok(AxisPlans { passes: [a0, a1, a2] })
+        Ok(AxisPlans { passes: [a0, a1, a2], planes, a2_zeroes_padding })
     }
 }
 
@@ -1162,6 +1267,105 @@ mod tests {
 
     use super::{DistFft, DistFftOptions};
     use crate::axes::{AxisSpec, ModeClass};
+
+    /// The a0 and a1 passes fused per a2 plane (module `planes`) give the spectrum and the round
+    /// trip of the passes run one by one: padded and periodic axes in every position, odd sizes
+    /// (several waves), data offsets, real and complex input, forward-only components beyond
+    /// the backward ones, both precisions, FFTW_ESTIMATE and FFTW_MEASURE.
+    #[test]
+    fn planes_fused_equal_the_passes_one_by_one() {
+        fn case<T: crate::FftReal>(axes: [AxisSpec; 3], complex: bool, rigor: crate::PlanRigor, tol: f64) {
+            let opts = |fuse_planes: bool| DistFftOptions {
+                forward_components: 3,
+                backward_components: 2,
+                complex,
+                threads: 2,
+                rigor,
+                fuse_planes,
+                ..DistFftOptions::new(3)
+            };
+            let plan = |fuse| {
+                DistFft::<T>::with_axes_in_order(&Comm::single(), axes, [0, 1, 2], ProcGrid::slab(1), opts(fuse))
+                    .unwrap()
+            };
+            let (mut fused, mut passes) = (plan(true), plan(false));
+            let periodic_real = !complex && axes.iter().all(|a| *a == AxisSpec::periodic(a.n));
+            assert_eq!(fused.fuses_planes(), !periodic_real, "{axes:?}");
+            assert!(!passes.fuses_planes());
+            let n = axes.map(|a| a.n);
+            let (cs, nf) = (fused.component_stride(), if complex { 2 } else { 1 });
+            for f in [&mut fused, &mut passes] {
+                // garbage outside the data: the transforms must not read it
+                f.data_mut().iter_mut().for_each(|v| *v = T::from_f64(1e3));
+                for c in 0..3 {
+                    for z in 0..n[2] {
+                        for y in 0..n[1] {
+                            for x in 0..n[0] * nf {
+                                let v = ((c * 37 + x * 11 + y * 7 + z * 3) % 23) as f64 - 11.0;
+                                let x0 = if complex { 2 * axes[0].data_offset + x } else { x };
+                                let i = c * cs + f.real_index(0, y, z) + x0;
+                                f.data_mut()[i] = T::from_f64(v);
+                            }
+                        }
+                    }
+                }
+                f.forward();
+            }
+            let block = fused.spectral_layout();
+            let (mut worst, mut scale) = (0.0f64, 0.0f64);
+            for c in 0..3 {
+                for i2 in 0..block.z {
+                    for i1 in 0..block.y.1 {
+                        for i0 in 0..block.x.1 {
+                            let k = c * cs + fused.spectral_index(i0, i1, i2);
+                            for r in 0..2 {
+                                let (a, b) = (fused.data()[k + r].to_f64(), passes.data()[k + r].to_f64());
+                                worst = worst.max((a - b).abs());
+                                scale = scale.max(b.abs());
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(worst <= tol * scale, "{axes:?} complex {complex}: spectra differ by {worst:e} of {scale:e}");
+            fused.backward();
+            passes.backward();
+            let (mut worst, mut scale) = (0.0f64, 0.0f64);
+            for c in 0..2 {
+                for z in 0..n[2] {
+                    for y in 0..n[1] {
+                        for x in 0..n[0] * nf {
+                            let x0 = if complex { 2 * axes[0].data_offset + x } else { x };
+                            let i = c * cs + fused.real_index(0, y, z) + x0;
+                            let (a, b) = (fused.data()[i].to_f64(), passes.data()[i].to_f64());
+                            worst = worst.max((a - b).abs());
+                            scale = scale.max(b.abs());
+                        }
+                    }
+                }
+            }
+            assert!(worst <= tol * scale, "{axes:?} complex {complex}: round trips differ by {worst:e} of {scale:e}");
+        }
+        let (p, pad) = (AxisSpec::periodic, AxisSpec::padded_dft);
+        let shifted = AxisSpec { data_offset: 2, backward_data_offset: 2, ..pad(5, 11) };
+        let cases = [
+            [p(8), pad(7, 15), pad(5, 11)],
+            [p(6), pad(9, 20), pad(13, 27)],
+            [pad(6, 12), p(7), pad(5, 10)],
+            [pad(6, 14), pad(7, 13), p(9)],
+            [p(8), shifted, pad(4, 9)],
+            [p(10), p(7), p(5)],
+        ];
+        for rigor in [crate::PlanRigor::Estimate, crate::PlanRigor::Measure] {
+            for axes in cases {
+                case::<f64>(axes, false, rigor, 1e-14);
+                case::<f32>(axes, false, rigor, 1e-5);
+            }
+            case::<f64>([pad(5, 11), pad(7, 15), p(6)], true, rigor, 1e-14);
+            let x = AxisSpec { data_offset: 1, backward_data_offset: 1, ..pad(5, 12) };
+            case::<f64>([x, shifted, p(4)], true, rigor, 1e-14);
+        }
+    }
 
     /// Padding per periodic mode: each class's spectrum is the DFT of the data zero-padded to
     /// the class's lengths (the defining sums), the slots outside it zero; the round trip with

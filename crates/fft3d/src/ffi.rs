@@ -18,6 +18,12 @@ const FFTW_MEASURE: u32 = 0;
 const FFTW_ESTIMATE: u32 = 1 << 6;
 const FFTW_UNALIGNED: u32 = 1 << 1;
 
+/// The alignment, in bytes, that the new arrays of a plan made without `FFTW_UNALIGNED` must
+/// share with the array it was planned on: FFTW checks 16 bytes (`fftw_alignment_of`), its AVX
+/// and AVX-512 codelets' aligned loads assume up to 64; a pointer agreeing modulo 64 satisfies
+/// both.
+pub(crate) const SIMD_ALIGN: usize = 64;
+
 /// A real type FFTW transforms (`f64` through `fftw_*`, `f32` through `fftwf_*`).
 pub trait FftReal: Real + parki_comm::Pod + Default {
     /// Opaque plan pointer.
@@ -443,18 +449,22 @@ impl<T: FftReal> Plan1d<T> {
         Self::with_flags(kind, n, stride, howmany, data, threads, planner_flags(rigor))
     }
 
-    /// As [`new`](Self::new), for execution at any complex element offset of `data` (FFTW's
-    /// new-array execute with `FFTW_UNALIGNED`), single-threaded: the caller runs blocks of
-    /// lines in parallel.
-    pub(crate) fn unaligned(
+    /// As [`new`](Self::new), single-threaded, for FFTW's new-array execute (the caller runs
+    /// blocks of lines or planes in parallel). `simd: false` plans with `FFTW_UNALIGNED` (scalar
+    /// codelets), executable at any element offset of `data`; `simd: true` allows FFTW's SIMD
+    /// codelets, executable only on pointers whose address agrees with `data`'s modulo
+    /// [`SIMD_ALIGN`] bytes.
+    pub(crate) fn single(
         kind: Kind,
         n: usize,
         stride: (usize, usize),
         howmany: &[(usize, usize, usize)],
         data: *mut T,
         rigor: PlanRigor,
+        simd: bool,
     ) -> Result<Self> {
-        Self::with_flags(kind, n, stride, howmany, data, 1, planner_flags(rigor) | FFTW_UNALIGNED)
+        let flags = planner_flags(rigor) | if simd { 0 } else { FFTW_UNALIGNED };
+        Self::with_flags(kind, n, stride, howmany, data, 1, flags)
     }
 
     /// A multi-dimensional in-place real-to-real plan (see [`FftReal::plan_guru_r2r`]) on

@@ -13,6 +13,7 @@ pub mod dist;
 mod ffi;
 mod lines;
 pub mod local;
+mod planes;
 mod ptr;
 mod r2r_fft;
 

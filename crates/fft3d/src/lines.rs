@@ -12,7 +12,7 @@
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{Kind, Plan1d};
+use crate::ffi::{Kind, Plan1d, SIMD_ALIGN};
 use crate::ptr::Ptr;
 use crate::{FftReal, PlanRigor};
 
@@ -33,12 +33,27 @@ pub(crate) struct Lines {
     pub(crate) inner: (usize, usize),
 }
 
+/// Measured SIMD plans of the full and the last, narrower block width for the blocks that
+/// start at one address class (modulo [`SIMD_ALIGN`]).
+struct SimdPlans<T: FftReal> {
+    class: usize,
+    full: Option<Plan1d<T>>,
+    rest: Option<Plan1d<T>>,
+}
+
 /// Transforms along [`Lines`], in blocks of adjacent columns.
 pub(crate) struct BlockedLines<T: FftReal> {
     full: Plan1d<T>,
     rest: Option<Plan1d<T>>,
+    /// SIMD plans per address class of the block starts; the unaligned plans run the others.
+    aligned: Vec<SimdPlans<T>>,
     /// Reals per element of the transform (2 complex, 1 real).
     unit: usize,
+    /// Elements between the points of a line.
+    stride: usize,
+    /// Points of every line zeroed in cache before its block is transformed (a padding that no
+    /// earlier step wrote: [`zeroing`](Self::zeroing)).
+    zero: std::ops::Range<usize>,
     start: usize,
     block: usize,
     width: usize,
@@ -48,7 +63,8 @@ pub(crate) struct BlockedLines<T: FftReal> {
 
 impl<T: FftReal> BlockedLines<T> {
     /// Plans the block transforms of `kind` (c2c or r2r) on `data` (a buffer that holds every
-    /// line).
+    /// line). With [`PlanRigor::Measure`] each address class of the block starts also gets a
+    /// measured SIMD plan (design.md, "Strided plans").
     pub(crate) fn new(kind: Kind, lines: Lines, data: *mut T, rigor: PlanRigor) -> Result<Self> {
         let Lines { n, start, stride, width, outer, inner } = lines;
         let unit = match kind {
@@ -57,14 +73,63 @@ impl<T: FftReal> BlockedLines<T> {
         };
         let per_column = n.max(1) * unit * T::BYTES;
         let block = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
-        // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`. f64
-        // complex blocks keep FFTW's 16-byte alignment and could be planned aligned (SIMD), but
-        // FFTW_ESTIMATE then chose plans 3x slower at 128^3 and 256^3 (1.4x faster at 64^3;
-        // no change with FFTW_MEASURE): docs/design.md, "Aligned strided plans".
-        let plan = |b: usize| Plan1d::unaligned(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor);
+        // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`. With
+        // FFTW_ESTIMATE, plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md,
+        // "Strided plans"), so only measured plans get SIMD, one per address class.
+        let plan = |b: usize| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor, false);
         let full = plan(block)?;
         let rest = if !width.is_multiple_of(block) { Some(plan(width % block)?) } else { None };
-        Ok(Self { full, rest, unit, start, block, width, outer, inner })
+        let mut me =
+            Self { full, rest, aligned: Vec::new(), unit, stride, zero: 0..0, start, block, width, outer, inner };
+        if rigor == PlanRigor::Measure && width > 0 {
+            // the first block of each class and width: (class, full block's column, last block's)
+            let mut firsts: Vec<(usize, Option<usize>, Option<usize>)> = Vec::new();
+            for task in 0..me.tasks() {
+                let (column, last) = me.column(task);
+                let is_rest = last && me.rest.is_some();
+                let class = (data as usize + unit * column * T::BYTES) % SIMD_ALIGN;
+                let at = match firsts.iter().position(|f| f.0 == class) {
+                    Some(i) => i,
+                    None => {
+                        firsts.push((class, None, None));
+                        firsts.len() - 1
+                    }
+                };
+                let slot = if is_rest { &mut firsts[at].2 } else { &mut firsts[at].1 };
+                slot.get_or_insert(column);
+            }
+            for (class, f, r) in firsts {
+                let at = |column: usize, b: usize| {
+                    // SAFETY: `column` is a block's first element inside the planned layout.
+                    let p = unsafe { data.add(unit * column) };
+                    Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], p, rigor, true)
+                };
+                let f = f.map(|c| at(c, block)).transpose()?;
+                let r = r.map(|c| at(c, width % block)).transpose()?;
+                me.aligned.push(SimdPlans { class, full: f, rest: r });
+            }
+        }
+        Ok(me)
+    }
+
+    /// The same transforms, each block's lines first set to zero at points `zero` (the padding
+    /// after the data along a padded axis), so that no separate pass over memory writes it.
+    pub(crate) fn zeroing(self, zero: std::ops::Range<usize>) -> Self {
+        Self { zero, ..self }
+    }
+
+    /// Blocks in all groups.
+    fn tasks(&self) -> usize {
+        self.outer.0 * self.inner.0 * self.width.div_ceil(self.block)
+    }
+
+    /// The first element of block `task`, and whether it is its group's last, narrower block.
+    fn column(&self, task: usize) -> (usize, bool) {
+        let per_group = self.width.div_ceil(self.block);
+        let (g, b) = (task / per_group, task % per_group);
+        let (i, k) = (g / self.inner.0, g % self.inner.0);
+        let column = self.start + i * self.outer.1 + k * self.inner.1 + b * self.block;
+        (column, (b + 1) * self.block > self.width)
     }
 
     /// Transforms every line of `data` (the buffer planned on, or one of the same layout).
@@ -75,24 +140,34 @@ impl<T: FftReal> BlockedLines<T> {
         if self.width == 0 {
             return;
         }
-        let per_group = self.width.div_ceil(self.block);
-        let groups = self.outer.0 * self.inner.0;
         let shared = Ptr(data);
         let run = |task: usize| {
-            let (g, b) = (task / per_group, task % per_group);
-            let (i, k) = (g / self.inner.0, g % self.inner.0);
-            let column = self.start + i * self.outer.1 + k * self.inner.1 + b * self.block;
-            let plan = if (b + 1) * self.block > self.width { self.rest.as_ref() } else { Some(&self.full) };
+            let (column, last) = self.column(task);
+            // SAFETY: element `column` (real `unit * column`) lies inside the caller's buffer.
+            let p = unsafe { shared.get().add(self.unit * column) };
+            let class = p as usize % SIMD_ALIGN;
+            let simd = self.aligned.iter().find(|a| a.class == class);
+            let plan = match (last, simd) {
+                (false, Some(SimdPlans { full: Some(f), .. })) => Some(f),
+                (true, Some(SimdPlans { rest: Some(r), .. })) => Some(r),
+                (false, _) => Some(&self.full),
+                (true, _) => self.rest.as_ref(),
+            };
             if let Some(plan) = plan {
-                // SAFETY: the block's lines lie inside the caller's buffer (the planned layout)
-                // and no other task touches its columns; element `column` is real
-                // `unit * column`.
-                unsafe { plan.execute(shared.get().add(self.unit * column)) };
+                let columns = if last { self.width % self.block } else { self.block };
+                // SAFETY: the block's lines lie inside the caller's buffer (the planned layout),
+                // no other task touches its columns, and a SIMD plan runs only at its class.
+                unsafe {
+                    for j in self.zero.clone() {
+                        std::ptr::write_bytes(p.add(self.unit * j * self.stride), 0, self.unit * columns);
+                    }
+                    plan.execute(p)
+                };
             }
         };
         match par {
-            Par::Rayon(_) => (0..groups * per_group).into_par_iter().for_each(run),
-            Par::Seq => (0..groups * per_group).for_each(run),
+            Par::Rayon(_) => (0..self.tasks()).into_par_iter().for_each(run),
+            Par::Seq => (0..self.tasks()).for_each(run),
         }
     }
 }

@@ -1012,6 +1012,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                 threads,
                 rigor: s.fft_rigor,
                 r2r: R2rMethod::default(),
+                fuse_planes: true,
             };
             let (fft, cnv) = match &p.free {
                 None => {

@@ -431,6 +431,7 @@ impl PoissonSolver {
                 threads: opts.threads.max(1),
                 rigor: opts.rigor,
                 r2r: opts.r2r,
+                fuse_planes: true,
             };
             let fft = DistFft::<f64>::with_axes_in_order(comm, axes, order, pg, fopts)?;
             let pinned = Pinned::new(&fft, &classes[members[0]], opts.cells, opts.centering);
@@ -540,6 +541,7 @@ impl PoissonSolver {
             threads: self.opts.threads.max(1),
             rigor: PlanRigor::Estimate,
             r2r: self.opts.r2r,
+            fuse_planes: true,
         };
         let mut gfft = DistFft::<f64>::with_axes_in_order(&self.comm, gaxes, order, pg, gopts)?;
         // sample the kernel in the Green's real-space topology

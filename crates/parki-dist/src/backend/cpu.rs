@@ -96,6 +96,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             threads,
             rigor: s.fft_rigor,
             r2r: R2rMethod::default(),
+            fuse_planes: true,
         };
         let kb = KaiserBessel::new(p.p);
         let (fft, cnv, row_data) = match &p.free {
