@@ -952,7 +952,8 @@ impl<T: FftReal> DistFft<T> {
         let folded =
             dir == Dir::Forward && matches!(&self.engine, Engine::Pencils { forward, .. } if forward.a2_zeroes_padding);
         let Some(plan) = self.sw2[k].plan.as_mut() else {
-            if n2 != l2 && !(folded && d2 == 0) {
+            // (folded: the data first in the line, so the re-layout would only zero)
+            if n2 != l2 && !folded {
                 let t = Instant::now();
                 relayout(self.data.as_mut_slice(), cs, comps, 1, nf * xl1 * yl2, nld, dir == Dir::Forward);
                 self.times.switch += t.elapsed().as_secs_f64();

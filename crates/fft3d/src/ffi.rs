@@ -428,6 +428,40 @@ impl<T: FftReal> Plan<T> {
     }
 }
 
+/// SIMD plans of one transform layout, one per address class (modulo [`SIMD_ALIGN`]) of the
+/// pointers it runs at (FFTW's new-array execute needs the planned alignment).
+pub(crate) struct ClassPlans<T: FftReal> {
+    plans: Vec<(usize, Plan1d<T>)>,
+}
+
+impl<T: FftReal> ClassPlans<T> {
+    /// Plans with `make` at the first of `at` in each address class.
+    pub(crate) fn new(
+        at: impl IntoIterator<Item = *mut T>,
+        make: impl Fn(*mut T) -> Result<Plan1d<T>>,
+    ) -> Result<Self> {
+        let mut plans: Vec<(usize, Plan1d<T>)> = Vec::new();
+        for p in at {
+            let class = p as usize % SIMD_ALIGN;
+            if !plans.iter().any(|q| q.0 == class) {
+                plans.push((class, make(p)?));
+            }
+        }
+        Ok(Self { plans })
+    }
+
+    /// No plans (every pointer falls back).
+    pub(crate) fn none() -> Self {
+        Self { plans: Vec::new() }
+    }
+
+    /// The plan for a pointer's class, if one was made.
+    pub(crate) fn at(&self, p: *mut T) -> Option<&Plan1d<T>> {
+        let class = p as usize % SIMD_ALIGN;
+        self.plans.iter().find(|c| c.0 == class).map(|c| &c.1)
+    }
+}
+
 /// An owned 1-D guru plan (in place), executed on the buffer it was planned for.
 pub(crate) struct Plan1d<T: FftReal> {
     raw: Option<Owned<T>>,

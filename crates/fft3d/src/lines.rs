@@ -12,7 +12,7 @@
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{Kind, Plan1d, SIMD_ALIGN};
+use crate::ffi::{ClassPlans, Kind, Plan1d};
 use crate::ptr::Ptr;
 use crate::{FftReal, PlanRigor};
 
@@ -33,20 +33,14 @@ pub(crate) struct Lines {
     pub(crate) inner: (usize, usize),
 }
 
-/// Measured SIMD plans of the full and the last, narrower block width for the blocks that
-/// start at one address class (modulo [`SIMD_ALIGN`]).
-struct SimdPlans<T: FftReal> {
-    class: usize,
-    full: Option<Plan1d<T>>,
-    rest: Option<Plan1d<T>>,
-}
-
 /// Transforms along [`Lines`], in blocks of adjacent columns.
 pub(crate) struct BlockedLines<T: FftReal> {
     full: Plan1d<T>,
     rest: Option<Plan1d<T>>,
-    /// SIMD plans per address class of the block starts; the unaligned plans run the others.
-    aligned: Vec<SimdPlans<T>>,
+    /// Measured SIMD plans of the full and the last block width per address class of the
+    /// blocks' starts (empty under FFTW_ESTIMATE); the unaligned plans run the others.
+    simd_full: ClassPlans<T>,
+    simd_rest: ClassPlans<T>,
     /// Reals per element of the transform (2 complex, 1 real).
     unit: usize,
     /// Elements between the points of a line.
@@ -75,39 +69,39 @@ impl<T: FftReal> BlockedLines<T> {
         let block = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
         // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`. With
         // FFTW_ESTIMATE, plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md,
-        // "Strided plans"), so only measured plans get SIMD, one per address class.
+        // "Strided plans stay unaligned"), so only measured plans get SIMD, one per address class.
         let plan = |b: usize| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor, false);
         let full = plan(block)?;
         let rest = if !width.is_multiple_of(block) { Some(plan(width % block)?) } else { None };
-        let mut me =
-            Self { full, rest, aligned: Vec::new(), unit, stride, zero: 0..0, start, block, width, outer, inner };
-        if rigor == PlanRigor::Measure && width > 0 {
-            // the first block of each class and width: (class, full block's column, last block's)
-            let mut firsts: Vec<(usize, Option<usize>, Option<usize>)> = Vec::new();
-            for task in 0..me.tasks() {
-                let (column, last) = me.column(task);
-                let is_rest = last && me.rest.is_some();
-                let class = (data as usize + unit * column * T::BYTES) % SIMD_ALIGN;
-                let at = match firsts.iter().position(|f| f.0 == class) {
-                    Some(i) => i,
-                    None => {
-                        firsts.push((class, None, None));
-                        firsts.len() - 1
-                    }
-                };
-                let slot = if is_rest { &mut firsts[at].2 } else { &mut firsts[at].1 };
-                slot.get_or_insert(column);
-            }
-            for (class, f, r) in firsts {
-                let at = |column: usize, b: usize| {
-                    // SAFETY: `column` is a block's first element inside the planned layout.
-                    let p = unsafe { data.add(unit * column) };
-                    Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], p, rigor, true)
-                };
-                let f = f.map(|c| at(c, block)).transpose()?;
-                let r = r.map(|c| at(c, width % block)).transpose()?;
-                me.aligned.push(SimdPlans { class, full: f, rest: r });
-            }
+        let mut me = Self {
+            full,
+            rest,
+            simd_full: ClassPlans::none(),
+            simd_rest: ClassPlans::none(),
+            unit,
+            stride,
+            zero: 0..0,
+            start,
+            block,
+            width,
+            outer,
+            inner,
+        };
+        if rigor == PlanRigor::Measure {
+            // the first elements of the full (or the last, narrower) blocks
+            let starts = |rest: bool| {
+                let me = &me;
+                (0..me.tasks()).map(|t| me.column(t)).filter(move |c| c.1 == rest).map(|c| {
+                    // SAFETY: every block's first element lies inside the planned layout.
+                    unsafe { data.add(unit * c.0) }
+                })
+            };
+            let simd =
+                |b: usize| move |p: *mut T| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], p, rigor, true);
+            let simd_full = ClassPlans::new(starts(false), simd(block))?;
+            let simd_rest = ClassPlans::new(starts(true), simd(width % block))?;
+            me.simd_full = simd_full;
+            me.simd_rest = simd_rest;
         }
         Ok(me)
     }
@@ -145,13 +139,10 @@ impl<T: FftReal> BlockedLines<T> {
             let (column, last) = self.column(task);
             // SAFETY: element `column` (real `unit * column`) lies inside the caller's buffer.
             let p = unsafe { shared.get().add(self.unit * column) };
-            let class = p as usize % SIMD_ALIGN;
-            let simd = self.aligned.iter().find(|a| a.class == class);
-            let plan = match (last, simd) {
-                (false, Some(SimdPlans { full: Some(f), .. })) => Some(f),
-                (true, Some(SimdPlans { rest: Some(r), .. })) => Some(r),
-                (false, _) => Some(&self.full),
-                (true, _) => self.rest.as_ref(),
+            let plan = if last {
+                self.simd_rest.at(p).or(self.rest.as_ref())
+            } else {
+                self.simd_full.at(p).or(Some(&self.full))
             };
             if let Some(plan) = plan {
                 let columns = if last { self.width % self.block } else { self.block };

@@ -24,24 +24,10 @@ use std::ops::Range;
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{Kind, Plan1d, SIMD_ALIGN};
+use crate::ffi::{ClassPlans, Kind, Plan1d};
 use crate::lines::{BlockedLines, Lines};
 use crate::ptr::Ptr;
 use crate::{FftReal, PlanRigor};
-
-/// One plane's a0 transform, planned once per address class (modulo [`SIMD_ALIGN`]) of the
-/// planes it runs on, so that FFTW's SIMD codelets apply at every plane.
-struct RowPlans<T: FftReal> {
-    plans: Vec<(usize, Plan1d<T>)>,
-}
-
-impl<T: FftReal> RowPlans<T> {
-    fn at(&self, p: *mut T) -> &Plan1d<T> {
-        let class = p as usize % SIMD_ALIGN;
-        // every class met at execution was planned (the same plane starts)
-        &self.plans.iter().find(|c| c.0 == class).expect("a plan per address class").1
-    }
-}
 
 /// Where the planes are, in reals of the data buffer.
 #[derive(Clone, Copy, Debug)]
@@ -118,7 +104,9 @@ impl PlaneGeometry {
 pub(crate) struct PlanePasses<T: FftReal> {
     geo: PlaneGeometry,
     forward: bool,
-    rows: RowPlans<T>,
+    /// One plane's a0 transform per address class of the planes it runs on (SIMD at every
+    /// plane).
+    rows: ClassPlans<T>,
     /// First real of the a0 transform's layout within a plane.
     row_offset: usize,
     /// The a1 lines of one T1 plane (planned on plane 0).
@@ -152,28 +140,14 @@ impl<T: FftReal> PlanePasses<T> {
         data: *mut T,
         rigor: PlanRigor,
     ) -> Result<Self> {
-        let mut plans: Vec<(usize, Plan1d<T>)> = Vec::new();
-        for c in 0..geo.comps {
-            for z in 0..geo.planes {
-                // SAFETY: the plane's layout lies inside the buffer (the T0 block).
-                let p = unsafe { data.add(geo.t0(c, z) + row.offset) };
-                let class = p as usize % SIMD_ALIGN;
-                if !plans.iter().any(|q| q.0 == class) {
-                    let plan = Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true)?;
-                    plans.push((class, plan));
-                }
-            }
-        }
+        let starts = (0..geo.comps * geo.planes).map(|u| {
+            // SAFETY: every plane's layout lies inside the buffer (the T0 block).
+            unsafe { data.add(geo.t0(u / geo.planes, u % geo.planes) + row.offset) }
+        });
+        let rows =
+            ClassPlans::new(starts, |p| Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true))?;
         let lines = BlockedLines::new(lines.0, lines.1, data, rigor)?;
-        Ok(Self {
-            geo,
-            forward,
-            rows: RowPlans { plans },
-            row_offset: row.offset,
-            lines,
-            row_data,
-            waves: geo.waves(forward),
-        })
+        Ok(Self { geo, forward, rows, row_offset: row.offset, lines, row_data, waves: geo.waves(forward) })
     }
 
     /// Runs the passes (forward: a0, re-layout, a1; backward: a1, re-layout, a0) on `data`.
@@ -198,6 +172,11 @@ impl<T: FftReal> PlanePasses<T> {
         }
     }
 
+    /// The a0 plan of the plane at `p`: every plane start's class was planned in `new`.
+    fn row_plan(&self, p: *mut T) -> &Plan1d<T> {
+        self.rows.at(p).expect("an a0 plan per address class of the plane starts")
+    }
+
     /// One plane of one component.
     ///
     /// # Safety
@@ -218,7 +197,7 @@ impl<T: FftReal> PlanePasses<T> {
                     }
                 }
                 let p = data.add(t0 + self.row_offset);
-                self.rows.at(p).execute(p);
+                self.row_plan(p).execute(p);
                 let dst = t1 + g.d1 * g.row;
                 if dst != t0 {
                     std::ptr::copy(data.add(t0), data.add(dst), rows_len);
@@ -234,7 +213,7 @@ impl<T: FftReal> PlanePasses<T> {
                     std::ptr::copy(data.add(src), data.add(t0), rows_len);
                 }
                 let p = data.add(t0 + self.row_offset);
-                self.rows.at(p).execute(p);
+                self.row_plan(p).execute(p);
             }
         }
     }
