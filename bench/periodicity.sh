@@ -18,7 +18,10 @@
 # the parameters chosen: few evaluations favour coarser grids, whose tables are cheaper.
 # FFT_PLAN=measure plans the transforms with FFTW_MEASURE; NEAR_CUTOFF=cells makes P2P sum every
 # pair of the colleague cells (default sphere, `[ewald] near_cutoff`); KEEP=1 keeps the run.toml files and
-# reports (the folder is printed on stderr).
+# reports (the folder is printed on stderr). WISDOM sets `[run] fftw_wisdom` ("auto" by default:
+# runs import this CPU's saved FFTW wisdom, and FFT_PLAN=measure runs save theirs, so that later
+# estimated runs plan the measured transforms; "off" plans without; or a folder); the `wisdom`
+# column says whether a run imported any.
 #
 #   KERNEL=stokes N=100000 TOL=1e-6 REPEAT=3 bash bench/periodicity.sh
 #   KERNEL=laplace TOL=1e-9 REPEAT=10 ROUNDS=3 bash bench/periodicity.sh
@@ -38,6 +41,8 @@ if [ -n "${KEEP:-}" ]; then echo "run files and reports kept in $work" >&2; else
 COST_MODEL=${COST_MODEL:-auto}
 FFT_PLAN=${FFT_PLAN:-estimate}
 NEAR_CUTOFF=${NEAR_CUTOFF:-sphere}
+WISDOM=${WISDOM:-auto}
+case "$WISDOM" in auto|off) ;; *) WISDOM=$(realpath -m "$WISDOM") ;; esac
 case "$COST_MODEL" in auto|builtin) ;; *) COST_MODEL=$(realpath "$COST_MODEL") ;; esac
 tags=()
 for per in "true, true, true" "true, true, false" "true, false, false" "false, false, false"; do
@@ -57,6 +62,7 @@ fft_plan = "$FFT_PLAN"
 near_cutoff = "$NEAR_CUTOFF"
 [run]
 repeat = $REPEAT
+fftw_wisdom = "$WISDOM"
 TOML
 done
 for round in $(seq 1 "$ROUNDS"); do
@@ -69,8 +75,14 @@ done
 python3 - "$work" "$ROUNDS" "$REPEAT" "$KERNEL tol $TOL" "${tags[@]}" <<'PY'
 import json, sys
 work, rounds, repeat, label, tags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-print(f"{'periodic':<8} {'kernel':<22} {'eval_s':>8} {'median_s':>8} {'plan_s':>8} {'ratio':>6} {'med_ratio':>9} {'run_ratio':>9} {'grid':<16} {'padded':<16} cost_model")
+print(f"{'periodic':<8} {'kernel':<22} {'eval_s':>8} {'median_s':>8} {'plan_s':>8} {'ratio':>6} {'med_ratio':>9} {'run_ratio':>9} {'grid':<16} {'padded':<16} {'cost_model':<11} wisdom")
 base, differ = None, False
+def wisdom(reps):
+    w = [r.get("fftw_wisdom") or {} for r in reps]
+    if all(x.get("file") is None for x in w):
+        return "off"
+    got = sum(isinstance(x.get("loaded"), dict) and "imported_bytes" in x["loaded"] for x in w)
+    return "imported" if got == len(w) else ("none" if got == 0 else f"imported {got}/{len(w)}")
 for tag in tags:
     reps = [json.load(open(f"{work}/{tag}.{r}.json")) for r in range(1, rounds + 1)]
     evals = [r.get("evaluations") or {"min_seconds": r["total_seconds"], "median_seconds": r["total_seconds"],
@@ -86,7 +98,7 @@ for tag in tags:
     differ = differ or len(grids) > 1
     grid = "x".join(map(str, p["grid"])) + ("" if len(grids) == 1 else "*")
     padded = "x".join(map(str, free.get("padded_grid") or p["grid"]))
-    print(f"{tag:<8} {label:<22} {ev:8.4f} {med:8.4f} {plan:8.3f} {ev / base[0]:6.2f} {med / base[1]:9.2f} {run / base[2]:9.2f} {grid:<16} {padded:<16} {reps[0]['cost_model']['source']}")
+    print(f"{tag:<8} {label:<22} {ev:8.4f} {med:8.4f} {plan:8.3f} {ev / base[0]:6.2f} {med / base[1]:9.2f} {run / base[2]:9.2f} {grid:<16} {padded:<16} {reps[0]['cost_model']['source']:<11} {wisdom(reps)}")
 if differ:
     print("* the rounds chose different grids (the occupancy and the cost model are measured per run); the first round's is shown")
 PY

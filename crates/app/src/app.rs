@@ -32,6 +32,7 @@ use crate::npy;
 use crate::outputs::{self, Staged};
 use crate::report::{self, EvaluationTimes, Provenance, ReportInputs};
 use crate::verify;
+use crate::wisdom::Wisdom;
 
 /// Command-line overrides of run.toml.
 #[derive(Clone, Debug, Default)]
@@ -469,8 +470,14 @@ impl Run<'_> {
         };
         let dim = opts.output_dim();
         let t_plan = Instant::now();
+        let base = args.config.parent().unwrap_or(Path::new("."));
+        let mut wisdom = Wisdom::load::<T>(comm, crate::wisdom::folder(self.cfg.run.fftw_wisdom.as_deref(), base), log);
         let mut engine =
             DistEwaldSolver::<T, B>::with_backend(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;
+        wisdom.save::<T>(comm, opts.fft_rigor, log);
+        if let Some(w) = wisdom.warning() {
+            warn(comm, w);
+        }
         let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
         let device = engine.backend().device_report();
         // P2P runs on the device with the CUDA backend
@@ -580,6 +587,7 @@ impl Run<'_> {
         let mut warnings = prob.warnings.clone();
         warnings.extend(ev.warnings.iter().cloned());
         warnings.extend(cost_choice.as_ref().and_then(|c| c.warning.clone()));
+        warnings.extend(wisdom.warning().map(str::to_string));
         let cost_model = cost_choice.map_or_else(
             || serde_json::json!({"source": "backend", "reason": "the device's own constants"}),
             |c| c.report,
@@ -605,6 +613,7 @@ impl Run<'_> {
             check: check.as_ref(),
             warnings: &warnings,
             cost_model: &cost_model,
+            fftw_wisdom: &wisdom.report(),
             provenance: self.provenance,
         };
         let report = report::build(&inputs);

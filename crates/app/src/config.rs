@@ -187,6 +187,8 @@ pub struct RunSection {
     /// P2G on a device: `"auto"` (default: as `ewald.p2g`, atomic for `"scatter"`, hybrid for
     /// `"blocked"`) or `"operator"` (the precomputed spreading operator).
     pub spread: Option<String>,
+    /// FFTW wisdom folder: `"auto"` (default), `"off"` or a folder ([`crate::wisdom`]).
+    pub fftw_wisdom: Option<String>,
 }
 
 /// `[parallel]`: read by every rank; ignored by a run on one rank.

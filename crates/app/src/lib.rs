@@ -22,3 +22,4 @@ pub mod poisson;
 pub mod report;
 pub mod treecode;
 pub mod verify;
+pub mod wisdom;

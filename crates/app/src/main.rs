@@ -57,7 +57,8 @@ run.toml (relative paths are relative to the file):
   g2p = \"sorted\"              # or \"base\"
   field_method = \"window\"     # the field's far part: the window's derivative in G2P, or
                               # \"spectral\" (-i k in CNV: three more inverse transforms)
-  fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs)
+  fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs; the plans are
+                              # saved as FFTW wisdom, see [run] fftw_wisdom)
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
   pair_accuracy = \"auto\"      # P2P's exp/erfc on the CPU: \"auto\" (\"loose\", about 1e-6 per
                               # pair, from tolerance 1e-5 on in f64), \"full\" or \"loose\"
@@ -81,6 +82,9 @@ run.toml (relative paths are relative to the file):
                               # device opens on every rank, else the CPU (rank 0 says why)
   p2p = \"gm1d\"                # device P2P: or \"shared\" (a block per cell, shared memory)
   spread = \"auto\"             # device P2G: as [ewald] p2g, or \"operator\" (precomputed)
+  fftw_wisdom = \"auto\"        # FFTW wisdom folder: measured plans are saved there and every
+                              # later run on this CPU plans them at once (estimate too); \"auto\":
+                              # $PARKI_FFTW_WISDOM, else ~/.cache/parki; \"off\", or a folder
 
   [parallel]                  # runs on several MPI ranks: mpirun -n R parki-dist run run.toml
   grid = \"auto\"               # or [P_y, P_z] with P_y P_z = R (the y and z axes are split)
@@ -122,6 +126,7 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
   threads = 1                 # per rank
   repeat = 1                  # solves with one plan (timings of the last)
   fft_plan = \"estimate\"     # or \"measure\"
+  fftw_wisdom = \"auto\"      # as in the Ewald run.toml
   r2r = \"fft\"               # DCT/DST-II, III, IV through FFTs; \"fftw\": FFTW's r2r
 
   [parallel]                  # as above; grid = [P_1, P_2] splits the transform's 2nd and 3rd

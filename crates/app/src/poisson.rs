@@ -26,6 +26,7 @@ use crate::config::{repeat_error, resolve, three_entries, ParallelSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, communication, min_avg_max, Provenance};
+use crate::wisdom::Wisdom;
 
 /// A Poisson run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -114,6 +115,8 @@ pub struct PoissonRun {
     pub fft_plan: Option<String>,
     /// DCT/DST-II, III and IV: `"fft"` (default, through FFTs) or `"fftw"` (FFTW's r2r).
     pub r2r: Option<String>,
+    /// FFTW wisdom folder: `"auto"` (default), `"off"` or a folder ([`crate::wisdom`]).
+    pub fftw_wisdom: Option<String>,
 }
 
 impl PoissonConfig {
@@ -414,12 +417,16 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         field_name(opts.field)
     ));
     let t_plan = Instant::now();
+    let base = args.config.parent().unwrap_or(Path::new("."));
+    let mut wisdom = Wisdom::load::<f64>(comm, crate::wisdom::folder(cfg.run.fftw_wisdom.as_deref(), base), log);
     let heap_before = parki_core::memory::heap_in_use();
     let mut solver = comm.agree(PoissonSolver::plan(comm, opts.clone()))?;
+    let heap_after = parki_core::memory::heap_in_use();
+    wisdom.save::<f64>(comm, opts.rigor, log);
     let plan_seconds = comm.max(t_plan.elapsed().as_secs_f64());
     // the plan's heap growth (everything it allocated and still holds), as FLUPS's driver
     // measures it; summed over ranks
-    let heap_growth = heap_before.zip(parki_core::memory::heap_in_use()).map(|(a, b)| b.saturating_sub(a) as u64);
+    let heap_growth = heap_before.zip(heap_after).map(|(a, b)| b.saturating_sub(a) as u64);
     let pg = solver.proc_grid();
     log.line(&format!(
         "planned in {plan_seconds:.2} s: memory order {:?}, process grid {:?} ({}), {} transform{}",
@@ -457,6 +464,10 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     }
     let times = solver.times().since(&last);
     let mut warnings = Vec::new();
+    if let Some(w) = wisdom.warning() {
+        warn(comm, w);
+        warnings.push(w.to_string());
+    }
     for (c, m) in report.mean_removed.iter().enumerate() {
         if let Some(m) = m {
             let w = format!(
@@ -516,6 +527,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "transforms": solver.transforms(),
         "switch_backend": opts.backend.name(),
         "fft_plan": opts.rigor.name(),
+        "fftw_wisdom": wisdom.report(),
         "r2r": opts.r2r.name(),
         "plan_seconds": plan_seconds,
         "read_seconds": read_seconds,

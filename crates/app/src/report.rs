@@ -58,6 +58,8 @@ pub struct ReportInputs<'a> {
     /// The parameter choice's cost constants and where they came from
     /// ([`crate::calibrate::CostChoice::report`]).
     pub cost_model: &'a Value,
+    /// The FFTW wisdom the plan imported and saved ([`crate::wisdom::Wisdom::report`]).
+    pub fftw_wisdom: &'a Value,
     /// Where, when and how the run was made.
     pub provenance: &'a Provenance,
 }
@@ -266,6 +268,7 @@ pub fn build(r: &ReportInputs) -> Value {
         "check": r.check.map(Check::to_json),
         "warnings": r.warnings,
         "cost_model": r.cost_model,
+        "fftw_wisdom": r.fftw_wisdom,
     })
 }
 

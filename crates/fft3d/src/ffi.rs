@@ -1,6 +1,6 @@
 //! The FFTW calls, behind one trait for both precisions.
 
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
 
 use fftw_sys as sys;
 use parki_core::{Error, Real, Result};
@@ -67,6 +67,14 @@ pub trait FftReal: Real + parki_comm::Pod + Default {
         data: *mut Self,
         flags: u32,
     ) -> Self::RawPlan;
+    /// Adds FFTW wisdom in its text form (a NUL-terminated string) to this precision's
+    /// wisdom; nonzero when FFTW accepted it.
+    #[doc(hidden)]
+    unsafe fn import_wisdom(text: *const c_char) -> c_int;
+    /// This precision's wisdom in FFTW's text form, allocated by FFTW with `malloc` (null when
+    /// FFTW could not allocate it).
+    #[doc(hidden)]
+    unsafe fn export_wisdom() -> *mut c_char;
     /// Executes a guru plan on `data`.
     #[doc(hidden)]
     unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut Self);
@@ -165,7 +173,7 @@ pub unsafe fn init_threads() {
 
 macro_rules! impl_fft_real {
     ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident,
-     $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident, $g_r2r:ident, $exec_r2r:ident) => {
+     $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident, $g_r2r:ident, $exec_r2r:ident, $import:ident, $export:ident) => {
         impl FftReal for $t {
             type RawPlan = $plan;
             #[allow(clippy::too_many_arguments)]
@@ -288,6 +296,14 @@ macro_rules! impl_fft_real {
                     )
                 }
             }
+            unsafe fn import_wisdom(text: *const c_char) -> c_int {
+                // SAFETY: the caller passes a NUL-terminated string and holds the planner mutex.
+                unsafe { sys::$import(text) }
+            }
+            unsafe fn export_wisdom() -> *mut c_char {
+                // SAFETY: the caller holds the planner mutex.
+                unsafe { sys::$export() }
+            }
             unsafe fn execute_guru(plan: Self::RawPlan, kind: Kind, data: *mut $t) {
                 let c = data as *mut $complex;
                 // SAFETY: same layout as planned (caller's contract).
@@ -320,7 +336,9 @@ impl_fft_real!(
     fftw_plan_guru64_dft,
     fftw_execute_dft,
     fftw_plan_guru64_r2r,
-    fftw_execute_r2r
+    fftw_execute_r2r,
+    fftw_import_wisdom_from_string,
+    fftw_export_wisdom_to_string
 );
 impl_fft_real!(
     f32,
@@ -338,7 +356,9 @@ impl_fft_real!(
     fftwf_plan_guru64_dft,
     fftwf_execute_dft,
     fftwf_plan_guru64_r2r,
-    fftwf_execute_r2r
+    fftwf_execute_r2r,
+    fftwf_import_wisdom_from_string,
+    fftwf_export_wisdom_to_string
 );
 
 /// FFTW planner flags for `rigor`.

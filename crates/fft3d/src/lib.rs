@@ -16,6 +16,7 @@ pub mod local;
 mod planes;
 mod ptr;
 mod r2r_fft;
+pub mod wisdom;
 
 use std::sync::Once;
 

@@ -17,3 +17,4 @@ mod poisson;
 mod readme;
 mod report;
 mod treecode;
+mod wisdom;
