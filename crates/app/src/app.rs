@@ -452,9 +452,10 @@ impl Run<'_> {
             .statistics(Some(stats))
             .occupancy(occupancy.is_measured().then_some(occupancy))
             .evaluations(repeat);
+        // relative paths of the run.toml (the cost model's file, the FFTW wisdom folder)
+        let base = args.config.parent().unwrap_or(Path::new("."));
         // the CPU's cost constants: calibrated on this machine, or built in (a device has its own)
         let cost_choice = if self.backend.compute == Compute::Cpu {
-            let base = args.config.parent().unwrap_or(Path::new("."));
             let setting = self.cfg.ewald.cost_model.as_deref();
             let choice = comm.agree(calibrate::resolve(comm, setting, base, opts.thread_count()))?;
             log.line(&choice.line);
@@ -470,7 +471,6 @@ impl Run<'_> {
         };
         let dim = opts.output_dim();
         let t_plan = Instant::now();
-        let base = args.config.parent().unwrap_or(Path::new("."));
         let mut wisdom = Wisdom::load::<T>(comm, crate::wisdom::folder(self.cfg.run.fftw_wisdom.as_deref(), base), log);
         let mut engine =
             DistEwaldSolver::<T, B>::with_backend(comm, &opts, self.popts, prob.sources_total, prob.targets_total())?;

@@ -41,12 +41,18 @@ pub const FILE_ENV: &str = "PARKI_COST_MODEL";
 /// `$PARKI_COST_MODEL`, else `$XDG_CACHE_HOME/parki/cost-model.toml`, else
 /// `$HOME/.cache/parki/cost-model.toml` (`None` without any of them).
 pub fn default_path() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(p) = var(FILE_ENV) {
-        return Some(p);
-    }
-    let cache = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))?;
-    Some(cache.join("parki").join("cost-model.toml"))
+    env_path(FILE_ENV).or_else(|| Some(cache_folder()?.join("cost-model.toml")))
+}
+
+/// The environment variable `name` as a path (`None` when unset or empty).
+pub(crate) fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// This machine's parki cache folder: `$XDG_CACHE_HOME/parki`, else `$HOME/.cache/parki`
+/// (`None` without either): the cost model's file and the FFTW wisdom ([`crate::wisdom`]).
+pub fn cache_folder() -> Option<PathBuf> {
+    Some(env_path("XDG_CACHE_HOME").or_else(|| env_path("HOME").map(|h| h.join(".cache")))?.join("parki"))
 }
 
 /// This machine's CPU model (`model name` of /proc/cpuinfo; `"unknown"` without it).

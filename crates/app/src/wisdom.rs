@@ -19,13 +19,12 @@ pub const FOLDER_ENV: &str = "PARKI_FFTW_WISDOM";
 
 /// The folder `setting` names (`None`: no wisdom), relative paths against `base`.
 pub fn folder(setting: Option<&str>, base: &Path) -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     match setting.unwrap_or("auto") {
         "off" => None,
-        "auto" => match var(FOLDER_ENV) {
+        "auto" => match crate::calibrate::env_path(FOLDER_ENV) {
             Some(p) if p.as_os_str() == "off" => None,
             Some(p) => Some(p),
-            None => var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache"))).map(|c| c.join("parki")),
+            None => crate::calibrate::cache_folder(),
         },
         other => Some(base.join(other)),
     }
