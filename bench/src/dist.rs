@@ -24,6 +24,9 @@
 //! extended grid, `FreeGrid`), its a0 and a1 passes fused per a2 plane in cache (the default,
 //! `fft3d::planes`) against the same transform pass by pass, alternating in the same process;
 //! prints the forward and backward times of both, their ratio and the largest difference.
+//! `--plan` sets FFTW's rigor (`estimate`, `measure-lines`, `measure`); `--against R` compares
+//! the fused transform planned with `--plan` against the fused transform planned with `R`
+//! instead of the passes one by one.
 
 mod fftw_mpi;
 
@@ -61,9 +64,12 @@ enum Cmd {
         /// `slab` or `pencil` (FFTW-MPI is always slab).
         #[arg(long, default_value = "slab")]
         layout: String,
-        /// FFTW_MEASURE plans (ours and FFTW-MPI's) instead of FFTW_ESTIMATE.
+        /// FFTW_MEASURE plans (ours and FFTW-MPI's) instead of FFTW_ESTIMATE (`--plan measure`).
         #[arg(long)]
         measure: bool,
+        /// Our plans' rigor: estimate, measure-lines (FFTW-MPI's then estimated) or measure.
+        #[arg(long, default_value = "estimate")]
+        plan: String,
         /// Append a JSON line with the results to this file (rank 0).
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -122,9 +128,12 @@ enum Cmd {
         /// Timed repetitions (after one warm-up).
         #[arg(long, default_value_t = 7)]
         reps: usize,
-        /// FFTW_MEASURE plans instead of FFTW_ESTIMATE.
+        /// FFTW's rigor: estimate, measure-lines or measure.
+        #[arg(long, default_value = "estimate")]
+        plan: String,
+        /// Compare with the fused transform planned with this rigor instead of the passes one by one.
         #[arg(long)]
-        measure: bool,
+        against: Option<String>,
         /// Threads per rank.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -183,14 +192,14 @@ fn bench_fft(
     comps: usize,
     reps: usize,
     layout: &str,
-    measure: bool,
+    rigor: PlanRigor,
     json_path: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let [mx, my, mz] = grid;
     let r = world.size();
     let kind = Decomposition::parse(layout).ok_or(format!("--layout {layout}: expected slab or pencil"))?;
     let pg = ProcGrid::choose(r, kind, None, [my.min(mx / 2 + 1), mz.min(my)]).map_err(|e| e.to_string())?;
-    let rigor = if measure { PlanRigor::Measure } else { PlanRigor::Estimate };
+    let measure = rigor == PlanRigor::Measure;
     let scale = 1.0 / (mx * my * mz) as f64;
     let plan = |backend: Backend| -> Result<DistFft<f64>, String> {
         let opts = DistFftOptions { backend, rigor, threads: 1, ..DistFftOptions::new(comps) };
@@ -273,7 +282,7 @@ fn bench_fft(
             mz,
             if r == 1 { "" } else { "s" },
             pg.dims,
-            if measure { "MEASURE" } else { "ESTIMATE" }
+            rigor.name()
         );
         println!("{:<18} {:>10} {:>10} {:>14}", "transform", "median s", "min s", "vs FFTW-MPI");
         for k in 0..3 {
@@ -302,7 +311,7 @@ fn bench_fft(
                 "grid": grid,
                 "components": comps,
                 "process_grid": pg.dims,
-                "plans": if measure { "measure" } else { "estimate" },
+                "plans": rigor.name(),
                 "seconds_median": {"alltoallv": median(&times[0]), "persistent": median(&times[1]), "fftw_mpi": base},
                 "seconds_min": {"alltoallv": min(&times[0]), "persistent": min(&times[1]), "fftw_mpi": min(&times[2])},
                 "ratio_to_fftw_mpi": {"alltoallv": median(&times[0]) / base, "persistent": median(&times[1]) / base},
@@ -406,7 +415,7 @@ fn bench_planes(
     comps: usize,
     back: usize,
     reps: usize,
-    measure: bool,
+    plans_of: (PlanRigor, Option<PlanRigor>),
     threads: usize,
 ) -> Result<(), String> {
     let h = 1.0 / grid as f64;
@@ -415,10 +424,14 @@ fn bench_planes(
     let axes = free.axes();
     let limits = parki_fft3d::proc_grid_limits_in_order(&axes, [0, 1, 2], false);
     let pg = ProcGrid::choose(world.size(), Decomposition::Auto, None, limits).map_err(|e| e.to_string())?;
-    let rigor = if measure { PlanRigor::Measure } else { PlanRigor::Estimate };
+    // (rigor, fused) of the two transforms compared
+    let cases = match plans_of {
+        (a, Some(b)) => [(a, true), (b, true)],
+        (a, None) => [(a, true), (a, false)],
+    };
     let mut plans = Vec::new();
     let mut plan_seconds = [0.0; 2];
-    for (k, fuse_planes) in [true, false].into_iter().enumerate() {
+    for (k, (rigor, fuse_planes)) in cases.into_iter().enumerate() {
         let t = Instant::now();
         let opts = DistFftOptions {
             forward_components: comps,
@@ -482,20 +495,21 @@ fn bench_planes(
         let padded: Vec<usize> = axes.iter().map(|a| a.fft_len).collect();
         println!(
             "free-axis transform, grid {grid}^3 (padded {padded:?}), {comps} forward / {back} backward components, \
-             {} rank(s) x {threads} thread(s), process grid {:?}, {} plans",
+             {} rank(s) x {threads} thread(s), process grid {:?}",
             world.size(),
             pg.dims,
-            if measure { "MEASURE" } else { "ESTIMATE" }
         );
         println!(
-            "{:<16} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10}",
-            "passes", "fwd med s", "fwd min s", "bwd med s", "bwd min s", "plan s", "vs passes"
+            "{:<28} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10}",
+            "passes, plans", "fwd med s", "fwd min s", "bwd med s", "bwd min s", "plan s", "vs second"
         );
         let base = median(&times[1][0]) + median(&times[1][1]);
-        for (k, name) in ["fused per plane", "one by one"].iter().enumerate() {
+        let names =
+            cases.map(|(r, fused)| format!("{}, {}", if fused { "fused per plane" } else { "one by one" }, r.name()));
+        for (k, name) in names.iter().enumerate() {
             let [f, b] = &times[k];
             println!(
-                "{name:<16} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>8.2} {:>10.3}",
+                "{name:<28} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>8.2} {:>10.3}",
                 median(f),
                 min(f),
                 median(b),
@@ -659,11 +673,14 @@ fn main() -> std::process::ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Fft { grid, comps, reps, layout, measure, json } => {
+        Cmd::Fft { grid, comps, reps, layout, measure, plan, json } => {
+            let rigor = if measure { Some(PlanRigor::Measure) } else { PlanRigor::parse(&plan) };
             if grid.len() != 3 {
                 Err("--grid: expected mx,my,mz".to_string())
+            } else if let Some(rigor) = rigor {
+                bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, rigor, json.as_deref())
             } else {
-                bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, measure, json.as_deref())
+                Err(format!("--plan {plan:?}: expected {}", PlanRigor::NAMES))
             }
         }
         Cmd::Tables { grid, p, xi, tol, kernel, field, reps, only, threads, periodic } => parse_periodic(&periodic)
@@ -682,10 +699,14 @@ fn main() -> std::process::ExitCode {
                     threads.max(1),
                 )
             }),
-        Cmd::Planes { grid, p, periodic, comps, back, reps, measure, threads } => {
+        Cmd::Planes { grid, p, periodic, comps, back, reps, plan, against, threads } => {
+            let rigor = |s: &str| {
+                PlanRigor::parse(s).ok_or_else(|| format!("--plan/--against {s:?}: expected {}", PlanRigor::NAMES))
+            };
             parse_periodic(&periodic).and_then(|per| {
                 let back = back.min(comps);
-                bench_planes(&world, grid, p, per, comps.max(1), back, reps.max(1), measure, threads.max(1))
+                let plans = (rigor(&plan)?, against.as_deref().map(rigor).transpose()?);
+                bench_planes(&world, grid, p, per, comps.max(1), back, reps.max(1), plans, threads.max(1))
             })
         }
         Cmd::R2r { grid, kind, comps, reps, measure, threads } => {

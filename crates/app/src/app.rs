@@ -339,8 +339,8 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
         word("ewald.field_method", e.field_method.as_deref(), FieldMethod::parse, "\"window\" or \"spectral\"")?
             .unwrap_or_default();
     o.output()?;
-    o.fft_rigor = word("ewald.fft_plan", e.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
-        .unwrap_or_default();
+    o.fft_rigor =
+        word("ewald.fft_plan", e.fft_plan.as_deref(), PlanRigor::parse, PlanRigor::NAMES)?.unwrap_or_default();
     o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
     let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;

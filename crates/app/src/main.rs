@@ -57,8 +57,10 @@ run.toml (relative paths are relative to the file):
   g2p = \"sorted\"              # or \"base\"
   field_method = \"window\"     # the field's far part: the window's derivative in G2P, or
                               # \"spectral\" (-i k in CNV: three more inverse transforms)
-  fft_plan = \"estimate\"       # or \"measure\" (slower planning, faster FFTs; the plans are
-                              # saved as FFTW wisdom, see [run] fftw_wisdom)
+  fft_plan = \"estimate\"       # \"measure-lines\": the y and z passes' blocks by measured
+                              # plans (0.05-0.2 s more per line length, up to 1.4x faster
+                              # free-axis and distributed FFTs); \"measure\": every plan (seconds);
+                              # measured plans are saved as FFTW wisdom ([run] fftw_wisdom)
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
   pair_accuracy = \"auto\"      # P2P's exp/erfc on the CPU: \"auto\" (\"loose\", about 1e-6 per
                               # pair, from tolerance 1e-5 on in f64), \"full\" or \"loose\"
@@ -125,7 +127,7 @@ A grid Poisson problem, lap(phi) = f (FLUPS-style; examples/poisson):
   [run]
   threads = 1                 # per rank
   repeat = 1                  # solves with one plan (timings of the last)
-  fft_plan = \"estimate\"     # or \"measure\"
+  fft_plan = \"estimate\"     # or \"measure-lines\" or \"measure\" (as in the Ewald run.toml)
   fftw_wisdom = \"auto\"      # as in the Ewald run.toml
   r2r = \"fft\"               # DCT/DST-II, III, IV through FFTs; \"fftw\": FFTW's r2r
 

@@ -197,8 +197,8 @@ impl PoissonConfig {
             o.alpha = a;
         }
         o.threads = threads.or(self.run.threads).unwrap_or(1).max(1);
-        o.rigor = word("run.fft_plan", self.run.fft_plan.as_deref(), PlanRigor::parse, "\"estimate\" or \"measure\"")?
-            .unwrap_or_default();
+        o.rigor =
+            word("run.fft_plan", self.run.fft_plan.as_deref(), PlanRigor::parse, PlanRigor::NAMES)?.unwrap_or_default();
         o.r2r = word("run.r2r", self.run.r2r.as_deref(), R2rMethod::parse, "\"fft\" or \"fftw\"")?.unwrap_or_default();
         let popts = parallel_options(&self.parallel)?;
         o.decomposition = popts.decomposition;

@@ -3,7 +3,8 @@
 //! `"auto"` (the default): the folder `$PARKI_FFTW_WISDOM` (`"off"` there turns it off), else
 //! the cache folder of the cost model (`$XDG_CACHE_HOME/parki` or `~/.cache/parki`); `"off"`:
 //! none; any other value: a folder (relative to the run.toml). Runs import the file of their
-//! precision and CPU before planning; runs with `fft_plan = "measure"` save what they measured.
+//! precision and CPU before planning; runs with `fft_plan = "measure"` or `"measure-lines"` save
+//! what they measured.
 
 use std::path::{Path, PathBuf};
 
@@ -60,7 +61,7 @@ impl Wisdom {
     /// After planning with `rigor`: a measured plan's wisdom is merged over the ranks and saved
     /// (collective). A file that cannot be written is a warning: the run does not depend on it.
     pub(crate) fn save<T: FftReal>(&mut self, comm: &Comm, rigor: PlanRigor, log: Log) {
-        let Some(path) = self.file.as_ref().filter(|_| rigor == PlanRigor::Measure) else {
+        let Some(path) = self.file.as_ref().filter(|_| rigor.measures()) else {
             return;
         };
         match wisdom::save::<T>(comm, path) {

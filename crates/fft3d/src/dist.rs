@@ -1357,7 +1357,7 @@ mod tests {
             [p(8), shifted, pad(4, 9)],
             [p(10), p(7), p(5)],
         ];
-        for rigor in [crate::PlanRigor::Estimate, crate::PlanRigor::Measure] {
+        for rigor in [crate::PlanRigor::Estimate, crate::PlanRigor::MeasureLines, crate::PlanRigor::Measure] {
             for axes in cases {
                 case::<f64>(axes, false, rigor, 1e-14);
                 case::<f32>(axes, false, rigor, 1e-5);

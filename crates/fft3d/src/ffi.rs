@@ -364,7 +364,7 @@ impl_fft_real!(
 /// FFTW planner flags for `rigor`.
 fn planner_flags(rigor: PlanRigor) -> u32 {
     match rigor {
-        PlanRigor::Estimate => FFTW_ESTIMATE,
+        PlanRigor::Estimate | PlanRigor::MeasureLines => FFTW_ESTIMATE,
         PlanRigor::Measure => FFTW_MEASURE,
     }
 }
@@ -468,11 +468,6 @@ impl<T: FftReal> ClassPlans<T> {
             }
         }
         Ok(Self { plans })
-    }
-
-    /// No plans (every pointer falls back).
-    pub(crate) fn none() -> Self {
-        Self { plans: Vec::new() }
     }
 
     /// The plan for a pointer's class, if one was made.

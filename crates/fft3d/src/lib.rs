@@ -16,6 +16,7 @@ pub mod local;
 mod planes;
 mod ptr;
 mod r2r_fft;
+mod scratch;
 pub mod wisdom;
 
 use std::sync::Once;
@@ -34,25 +35,39 @@ pub use local::LocalR2r;
 /// How hard FFTW searches for a fast plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PlanRigor {
-    /// Heuristic plan, instant (FFTW_ESTIMATE).
+    /// Heuristic plans, instant, the same in every process (FFTW_ESTIMATE).
     #[default]
     Estimate,
-    /// Measured plan, slower to make, faster to run (FFTW_MEASURE).
+    /// The strided passes' blocks gathered into a contiguous scratch and transformed by plans
+    /// measured there (FFTW_MEASURE on an `n x B` block in cache: 0.05-0.2 s per line length
+    /// and direction), every other plan estimated (design.md, "Measured block plans").
+    MeasureLines,
+    /// Every plan measured (FFTW_MEASURE): slower to make (seconds on large 3-D plans), faster
+    /// to run.
     Measure,
 }
 
 impl PlanRigor {
-    /// Name in run.toml and reports: `"estimate"` or `"measure"`.
+    /// Name in run.toml and reports: `"estimate"`, `"measure-lines"` or `"measure"`.
     pub fn name(self) -> &'static str {
         match self {
             PlanRigor::Estimate => "estimate",
+            PlanRigor::MeasureLines => "measure-lines",
             PlanRigor::Measure => "measure",
         }
     }
 
     /// Parses a run.toml name (the inverse of [`PlanRigor::name`]).
     pub fn parse(s: &str) -> Option<Self> {
-        [PlanRigor::Estimate, PlanRigor::Measure].into_iter().find(|v| v.name() == s)
+        [PlanRigor::Estimate, PlanRigor::MeasureLines, PlanRigor::Measure].into_iter().find(|v| v.name() == s)
+    }
+
+    /// The names [`parse`](Self::parse) accepts, for error messages.
+    pub const NAMES: &'static str = "\"estimate\", \"measure-lines\" or \"measure\"";
+
+    /// Whether any plan is measured (the runs that have wisdom to save).
+    pub fn measures(self) -> bool {
+        self != PlanRigor::Estimate
     }
 }
 

@@ -8,12 +8,26 @@
 //! measurement. Here the lines are cut into blocks of `B` adjacent columns: one block (`n x B`
 //! complex values, about 64 KiB) is read from memory once and transformed in cache, FFTW
 //! vectorising across its contiguous columns. Blocks are independent and run in parallel.
+//!
+//! Two ways to run a block (design.md, "Measured block plans"):
+//! - *in place* ([`PlanRigor::Estimate`]): one FFTW_ESTIMATE plan, FFTW_UNALIGNED, executed at
+//!   each block's offset of the buffer; no planning cost, the same plan in every process;
+//! - *gathered* ([`PlanRigor::MeasureLines`], [`PlanRigor::Measure`]): the block's `n` rows of
+//!   `B` columns are copied into a contiguous, aligned scratch (the padding rows of
+//!   [`zeroing`](BlockedLines::zeroing) written as zeros, never read), transformed there by plans
+//!   FFTW_MEASURE made on that scratch, and copied back. The problem FFTW measures is a small
+//!   one in cache (`n x B` values at stride `B`) whatever the grid, so measuring costs 0.05-0.2 s
+//!   per line length and direction (against 1-17 s for measuring the strided plans in place),
+//!   and FFTW's wisdom serves the same length in every pass, process and later run. In cache,
+//!   FFTW_ESTIMATE's plans of such blocks run 210-point lines at 6-7 GFLOP/s, the measured ones
+//!   at 13-15; FFTW's own buffered plans copy the block the same way.
 
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{ClassPlans, Kind, Plan1d};
+use crate::ffi::{Kind, Plan1d};
 use crate::ptr::Ptr;
+use crate::scratch::{Scratch, ScratchPool};
 use crate::{FftReal, PlanRigor};
 
 /// Bytes of one block's lines: `n x B` complex values, kept within L2.
@@ -35,14 +49,17 @@ pub(crate) struct Lines {
 
 /// Transforms along [`Lines`], in blocks of adjacent columns.
 pub(crate) struct BlockedLines<T: FftReal> {
+    /// The plan of a full block, and in place the plan of each group's last, narrower block
+    /// (gathered, the full plan runs it on a scratch whose missing columns are zeros).
     full: Plan1d<T>,
     rest: Option<Plan1d<T>>,
-    /// Measured SIMD plans of the full and the last block width per address class of the
-    /// blocks' starts (empty under FFTW_ESTIMATE); the unaligned plans run the others.
-    simd_full: ClassPlans<T>,
-    simd_rest: ClassPlans<T>,
+    /// Where the plans run: `None` in place, else the gathered blocks' scratch buffers (`n`
+    /// rows of `block` columns each).
+    gathered: Option<ScratchPool<T>>,
     /// Reals per element of the transform (2 complex, 1 real).
     unit: usize,
+    /// Points per line.
+    n: usize,
     /// Elements between the points of a line.
     stride: usize,
     /// Points of every line zeroed in cache before its block is transformed (a padding that no
@@ -57,8 +74,9 @@ pub(crate) struct BlockedLines<T: FftReal> {
 
 impl<T: FftReal> BlockedLines<T> {
     /// Plans the block transforms of `kind` (c2c or r2r) on `data` (a buffer that holds every
-    /// line). With [`PlanRigor::Measure`] each address class of the block starts also gets a
-    /// measured SIMD plan (design.md, "Strided plans").
+    /// line): in place under [`PlanRigor::Estimate`], gathered and measured otherwise (module
+    /// documentation). With [`PlanRigor::Estimate`] FFTW only reads `data`'s address; otherwise
+    /// `data` is not touched.
     pub(crate) fn new(kind: Kind, lines: Lines, data: *mut T, rigor: PlanRigor) -> Result<Self> {
         let Lines { n, start, stride, width, outer, inner } = lines;
         let unit = match kind {
@@ -66,44 +84,26 @@ impl<T: FftReal> BlockedLines<T> {
             _ => 2,
         };
         let per_column = n.max(1) * unit * T::BYTES;
-        let block = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
-        // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`. With
-        // FFTW_ESTIMATE, plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md,
-        // "Strided plans stay unaligned"), so only measured plans get SIMD, one per address class.
-        let plan = |b: usize| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor, false);
-        let full = plan(block)?;
-        let rest = if !width.is_multiple_of(block) { Some(plan(width % block)?) } else { None };
-        let mut me = Self {
-            full,
-            rest,
-            simd_full: ClassPlans::none(),
-            simd_rest: ClassPlans::none(),
-            unit,
-            stride,
-            zero: 0..0,
-            start,
-            block,
-            width,
-            outer,
-            inner,
+        let widest = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
+        let (full, rest, gathered, block) = if rigor == PlanRigor::Estimate {
+            // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`.
+            // Plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md, "Strided
+            // plans stay unaligned").
+            let plan = |b: usize| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor, false);
+            let rest = if width % widest > 0 { Some(plan(width % widest)?) } else { None };
+            (plan(widest)?, rest, None, widest)
+        } else {
+            // the groups' columns in blocks of equal width (the last one narrower by less than
+            // the number of blocks), so that one measured plan runs them all: the last block's
+            // missing columns are zeros in the scratch
+            let block = width.max(1).div_ceil(width.max(1).div_ceil(widest));
+            let len = n * block * unit;
+            let mut first = Scratch::new(len);
+            let at = first.ptr();
+            let plan = Plan1d::single(kind, n, (block, block), &[(block, 1, 1)], at, PlanRigor::Measure, true)?;
+            (plan, None, Some(ScratchPool::new(len, first)), block)
         };
-        if rigor == PlanRigor::Measure {
-            // the first elements of the full (or the last, narrower) blocks
-            let starts = |rest: bool| {
-                let me = &me;
-                (0..me.tasks()).map(|t| me.column(t)).filter(move |c| c.1 == rest).map(|c| {
-                    // SAFETY: every block's first element lies inside the planned layout.
-                    unsafe { data.add(unit * c.0) }
-                })
-            };
-            let simd =
-                |b: usize| move |p: *mut T| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], p, rigor, true);
-            let simd_full = ClassPlans::new(starts(false), simd(block))?;
-            let simd_rest = ClassPlans::new(starts(true), simd(width % block))?;
-            me.simd_full = simd_full;
-            me.simd_rest = simd_rest;
-        }
-        Ok(me)
+        Ok(Self { full, rest, gathered, unit, n, stride, zero: 0..0, start, block, width, outer, inner })
     }
 
     /// The same transforms, each block's lines first set to zero at points `zero` (the padding
@@ -117,13 +117,14 @@ impl<T: FftReal> BlockedLines<T> {
         self.outer.0 * self.inner.0 * self.width.div_ceil(self.block)
     }
 
-    /// The first element of block `task`, and whether it is its group's last, narrower block.
-    fn column(&self, task: usize) -> (usize, bool) {
+    /// The first element of block `task` and its columns (fewer than `block` in a group's last
+    /// block).
+    fn column(&self, task: usize) -> (usize, usize) {
         let per_group = self.width.div_ceil(self.block);
         let (g, b) = (task / per_group, task % per_group);
         let (i, k) = (g / self.inner.0, g % self.inner.0);
         let column = self.start + i * self.outer.1 + k * self.inner.1 + b * self.block;
-        (column, (b + 1) * self.block > self.width)
+        (column, self.block.min(self.width - b * self.block))
     }
 
     /// Transforms every line of `data` (the buffer planned on, or one of the same layout).
@@ -135,30 +136,87 @@ impl<T: FftReal> BlockedLines<T> {
             return;
         }
         let shared = Ptr(data);
+        let tasks = self.tasks();
+        if let Some(pool) = &self.gathered {
+            // contiguous runs of blocks, one scratch each
+            let runs = match par {
+                Par::Rayon(threads) => threads.clamp(1, tasks),
+                Par::Seq => 1,
+            };
+            let per_run = tasks.div_ceil(runs);
+            let run = |r: usize| {
+                let mut scratch = pool.take();
+                for task in r * per_run..((r + 1) * per_run).min(tasks) {
+                    // SAFETY: as for the blocks in place below; the scratch is this run's own.
+                    unsafe { self.gathered_block(shared.get(), task, scratch.ptr()) };
+                }
+                pool.give(scratch);
+            };
+            match par {
+                Par::Rayon(_) => (0..runs).into_par_iter().for_each(run),
+                Par::Seq => run(0),
+            }
+            return;
+        }
         let run = |task: usize| {
-            let (column, last) = self.column(task);
+            let (column, columns) = self.column(task);
             // SAFETY: element `column` (real `unit * column`) lies inside the caller's buffer.
             let p = unsafe { shared.get().add(self.unit * column) };
-            let plan = if last {
-                self.simd_rest.at(p).or(self.rest.as_ref())
-            } else {
-                self.simd_full.at(p).or(Some(&self.full))
+            let plan = match &self.rest {
+                Some(rest) if columns < self.block => rest,
+                _ => &self.full,
             };
-            if let Some(plan) = plan {
-                let columns = if last { self.width % self.block } else { self.block };
-                // SAFETY: the block's lines lie inside the caller's buffer (the planned layout),
-                // no other task touches its columns, and a SIMD plan runs only at its class.
-                unsafe {
-                    for j in self.zero.clone() {
-                        std::ptr::write_bytes(p.add(self.unit * j * self.stride), 0, self.unit * columns);
-                    }
-                    plan.execute(p)
-                };
-            }
+            // SAFETY: the block's lines lie inside the caller's buffer (the planned layout), no
+            // other task touches its columns, and the unaligned plan runs at any offset.
+            unsafe {
+                for j in self.zero.clone() {
+                    std::ptr::write_bytes(p.add(self.unit * j * self.stride), 0, self.unit * columns);
+                }
+                plan.execute(p)
+            };
         };
         match par {
-            Par::Rayon(_) => (0..self.tasks()).into_par_iter().for_each(run),
-            Par::Seq => (0..self.tasks()).for_each(run),
+            Par::Rayon(_) => (0..tasks).into_par_iter().for_each(run),
+            Par::Seq => (0..tasks).for_each(run),
+        }
+    }
+
+    /// Block `task` copied into `scratch` (`n` rows of `block` columns; the zeroed points and
+    /// the columns a narrower last block lacks written as zeros), transformed there, and its
+    /// columns copied back.
+    ///
+    /// # Safety
+    /// `data` must hold every line of the planned layout, no other thread may touch the block's
+    /// columns, and `scratch` must be a pool buffer (`n x block` elements, aligned as planned).
+    unsafe fn gathered_block(&self, data: *mut T, task: usize, scratch: *mut T) {
+        let (column, columns) = self.column(task);
+        let values = self.unit * columns;
+        let missing = self.unit * (self.block - columns);
+        let row = |j: usize| {
+            // SAFETY: point `j` of the block's first line lies inside the caller's buffer.
+            unsafe { data.add(self.unit * (column + j * self.stride)) }
+        };
+        let slot = |j: usize| {
+            // SAFETY: row `j < n` of the scratch.
+            unsafe { scratch.add(self.unit * j * self.block) }
+        };
+        // SAFETY: rows of the caller's block (disjoint from other tasks' columns) and of this
+        // executor's scratch; the plan was made on a scratch of the same layout and alignment.
+        unsafe {
+            for j in 0..self.n {
+                if self.zero.contains(&j) {
+                    std::ptr::write_bytes(slot(j), 0, values);
+                } else {
+                    std::ptr::copy_nonoverlapping(row(j), slot(j), values);
+                }
+                if missing > 0 {
+                    std::ptr::write_bytes(slot(j).add(values), 0, missing);
+                }
+            }
+            self.full.execute(scratch);
+            for j in 0..self.n {
+                std::ptr::copy_nonoverlapping(slot(j), row(j), values);
+            }
         }
     }
 }

@@ -82,6 +82,9 @@ enum Command {
         /// `/`, the x spectral slots `a..b` with y and z transforms of `ly` and `lz` points.
         #[arg(long, default_value = "")]
         classes: String,
+        /// FFTW's rigor: estimate, measure-lines or measure.
+        #[arg(long, default_value = "estimate")]
+        plan: String,
     },
     /// Distributed Poisson solve against the one-process solve.
     Poisson {
@@ -568,6 +571,7 @@ fn check_fft_axes(
     backend: &str,
     r2r: &str,
     classes: &[ModeClass],
+    plan: &str,
 ) -> Result<(f64, f64), String> {
     if names.len() != 3 {
         return Err("--axes: expected three axes".into());
@@ -576,8 +580,9 @@ fn check_fft_axes(
     let kind = Decomposition::parse(layout).ok_or(format!("layout = {layout}: expected slab, pencil or auto"))?;
     let backend = Backend::parse(backend).ok_or(format!("backend = {backend}: expected alltoallv or persistent"))?;
     let r2r = R2rMethod::parse(r2r).ok_or(format!("r2r = {r2r}: expected fft or fftw"))?;
+    let rigor = PlanRigor::parse(plan).ok_or(format!("plan = {plan}: expected {}", PlanRigor::NAMES))?;
     let pg = ProcGrid::choose(world.size(), kind, None, proc_grid_limits(&axes, false)).map_err(|e| e.to_string())?;
-    let opts = DistFftOptions { backend, r2r, ..DistFftOptions::new(comps) };
+    let opts = DistFftOptions { backend, r2r, rigor, ..DistFftOptions::new(comps) };
     let mut fft = DistFft::<f64>::with_mode_classes(world, axes, memory_order(&axes), pg, opts, classes)
         .map_err(|e| e.to_string())?;
     let (order, nf, cs) = (fft.order(), fft.element_reals(), fft.component_stride());
@@ -847,12 +852,22 @@ fn main() -> ExitCode {
                 })
                 .map_err(unsupported)
         }
-        Command::FftAxes { grid, axes, comps, layout, backend, r2r, classes } => if grid.len() != 3 {
+        Command::FftAxes { grid, axes, comps, layout, backend, r2r, classes, plan } => if grid.len() != 3 {
             Err("--grid: expected three sizes".to_string())
         } else {
             parse_classes(&classes)
                 .and_then(|k| {
-                    check_fft_axes(&world, [grid[0], grid[1], grid[2]], &axes, comps, &layout, &backend, &r2r, &k)
+                    check_fft_axes(
+                        &world,
+                        [grid[0], grid[1], grid[2]],
+                        &axes,
+                        comps,
+                        &layout,
+                        &backend,
+                        &r2r,
+                        &k,
+                        &plan,
+                    )
                 })
                 .and_then(|(f, r)| {
                     if f <= 1e-13 && r <= 1e-13 {

@@ -309,7 +309,7 @@ fn configuration_words_say_what_is_allowed() {
         ("[output]", "[parallel]\ngrid = \"fast\"\n[output]", &["parallel.grid = \"fast\"", "\"auto\" or [P_y, P_z]"]),
         ("[output]", "[parallel]\ngrid = [0, 1]\n[output]", &["parallel.grid = [0, 1]", "positive integers"]),
         ("[output]", "[ewald]\ng2p = \"fast\"\n[output]", &["ewald.g2p = \"fast\"", "\"sorted\" or \"base\""]),
-        ("[output]", "[ewald]\nfft_plan = \"patient\"\n[output]", &["ewald.fft_plan", "\"estimate\" or \"measure\""]),
+        ("[output]", "[ewald]\nfft_plan = \"patient\"\n[output]", &["ewald.fft_plan", parki_fft3d::PlanRigor::NAMES]),
         ("[output]", "[run]\nrepeat = 0\n[output]", &["run.repeat = 0", "at least 1"]),
     ];
     for (from, to, needles) in cases {
@@ -330,7 +330,7 @@ fn variant_names_parse_themselves() {
     for v in [G2pVariant::TargetSorted, G2pVariant::Base] {
         assert_eq!(G2pVariant::parse(v.name()), Some(v));
     }
-    for v in [PlanRigor::Estimate, PlanRigor::Measure] {
+    for v in [PlanRigor::Estimate, PlanRigor::MeasureLines, PlanRigor::Measure] {
         assert_eq!(PlanRigor::parse(v.name()), Some(v));
     }
     assert_eq!((P2gVariant::parse("fast"), G2pVariant::parse(""), PlanRigor::parse("Measure")), (None, None, None));

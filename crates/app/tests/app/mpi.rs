@@ -78,6 +78,11 @@ fn distributed_axes_fft_matches_the_defining_sums() {
             ranks,
             &[&["fft-axes", "--axes", "per,unb,unb", "--grid", "8,7,6", "--layout", layout][..], &classes].concat(),
         );
+        // the strided passes' blocks gathered and measured (every line kind: c2c, r2r, padded)
+        for axes in ["even-unb,per,unb", "per,dct2,dst1"] {
+            let args = ["fft-axes", "--axes", axes, "--grid", "8,7,6", "--layout", layout, "--r2r", "fftw"];
+            ok(ranks, &[&args[..], &["--plan", "measure-lines"]].concat());
+        }
     }
 }
 

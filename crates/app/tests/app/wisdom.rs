@@ -1,6 +1,6 @@
-//! `[run] fftw_wisdom`: a measured run saves its FFTW wisdom, a later run (estimated too)
-//! imports it and gives the same values; `"off"`, `$PARKI_FFTW_WISDOM`, an unwritable folder
-//! (a warning, not a failure) and the Poisson run.
+//! `[run] fftw_wisdom`: a measured run (`"measure"` or `"measure-lines"`) saves its FFTW wisdom,
+//! a later run (estimated too) imports it and gives the same values; `"off"`,
+//! `$PARKI_FFTW_WISDOM`, an unwritable folder (a warning, not a failure) and the Poisson run.
 
 use std::path::Path;
 use std::process::Command;
@@ -94,5 +94,24 @@ fn the_poisson_run_keeps_wisdom_too() {
     assert!(r["fftw_wisdom"]["saved_bytes"].as_u64().unwrap() > 0, "{}", r["fftw_wisdom"]);
     let cfg = dir.file("run.toml", &std::fs::read_to_string(&cfg).unwrap().replace("measure", "estimate"));
     let r = report(&cfg, None);
+    assert!(r["fftw_wisdom"]["loaded"]["imported_bytes"].as_u64().unwrap() > 0, "{}", r["fftw_wisdom"]);
+}
+
+#[test]
+fn measured_line_plans_give_the_estimated_values_and_are_saved() {
+    let dir = Dir::new("wisdom-lines");
+    report(&config(&dir, "estimate", Some("off")), None);
+    let estimated = potential(&dir);
+    // the strided passes' blocks by measured plans: the same transform, its wisdom saved
+    let r = report(&config(&dir, "measure-lines", Some("w")), None);
+    let w = &r["fftw_wisdom"];
+    assert_eq!(w["loaded"], "no file yet", "{w}");
+    assert!(w["saved_bytes"].as_u64().unwrap() > 0, "{w}");
+    let lines = potential(&dir);
+    let scale = estimated.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let diff = estimated.iter().zip(&lines).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    assert!(diff <= 1e-12 * scale, "measure-lines against estimate: {diff:.2e} of {scale:.2e}");
+    // a second run imports them
+    let r = report(&config(&dir, "measure-lines", Some("w")), None);
     assert!(r["fftw_wisdom"]["loaded"]["imported_bytes"].as_u64().unwrap() > 0, "{}", r["fftw_wisdom"]);
 }
