@@ -16,10 +16,11 @@
 # COST_MODEL=builtin or a path forces one; the last column says which was used. The cost model
 # prices the plan over REPEAT evaluations (`EwaldOptions::evaluations`), so REPEAT also changes
 # the parameters chosen: few evaluations favour coarser grids, whose tables are cheaper.
-# FFT_PLAN=measure plans the transforms with FFTW_MEASURE; NEAR_CUTOFF=cells makes P2P sum every
+# FFT_PLAN=measure plans the transforms with FFTW_MEASURE, FFT_PLAN=measure-lines only the y and
+# z passes' blocks (`[ewald] fft_plan`); NEAR_CUTOFF=cells makes P2P sum every
 # pair of the colleague cells (default sphere, `[ewald] near_cutoff`); KEEP=1 keeps the run.toml files and
 # reports (the folder is printed on stderr). WISDOM sets `[run] fftw_wisdom` ("auto" by default:
-# runs import this CPU's saved FFTW wisdom, and FFT_PLAN=measure runs save theirs, so that later
+# runs import this CPU's saved FFTW wisdom, and measured runs save theirs, so that later
 # estimated runs plan the measured transforms; "off" plans without; or a folder); the `wisdom`
 # column says whether a run imported any.
 #

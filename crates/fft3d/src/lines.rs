@@ -17,8 +17,9 @@
 //!   [`zeroing`](BlockedLines::zeroing) written as zeros, never read), transformed there by plans
 //!   FFTW_MEASURE made on that scratch, and copied back. The problem FFTW measures is a small
 //!   one in cache (`n x B` values at stride `B`) whatever the grid, so measuring costs 0.05-0.2 s
-//!   per line length and direction (against 1-17 s for measuring the strided plans in place),
-//!   and FFTW's wisdom serves the same length in every pass, process and later run. In cache,
+//!   per line length, direction and block width (against 1-1.7 s for measuring the strided
+//!   plans of a 1P grid in place), and FFTW's wisdom serves the same problem in every pass,
+//!   process and later run. In cache,
 //!   FFTW_ESTIMATE's plans of such blocks run 210-point lines at 6-7 GFLOP/s, the measured ones
 //!   at 13-15; FFTW's own buffered plans copy the block the same way.
 
@@ -85,7 +86,7 @@ impl<T: FftReal> BlockedLines<T> {
         };
         let per_column = n.max(1) * unit * T::BYTES;
         let widest = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
-        let (full, rest, gathered, block) = if rigor == PlanRigor::Estimate {
+        let (full, rest, gathered, block) = if !rigor.measures() {
             // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`.
             // Plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md, "Strided
             // plans stay unaligned").
