@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use parki_core::validate::narrow_positions;
 use parki_core::{Domain, Error, Kernel, Result};
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
@@ -207,7 +208,8 @@ pub fn normal_vectors(count: usize, rng: &mut Rng) -> Vec<[f64; 3]> {
 
 /// A seeded test set of every density a kernel may need, in precision `T`: positions of
 /// `dist`, neutral charges and forces, standard normal dipoles and unit normals (drawn in that
-/// order from one generator, each value rounded once from f64).
+/// order from one generator, each value rounded once from f64; positions inside the box stay
+/// inside, `parki_core::validate::narrow_positions`).
 #[derive(Clone, Debug)]
 pub struct Particles<T> {
     /// Positions.
@@ -227,7 +229,9 @@ impl<T: parki_core::Real> Particles<T> {
     pub fn new(domain: &Domain, dist: Distribution, count: usize, seed: u64) -> Self {
         let mut rng = Rng::new(seed);
         let c3 = |v: Vec<[f64; 3]>| v.into_iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
-        let pos = c3(positions(domain, dist, count, &mut rng));
+        // narrowed as the application narrows: a coordinate just below a side stays below it
+        // (plain rounding gives 1.0 in f32 for some f64 in [0, 1), an invalid position)
+        let pos = narrow_positions::<T>(&positions(domain, dist, count, &mut rng), domain);
         let q = neutral_scalars(count, &mut rng).into_iter().map(T::from_f64).collect();
         let f = c3(neutral_vectors(count, &mut rng));
         let d = c3(normal_vectors(count, &mut rng));

@@ -320,3 +320,20 @@ fn laplace_fields_are_minus_the_gradient_of_the_potentials() {
         assert!(e < 1e-8, "{name}: field against -grad u: {e:e}");
     }
 }
+
+/// f32 test sets keep every coordinate inside the periodic box: seed 7's uniform positions hold
+/// an f64 just below 1 (row 1 755 174, axis 1) that plain rounding to f32 makes 1.0, which the
+/// solver rightly refuses (found by parki-gpu-bench's f32 cases at N = 4e6 on a GPU).
+#[test]
+fn f32_particles_stay_inside_the_box() {
+    use parki_reference::generate::{Distribution, Particles};
+    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).unwrap();
+    let data = Particles::<f32>::new(&domain, Distribution::Uniform, 1_755_175, 7);
+    let wide = Particles::<f64>::new(&domain, Distribution::Uniform, 1_755_175, 7);
+    let row = 1_755_174;
+    assert!(wide.pos[row][1] < 1.0 && wide.pos[row][1] as f32 == 1.0, "the case this test guards");
+    assert_eq!(data.pos[row][1], 1.0f32.next_down());
+    for (i, p) in data.pos.iter().enumerate() {
+        assert!(p.iter().all(|&x| (0.0..1.0).contains(&x)), "row {i}: {p:?}");
+    }
+}
