@@ -280,9 +280,9 @@ tree_cases() {
 # The FMM (issue 13) with [run] backend = "cuda" and on the CPU, the same run.toml: Laplace with
 # the field and the Stokeslet at FMM_TOLS (default "1e-6 1e-9") on uniform points, N in
 # FMM_SIZES on the device (default "1000000 10000000") and FMM_BASELINE_SIZES on the CPU
-# (default "1000000"); the leaf size is the cost model's (the CPU's constants until the device's
-# are measured) unless FMM_LEAF is set; reports into $1/fmm-reports.jsonl, the log into
-# $1/fmm.log.
+# (default "1000000"); the leaf size is the cost model's (the device's, CostModel::device, on
+# the device; the CPU's on the CPU) unless FMM_LEAF is set; reports into $1/fmm-reports.jsonl,
+# the log into $1/fmm.log.
 fmm_cases() {
   local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-fmm-cases" n k tol backend name toml
   [ -x "$app" ] || { echo "no $app: FMM cases skipped"; return 0; }

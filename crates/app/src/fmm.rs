@@ -1,6 +1,7 @@
 //! `parki-dist run` for `[problem] method = "fmm"`: the free-space fast multipole method
 //! ([`parki_fmm`]) for the Laplace kernel (potential and field) and the Stokeslet (four harmonic
-//! FMMs), the order from the tolerance and the leaf size from the cost model, or fixed in an
+//! FMMs), the order from the tolerance and the leaf size from the cost model (the CPU's unit
+//! costs, or the device's, `CostModel::device`, on the CUDA backend), or fixed in an
 //! optional `[fmm]` table, every choice reported.
 //!
 //! ```toml
@@ -38,6 +39,7 @@ use std::time::{Instant, SystemTime};
 use parki_comm::{Comm, StageStats};
 use parki_core::isa::Isa;
 use parki_core::{Error, Par, Result, StageKind};
+use parki_fmm::cost::CostModel;
 use parki_fmm::traversal::TraversalParams;
 use parki_fmm::{
     evaluate_distributed_on, evaluate_stokeslet_distributed_on, for_tolerance_of, FmmBackend, FmmKernel, FmmParams,
@@ -272,13 +274,21 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let t0 = Instant::now();
     let log = Log { on: !args.quiet && comm.rank() == 0 };
     let (rank, ranks) = (comm.rank(), comm.size());
-    let Setup { cfg, request, kernel, params, choice, isa, threads, paths } = comm.agree(setup(args))?;
+    let Setup { cfg, request, kernel, mut params, mut choice, isa, threads, paths } = comm.agree(setup(args))?;
     let p = &cfg.problem;
     let compute = backend::resolve(request, cfg.run.backend.is_some(), comm)?;
     if request == Request::Auto {
         log.line(&format!("backend auto: {} ({})", compute.compute.name(), compute.reason));
     }
     let device = comm.agree(open_device(&compute, comm))?;
+    if device.is_some() {
+        // the leaf size by the device's unit costs (its pairs are cheap against its
+        // translations: larger leaves than the CPU's)
+        params.cost = CostModel::device();
+        if cfg.fmm.max_leaf.is_none() {
+            choice["max_leaf"] = json!("cost model (device)");
+        }
+    }
     let device_name = device.as_ref().map(|d| d.describe());
     if let Some(d) = &device_name {
         log.line(&format!("device: {d}"));

@@ -904,8 +904,9 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     /// Opens the device for the free memory: the grid budget of [`GpuBackend::grid_budget`],
     /// and source cell lists unpadded (P2P on the device runs a thread per target, not SIMD
     /// lanes over sources), and P2P's cut-off sphere (the options' `NearPairs`; its windows in
-    /// `p2p_gm1d` and `p2p_shared`). The cost model stays the CPU's until the device's constants
-    /// are measured (`parki-gpu-bench --modes calibrate`).
+    /// `p2p_gm1d` and `p2p_shared`). The cost model stays the CPU's: the device's constants
+    /// (`parki-gpu-bench --modes calibrate`, an H200 in session 33) planned 1-11 % slower
+    /// evaluations than the CPU's model (docs/performance.md §8.8).
     fn planning(query: &PlanningQuery) -> Result<PlanningHints> {
         let dev = D::open(query.local_rank)?;
         let free = dev.free_memory()?;

@@ -136,7 +136,8 @@ fn one_million_points_at_order_8() {
 
 /// The device's unit costs for the leaf-size model (`CostModel::fit`): 1e6 uniform points at
 /// orders 8, 16 and 24 over leaf sizes, the fitted constants printed as Rust, and per order the
-/// leaf the fitted model picks against the measured fastest.
+/// leaf the fitted model and the built-in device model (`CostModel::device`, the H200's fit of
+/// session 33) pick against the measured fastest.
 #[test]
 fn device_cost_constants() {
     let Some(gpu) = device() else { return };
@@ -184,9 +185,10 @@ fn device_cost_constants() {
     let sorted = SortedPoints::new(&sources, cube);
     for (p, _) in plan {
         let (chosen, _) = fit.choose_leaf(&sorted, p, 0.65, Par::Rayon(4));
+        let (builtin, _) = CostModel::device().choose_leaf(&sorted, p, 0.65, Par::Rayon(4));
         let fastest = measured.iter().filter(|m| m.0 == p).min_by(|a, b| a.2.total_cmp(&b.2)).expect("a run");
         println!(
-            "p {p}: the fitted model picks leaf {chosen}; measured fastest leaf {} ({:.4} s)",
+            "p {p}: the fitted model picks leaf {chosen}, CostModel::device() {builtin}; measured fastest leaf {} ({:.4} s)",
             fastest.1, fastest.2
         );
     }
