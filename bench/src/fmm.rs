@@ -100,6 +100,12 @@ struct Cli {
     /// and the built-in CPU model, then exit.
     #[arg(long)]
     calibrate: bool,
+    /// Time the tree build's parts per --n and --cloud at the first order (the Morton sort, the
+    /// leaf choice, the tree), the leaf choice both ways in the same process (the candidates
+    /// priced in one walk, `choose_leaf`, against their trees built one by one on the
+    /// threads), and the tree taken from the sorted points against copied; then exit.
+    #[arg(long)]
+    leaf_choice: bool,
 }
 
 /// Direct potential and gradient at the sampled targets.
@@ -163,6 +169,10 @@ fn main() {
                 (0..3).map(|_| CostModel::measure(isa, p)).min_by(|a, b| a.translation_p2.total_cmp(&b.translation_p2));
             println!("p {p:>2}: {:?}", m.expect("three measurements"));
         }
+        return;
+    }
+    if cli.leaf_choice {
+        leaf_choice(&cli, par);
         return;
     }
     let precision = match cli.precision.as_str() {
@@ -468,4 +478,63 @@ fn write_points(cli: &Cli, dir: &std::path::Path) {
     let l = ext * (1.0 + 1e-6);
     std::fs::write(dir.join("box.txt"), format!("[{l}, {l}, {l}]\n")).expect("box.txt");
     println!("wrote {n} {} points into {} (box {l})", cli.cloud[0], dir.display());
+}
+
+/// `--leaf-choice`: the tree build's parts, and the leaf choice and the tree each two ways in
+/// the same process (best of `--repeat`, at least 2).
+fn leaf_choice(cli: &Cli, par: Par) {
+    use parki_fmm::cost::LEAF_CANDIDATES;
+    use parki_fmm::octree::SortedPoints;
+    use parki_fmm::RootCube;
+    let p = cli.order.first().copied().unwrap_or(8);
+    let model = CostModel::cpu();
+    println!("# tree build parts, p {p}, {} threads (seconds, best of the repetitions)", par.threads());
+    println!(
+        "cloud     N          sort     choose (one walk)  choose (one by one)  ratio  into_tree  tree (copy)  leaf"
+    );
+    for cloud in &cli.cloud {
+        let cl = Cloud::from_name(cloud, "--cloud").expect("cloud");
+        for &n in &cli.n {
+            let pts = cl.points(cli.seed, 0..n);
+            let best = |f: &mut dyn FnMut() -> f64| (0..cli.repeat.max(2)).map(|_| f()).fold(f64::INFINITY, f64::min);
+            let time = |f: &mut dyn FnMut()| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            };
+            let sort = best(&mut || time(&mut || drop(SortedPoints::new(&pts, RootCube::around(&[&pts])))));
+            let sorted = SortedPoints::new(&pts, RootCube::around(&[&pts]));
+            let mut leaf = 0;
+            let walk = best(&mut || time(&mut || leaf = model.choose_leaf(&sorted, p, 0.65, par).0));
+            let mut leaf_old = 0;
+            let old = best(&mut || {
+                time(&mut || {
+                    let est: Vec<(usize, f64)> = LEAF_CANDIDATES
+                        .par_iter()
+                        .map(|&l| {
+                            let (counts, boxes) = sorted.leaf_counts(l);
+                            (l, model.estimate(&counts, boxes, p, 0.65))
+                        })
+                        .collect();
+                    leaf_old = parki_fmm::cost::best_leaf(&est);
+                })
+            });
+            assert_eq!(leaf, leaf_old, "the two leaf choices differ");
+            let copy = best(&mut || time(&mut || drop(sorted.tree(leaf))));
+            let take = best(&mut || {
+                let s = sorted.clone();
+                let t = Instant::now();
+                drop(s.into_tree(leaf));
+                t.elapsed().as_secs_f64()
+            });
+            println!(
+                "{cloud:<9} {n:<10} {sort:.4}   {walk:.4}             {old:.4}               {:.1}x   {take:.4}     {copy:.4}       {leaf}",
+                old / walk
+            );
+            println!(
+                "json {{\"mode\":\"leaf_choice\",\"cloud\":\"{cloud}\",\"n\":{n},\"p\":{p},\"threads\":{},\"sort\":{sort:.6},\"choose_walk\":{walk:.6},\"choose_one_by_one\":{old:.6},\"into_tree\":{take:.6},\"tree_copy\":{copy:.6},\"leaf\":{leaf}}}",
+                par.threads()
+            );
+        }
+    }
 }

@@ -4,8 +4,8 @@
 //! points per box, its GPU's 256; digest §5).
 //!
 //! parki-dist does not assume a uniform tree: it sorts the points once, cuts the trees of the
-//! candidate leaf sizes from the sorted keys (`O(boxes)` each, [`SortedPoints::leaf_counts`]),
-//! and prices each with the backend's measured unit costs:
+//! candidate leaf sizes from the sorted keys (all in one walk of the finest,
+//! [`SortedPoints::threshold_sums`]), and prices each with the backend's measured unit costs:
 //!
 //! - P2P: `sum_leaves 27 n_leaf^2` pairs times the time per pair;
 //! - M2L: `119 boxes` translations (the stencil's average, §3.5), each `a p^3 + b p^2 + c p`
@@ -23,7 +23,6 @@ use std::time::Instant;
 
 use parki_core::isa::Isa;
 use parki_core::Par;
-use rayon::prelude::{IntoParallelRefIterator, ParallelIterator};
 
 use crate::basis::MAX_ORDER;
 use crate::evaluate::{m2l_classes, FmmKernel};
@@ -236,10 +235,20 @@ impl CostModel {
     /// [`CostModel::estimate`] with every leaf count multiplied by `scale` (a sample's tree
     /// standing for the whole set's).
     pub fn estimate_scaled(&self, leaf_counts: &[usize], scale: f64, boxes: usize, p: usize, work: f64) -> f64 {
-        let pairs: f64 = leaf_counts.iter().map(|&n| 27.0 * (n as f64 * scale).powi(2)).sum();
-        let points = leaf_counts.iter().sum::<usize>() as f64 * scale;
+        let squares: f64 = leaf_counts.iter().map(|&n| (n as f64).powi(2)).sum();
+        let points = leaf_counts.iter().sum::<usize>();
+        self.estimate_sums(squares, points, scale, boxes, p, work)
+    }
+
+    /// [`CostModel::estimate_scaled`] from the sums it needs: `squares` the sum of the leaves'
+    /// squared counts, `points` their sum. P2P prices `27 sum (n scale)^2` pairs (a leaf and
+    /// its 26 neighbours of about its count), M2L `119 w + 2` translations per box at order
+    /// `p` (the stencil's average, eq. (24)'s work `w` = mean `q^3/p^3` taken for every term,
+    /// and M2M and L2L), P2M and L2P `p^2` per point.
+    pub fn estimate_sums(&self, squares: f64, points: usize, scale: f64, boxes: usize, p: usize, work: f64) -> f64 {
+        let pairs = 27.0 * squares * scale * scale;
+        let points = points as f64 * scale;
         let pf = p as f64;
-        // eq. (24) lowers the order; work = mean q^3/p^3, taken for both terms
         self.p2p_pair * pairs
             + self.translation(pf) * (119.0 * work + 2.0) * boxes as f64
             + 2.0 * self.expansion * points * pf * pf
@@ -264,18 +273,19 @@ impl CostModel {
     }
 
     /// `(leaf, seconds)` of every candidate leaf size on `sorted`, a sample of `1/scale` of
-    /// the points ([`CostModel::estimate_scaled`]).
-    /// The candidates' trees are independent: with `par` they are made on the threads (the
-    /// estimates in the candidates' order either way).
+    /// the points ([`CostModel::estimate_sums`]). The candidates' trees are priced together in
+    /// one walk of the finest ([`SortedPoints::threshold_sums`]; its top levels on the threads
+    /// with `par`): at 1e7 points 0.07-0.11 s on two threads, where the 17 trees built one by
+    /// one took 0.66-0.75 s (`parki-bench-fmm --leaf-choice`, docs/fmm.md §3.1c).
     fn leaf_estimates(&self, sorted: &SortedPoints, scale: f64, p: usize, work: f64, par: Par) -> Vec<(usize, f64)> {
-        let estimate = |&leaf: &usize| {
-            let (counts, boxes) = sorted.leaf_counts(Self::sample_leaf(leaf, scale));
-            (leaf, self.estimate_scaled(&counts, scale, boxes, p, work))
-        };
-        match par {
-            Par::Seq => LEAF_CANDIDATES.iter().map(estimate).collect(),
-            Par::Rayon(_) => LEAF_CANDIDATES.par_iter().map(estimate).collect(),
-        }
+        let thresholds: Vec<usize> = LEAF_CANDIDATES.iter().map(|&l| Self::sample_leaf(l, scale)).collect();
+        let sums = sorted.threshold_sums(&thresholds, par);
+        let points = sorted.keys().len();
+        LEAF_CANDIDATES
+            .iter()
+            .zip(sums)
+            .map(|(&leaf, (squares, boxes))| (leaf, self.estimate_sums(squares, points, scale, boxes, p, work)))
+            .collect()
     }
 
     /// The estimate (one thread) of an evaluation at order `p` on the tree `tree`
@@ -490,6 +500,43 @@ mod tests {
             larger |= dev > cpu;
         }
         assert!(larger, "the device model picked the CPU's leaves at every order");
+    }
+
+    /// The candidates priced in one walk equal the candidates' trees built one by one
+    /// ([`SortedPoints::leaf_counts`]), on uniform, Plummer and shell points, whole sets and
+    /// samples, on one thread and on the threads.
+    #[test]
+    fn one_walk_prices_every_candidate_tree() {
+        use parki_reference::generate::Cloud;
+        let model = CostModel::cpu();
+        for cloud in [Cloud::Uniform, Cloud::Plummer, Cloud::Shell] {
+            let pts = cloud.points(5, 0..60_000);
+            let sorted = SortedPoints::new(&pts, crate::RootCube::around(&[&pts]));
+            for scale in [1.0, 3.7] {
+                let one_by_one: Vec<(usize, f64)> = LEAF_CANDIDATES
+                    .iter()
+                    .map(|&leaf| {
+                        let (counts, boxes) = sorted.leaf_counts(CostModel::sample_leaf(leaf, scale));
+                        (leaf, model.estimate_scaled(&counts, scale, boxes, 12, 0.65))
+                    })
+                    .collect();
+                for par in [Par::Seq, Par::Rayon(2)] {
+                    let walked = model.leaf_estimates(&sorted, scale, 12, 0.65, par);
+                    assert_eq!(walked.len(), one_by_one.len());
+                    for (w, o) in walked.iter().zip(&one_by_one) {
+                        assert!(
+                            w.0 == o.0 && (w.1 - o.1).abs() <= 1e-12 * o.1,
+                            "{} {scale}: {w:?} {o:?}",
+                            cloud.name()
+                        );
+                    }
+                }
+            }
+        }
+        // no points: one empty root box for every candidate
+        let none = SortedPoints::new(&[], crate::RootCube::around(&[&[]]));
+        assert!(none.threshold_sums(&[8, 64], Par::Seq).iter().all(|&(sq, boxes)| sq == 0.0 && boxes == 1));
+        assert_eq!(none.leaf_counts(8).1, 1);
     }
 
     /// The H200's measured evaluations (session 33, `cuda_fmm`'s `device_cost_constants`: 1e6

@@ -577,7 +577,7 @@ fn run_with(
             }
         };
         stats.max_leaf = (leaf, params.max_leaf.is_none());
-        let s = sorted.tree(leaf);
+        let s = sorted.into_tree(leaf);
         let t = targets.map(|t| SortedPoints::new(t, cube).tree(leaf));
         (s, t)
     });

@@ -7,6 +7,7 @@
 //! level (breadth first): the boxes of a level are contiguous, and so are the children of a
 //! box, which lets the upward and downward passes run a level at a time in parallel.
 
+use parki_core::Par;
 use rayon::prelude::{IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut};
 
 /// Deepest level (21 bits per axis).
@@ -232,6 +233,26 @@ impl SortedPoints {
         (boxes, levels)
     }
 
+    /// For each leaf-size threshold of `thresholds` at once (each at least 1), the sums the
+    /// cost model prices of the tree with leaves of at most that many points
+    /// ([`SortedPoints::tree`]): the sum over its leaves of the squared point counts, and its
+    /// box count. One walk of the finest of those trees: a box is in the tree of threshold `L`
+    /// when its parent holds more than `L` points (counts fall down the tree), and is a leaf
+    /// there when it holds at most `L` or lies at [`MAX_LEVEL`]. Boxes of the top levels are
+    /// walked on the threads with `par`.
+    pub fn threshold_sums(&self, thresholds: &[usize], par: Par) -> Vec<(f64, usize)> {
+        let t: Vec<usize> = thresholds.iter().map(|&l| l.max(1)).collect();
+        let mut out = vec![(0.0, 0); t.len()];
+        if self.keys.is_empty() {
+            // one empty root box, a leaf of every tree
+            out.iter_mut().for_each(|o| o.1 = 1);
+            return out;
+        }
+        let walk = Walk { keys: &self.keys, t: &t, finest: t.iter().copied().min().unwrap_or(1), par };
+        walk.visit(0, self.keys.len(), 0, usize::MAX, &mut out);
+        out
+    }
+
     /// The point counts of the leaves of the tree with leaves of at most `max_leaf` points,
     /// and the number of its boxes.
     pub fn leaf_counts(&self, max_leaf: usize) -> (Vec<usize>, usize) {
@@ -244,11 +265,77 @@ impl SortedPoints {
         self.tree_split(max_leaf, &[])
     }
 
+    /// [`SortedPoints::tree`], taking the sorted points rather than copying them.
+    pub fn into_tree(self, max_leaf: usize) -> Octree {
+        let (boxes, levels) = self.boxes(max_leaf, &[]);
+        Octree { cube: self.cube, boxes, levels, order: self.order, points: self.points }
+    }
+
     /// The tree with leaves of at most `max_leaf` points in which, besides, every box strictly
     /// enclosing one of the sorted keys `splitters` is split (see [`encloses`]).
     pub fn tree_split(&self, max_leaf: usize, splitters: &[u64]) -> Octree {
         let (boxes, levels) = self.boxes(max_leaf, splitters);
         Octree { cube: self.cube, boxes, levels, order: self.order.clone(), points: self.points.clone() }
+    }
+}
+
+/// The recursion of [`SortedPoints::threshold_sums`].
+struct Walk<'a> {
+    keys: &'a [u64],
+    t: &'a [usize],
+    finest: usize,
+    par: Par,
+}
+
+/// Levels whose boxes' subtrees [`Walk`] visits on the threads (8^3 subtrees at most).
+const WALK_PAR_LEVELS: usize = 3;
+
+impl Walk<'_> {
+    /// Adds the box of keys `begin..end` at `level` (its parent holding `parent` points) and
+    /// its descendants to `out`.
+    fn visit(&self, begin: usize, end: usize, level: usize, parent: usize, out: &mut [(f64, usize)]) {
+        let count = end - begin;
+        for (o, &l) in out.iter_mut().zip(self.t) {
+            if parent > l {
+                o.1 += 1;
+                if count <= l || level == MAX_LEVEL {
+                    o.0 += (count as f64) * (count as f64);
+                }
+            }
+        }
+        if count <= self.finest || level == MAX_LEVEL {
+            return;
+        }
+        let shift = 3 * (MAX_LEVEL - level - 1);
+        let mut children = [(0usize, 0usize); 8];
+        let mut start = begin;
+        for (digit, c) in children.iter_mut().enumerate() {
+            let stop = start + self.keys[start..end].partition_point(|k| ((k >> shift) & 7) as usize <= digit);
+            *c = (start, stop);
+            start = stop;
+        }
+        let parallel = matches!(self.par, Par::Rayon(_)) && level < WALK_PAR_LEVELS;
+        if parallel {
+            let parts: Vec<Vec<(f64, usize)>> = children
+                .par_iter()
+                .filter(|c| c.1 > c.0)
+                .map(|&(b, e)| {
+                    let mut part = vec![(0.0, 0); out.len()];
+                    self.visit(b, e, level + 1, count, &mut part);
+                    part
+                })
+                .collect();
+            for part in parts {
+                for (o, p) in out.iter_mut().zip(part) {
+                    o.0 += p.0;
+                    o.1 += p.1;
+                }
+            }
+        } else {
+            for &(b, e) in children.iter().filter(|c| c.1 > c.0) {
+                self.visit(b, e, level + 1, count, out);
+            }
+        }
     }
 }
 
