@@ -578,7 +578,7 @@ fn run_with(
         };
         stats.max_leaf = (leaf, params.max_leaf.is_none());
         let s = sorted.into_tree(leaf);
-        let t = targets.map(|t| SortedPoints::new(t, cube).tree(leaf));
+        let t = targets.map(|t| SortedPoints::new(t, cube).into_tree(leaf));
         (s, t)
     });
     let ttree = ttree_own.as_ref().unwrap_or(&stree);

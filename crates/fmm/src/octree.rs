@@ -197,18 +197,15 @@ impl SortedPoints {
         let mut level = 0;
         while level < MAX_LEVEL {
             let (lo, hi) = (levels[level], levels[level + 1]);
-            let shift = 3 * (MAX_LEVEL - level - 1);
             for bi in lo..hi {
                 let b = boxes[bi];
                 if b.count() <= max_leaf.max(1) && !encloses(&b, splitters) {
                     continue;
                 }
                 let first = boxes.len();
-                let mut start = b.begin;
-                for digit in 0..8u64 {
-                    let end = start + keys[start..b.end].partition_point(|k| (k >> shift) & 7 <= digit);
+                for (digit, (start, end)) in (0u32..).zip(child_ranges(keys, b.begin, b.end, level)) {
                     if end > start {
-                        let bit = |a: u32| ((digit >> a) & 1) as u32;
+                        let bit = |a: u32| (digit >> a) & 1;
                         boxes.push(OctBox {
                             level: (level + 1) as u8,
                             anchor: [2 * b.anchor[0] + bit(0), 2 * b.anchor[1] + bit(1), 2 * b.anchor[2] + bit(2)],
@@ -219,7 +216,6 @@ impl SortedPoints {
                             parent: bi as u32,
                         });
                     }
-                    start = end;
                 }
                 boxes[bi].first_child = first as u32;
                 boxes[bi].children = (boxes.len() - first) as u8;
@@ -243,11 +239,6 @@ impl SortedPoints {
     pub fn threshold_sums(&self, thresholds: &[usize], par: Par) -> Vec<(f64, usize)> {
         let t: Vec<usize> = thresholds.iter().map(|&l| l.max(1)).collect();
         let mut out = vec![(0.0, 0); t.len()];
-        if self.keys.is_empty() {
-            // one empty root box, a leaf of every tree
-            out.iter_mut().for_each(|o| o.1 = 1);
-            return out;
-        }
         let walk = Walk { keys: &self.keys, t: &t, finest: t.iter().copied().min().unwrap_or(1), par };
         walk.visit(0, self.keys.len(), 0, usize::MAX, &mut out);
         out
@@ -260,23 +251,39 @@ impl SortedPoints {
         (boxes.iter().filter(|b| b.is_leaf()).map(|b| b.count()).collect(), boxes.len())
     }
 
-    /// The tree with leaves of at most `max_leaf` points.
+    /// The tree with leaves of at most `max_leaf` points, the sorted points copied into it
+    /// (for a set that is used again; else [`SortedPoints::into_tree`]).
     pub fn tree(&self, max_leaf: usize) -> Octree {
-        self.tree_split(max_leaf, &[])
+        let (boxes, levels) = self.boxes(max_leaf, &[]);
+        Octree { cube: self.cube, boxes, levels, order: self.order.clone(), points: self.points.clone() }
     }
 
     /// [`SortedPoints::tree`], taking the sorted points rather than copying them.
     pub fn into_tree(self, max_leaf: usize) -> Octree {
-        let (boxes, levels) = self.boxes(max_leaf, &[]);
-        Octree { cube: self.cube, boxes, levels, order: self.order, points: self.points }
+        self.tree_split(max_leaf, &[])
     }
 
     /// The tree with leaves of at most `max_leaf` points in which, besides, every box strictly
-    /// enclosing one of the sorted keys `splitters` is split (see [`encloses`]).
-    pub fn tree_split(&self, max_leaf: usize, splitters: &[u64]) -> Octree {
+    /// enclosing one of the sorted keys `splitters` is split (see [`encloses`]); it takes the
+    /// sorted points.
+    pub fn tree_split(self, max_leaf: usize, splitters: &[u64]) -> Octree {
         let (boxes, levels) = self.boxes(max_leaf, splitters);
-        Octree { cube: self.cube, boxes, levels, order: self.order.clone(), points: self.points.clone() }
+        Octree { cube: self.cube, boxes, levels, order: self.order, points: self.points }
     }
+}
+
+/// The key ranges of the eight children (by Morton digit, empty ones included) of the box of
+/// sorted `keys[begin..end]` at `level` (< [`MAX_LEVEL`]).
+fn child_ranges(keys: &[u64], begin: usize, end: usize, level: usize) -> [(usize, usize); 8] {
+    let shift = 3 * (MAX_LEVEL - level - 1);
+    let mut children = [(0usize, 0usize); 8];
+    let mut start = begin;
+    for (digit, c) in (0u64..).zip(children.iter_mut()) {
+        let stop = start + keys[start..end].partition_point(|k| (k >> shift) & 7 <= digit);
+        *c = (start, stop);
+        start = stop;
+    }
+    children
 }
 
 /// The recursion of [`SortedPoints::threshold_sums`].
@@ -306,14 +313,7 @@ impl Walk<'_> {
         if count <= self.finest || level == MAX_LEVEL {
             return;
         }
-        let shift = 3 * (MAX_LEVEL - level - 1);
-        let mut children = [(0usize, 0usize); 8];
-        let mut start = begin;
-        for (digit, c) in children.iter_mut().enumerate() {
-            let stop = start + self.keys[start..end].partition_point(|k| ((k >> shift) & 7) as usize <= digit);
-            *c = (start, stop);
-            start = stop;
-        }
+        let children = child_ranges(self.keys, begin, end, level);
         let parallel = matches!(self.par, Par::Rayon(_)) && level < WALK_PAR_LEVELS;
         if parallel {
             let parts: Vec<Vec<(f64, usize)>> = children
