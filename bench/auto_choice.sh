@@ -10,20 +10,79 @@
 #
 #   bash bench/auto_choice.sh [THREADS]        # cases below; SCRATCH (default /tmp/parki-auto)
 #   CASES="uniform:100000:laplace:1e-6 ..." REPEAT=10 SKIP=8
+#
+# On a lent GPU (bench/gpu.sh run, AUTO_BENCH=1): BACKEND=cuda writes `[run] backend = "cuda"`
+# into every run.toml, so that `auto` prices on the device and each method runs there;
+# BIN=<parki-dist> uses that binary (no build) and POINTS=python writes the particles with
+# python3 alone (the same clouds and box rule as `parki-bench-fmm --write-points`, other
+# random numbers; 1e6 points in about 10 s) instead of parki-bench-fmm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
 scratch=${SCRATCH:-/tmp/parki-auto}
-cargo build --release -q -p parki-bench --bin parki-bench-fmm
-cargo build --release -q -p parki-app
-bench=$PWD/target/release/parki-bench-fmm
-bin=$PWD/target/release/parki-dist
+points=${POINTS:-bench}
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+else
+  cargo build --release -q -p parki-app
+  bin=$PWD/target/release/parki-dist
+fi
+if [ "$points" = bench ]; then
+  cargo build --release -q -p parki-bench --bin parki-bench-fmm
+  bench=$PWD/target/release/parki-bench-fmm
+fi
+
+# python3's particles (no numpy needed): N points of the cloud moved to the box's corner,
+# standard normal strengths, box.txt (the cube holding them)
+write_python() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import array, math, os, random, sys
+d, n, cloud = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(7)
+def point():
+    if cloud == "uniform":
+        return [rng.uniform(-1.0, 1.0) for _ in range(3)]
+    if cloud == "plummer":
+        u = rng.uniform(1e-12, 1.0)
+        r = 1.0 / math.sqrt(u ** (-2.0 / 3.0) - 1.0)
+        v = [rng.gauss(0.0, 1.0) for _ in range(3)]
+        s = r / math.sqrt(sum(c * c for c in v))
+        return [c * s for c in v]
+    sys.exit(f"POINTS=python: no cloud {cloud} (uniform, plummer)")
+x = [point() for _ in range(n)]
+lo = [min(p[a] for p in x) for a in range(3)]
+hi = [max(p[a] for p in x) for a in range(3)]
+ext = max(hi[a] - lo[a] for a in range(3)) * (1.0 + 1e-6)
+flat = array.array("d", (max(p[a] - lo[a], 0.0) + 1e-9 * ext for p in x for a in range(3)))
+def save(name, shape, data):
+    # .npy version 1.0: little-endian float64, C order
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{s}, " for s in shape)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    if sys.byteorder != "little":
+        data.byteswap()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        data.tofile(f)
+os.makedirs(d, exist_ok=True)
+save("x.npy", (n, 3), flat)
+save("q.npy", (n,), array.array("d", (rng.gauss(0.0, 1.0) for _ in range(n))))
+save("f.npy", (n, 3), array.array("d", (rng.gauss(0.0, 1.0) for _ in range(3 * n))))
+l = ext * (1.0 + 1e-6)
+open(os.path.join(d, "box.txt"), "w").write(f"[{l!r}, {l!r}, {l!r}]\n")
+PY
+}
 cases=${CASES:-"uniform:100000:laplace:1e-6 plummer:100000:laplace:1e-6 uniform:1000000:laplace:1e-6 plummer:1000000:laplace:1e-6 uniform:100000:laplace:1e-3 uniform:100000:stokeslet:1e-6 plummer:100000:stokeslet:1e-6 uniform:100000:stresslet:1e-6 uniform:100000:laplace:1e-9"}
 printf "%-9s %8s %-9s %6s | %-8s | %-17s %-17s %-17s | %s\n" cloud N kernel tol chosen "fmm est/meas" "treecode est/meas" "ewald est/meas" fastest
 for c in $cases; do
   IFS=: read -r cloud n kernel tol <<< "$c"
   dir=$scratch/$cloud-$n
-  [ -f "$dir/x.npy" ] || "$bench" --write-points "$dir" --n "$n" --cloud "$cloud" > /dev/null
+  if [ ! -f "$dir/x.npy" ]; then
+    if [ "$points" = python ]; then
+      write_python "$dir" "$n" "$cloud"
+    else
+      "$bench" --write-points "$dir" --n "$n" --cloud "$cloud" > /dev/null
+    fi
+  fi
   box=$(cat "$dir/box.txt")
   case $kernel in
     laplace) strengths='charges = "q.npy"' ;;
@@ -47,6 +106,9 @@ $strengths
 [output]
 report = "$m.json"
 TOML
+    if [ -n "${BACKEND:-}" ]; then
+      printf '\n[run]\nbackend = "%s"\n' "$BACKEND" >> "$dir/$m.toml"
+    fi
     rm -f "$dir/$m.json"
   done
   repeat=${REPEAT:-1}

@@ -40,7 +40,8 @@
 # 1: the FMM's cases, fmm_cases: FMM_SIZES, FMM_KERNELS, FMM_TOLS, FMM_BASELINE_SIZES, FMM_LEAF,
 # FMM_CLOUD); MPI_CASES (default
 # 0; 1: mpi_cases, 1 against MPI_RANKS ranks on the device, needs prepare with GPU_MPI=1; MPI_N
-# default 200000). The device's cost constants:
+# default 200000); AUTO_BENCH (default 0; 1: auto_cases, `method = "auto"` priced and run on
+# the device: AUTO_CASES, AUTO_REPEATS, AUTO_TIMEOUT). The device's cost constants:
 # BENCH_ARGS="--modes calibrate --sizes 1e6 --kernels laplace,stokeslet,stresslet,stokes
 # --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). P2P's erfc side by side:
 # BENCH_ARGS="--modes peak,eval --sizes 1e6,4e6 --erfc fitted,library --cpu 0"; P2P's cut-off
@@ -333,6 +334,20 @@ fmm_cases() {
 # on Plummer points (the treecode, its LET's remote side on the device) on the CPU and the
 # device at MPI_RANKS ranks. MPI_BACKEND (default cuda) replaces "cuda" (cpu: to check the
 # script without a device). Into $1/mpi.log and $1/mpi.txt.
+# `method = "auto"` on the device (bench/auto_choice.sh with BACKEND=cuda, the carried
+# parki-dist, particles written by python3): each case priced by the device's models and run
+# by every method; AUTO_CASES (default below), AUTO_REPEATS (default "1 10").
+auto_cases() {
+  local out=$1 r
+  local cases=${AUTO_CASES:-"uniform:100000:laplace:1e-6 uniform:1000000:laplace:1e-6 uniform:1000000:laplace:1e-9 uniform:1000000:stokeslet:1e-6 plummer:1000000:laplace:1e-6"}
+  for r in ${AUTO_REPEATS:-1 10}; do
+    echo "== method = \"auto\" on the device, $r evaluation(s)"
+    CASES=$cases REPEAT=$r BACKEND=cuda POINTS=python BIN="$PWD/$carry/bin/parki-dist" \
+      SCRATCH="${TMPDIR:-/tmp}/parki-auto-cases" timeout "${AUTO_TIMEOUT:-400}" bash bench/auto_choice.sh 16 || true
+  done 2>&1 | tee "$out/auto.log"
+  grep '^json ' "$out/auto.log" | sed 's/^json //' > "$out/auto.jsonl" || true
+}
+
 mpi_cases() {
   local out=$1 app="$carry/bin/parki-dist" cases="${TMPDIR:-/tmp}/parki-mpi-cases" name r toml
   [ -x "$app" ] || { echo "no $app: MPI cases skipped"; return 0; }
@@ -478,6 +493,7 @@ run() {
     grep '^{' "$out/gpu-bench.log" > "$out/gpu-bench.jsonl" || true
   fi
   [ "${MPI_CASES:-0}" = 1 ] && mpi_cases "$out"
+  [ "${AUTO_BENCH:-0}" = 1 ] && auto_cases "$out"
   [ "${APP_BENCH:-1}" = 1 ] || return 0
 
   # ===================================================================================

@@ -19,6 +19,14 @@
 //!     the cells ([`parki_farfield::occupancy`], as the run measures it on all particles), so
 //!     that clustered particles get the parameters, and the price, the run will have.
 //!
+//!   On the CUDA backend (`[run] backend = "cuda"`, or `"auto"` where it finds a device)
+//!   the methods are priced on the device ([`Pricing::Device`]): the FMM by the device's
+//!   constants ([`CostModel::device`]), the treecode by the device's time per kernel
+//!   evaluation ([`TREE_DEVICE_NS_PER_EVALUATION`]), the Ewald sum by its device plan repriced
+//!   at the device's constants ([`parki_dist::CostModel::device`]) and its cell lists; the
+//!   host's parts (the tree methods' trees and traversal, the Ewald sum's kernel tables) at
+//!   what they took on the node of those measurements ([`DEVICE_HOST_NS_PER_POINT`]).
+//!
 //!   A run's estimate is its plan (the Ewald sum's kernel tables of the free axes,
 //!   [`parki_farfield::params::plan_seconds`]: 0.2-1x one evaluation) and its `repeat`
 //!   evaluations (`--repeat`, `[run] repeat`), one thread's seconds divided by the threads and
@@ -32,7 +40,7 @@
 
 use parki_comm::Comm;
 use parki_core::{Domain, Error, Kernel, Result};
-use parki_dist::{DistEwaldSolver, EwaldOptions, Occupancy, ParallelOptions};
+use parki_dist::{DistEwaldSolver, EwaldOptions, Occupancy, ParallelOptions, Params};
 use parki_fmm::cost::CostModel;
 use parki_fmm::octree::{bounds, RootCube, SortedPoints};
 use parki_fmm::{for_tolerance_of, FmmKernel};
@@ -41,6 +49,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::app::{RunArgs, RunSummary};
+use crate::backend::{self, Compute};
 use crate::config::{ParticleSection, RunConfig};
 use crate::fmm::FmmConfig;
 use crate::report;
@@ -64,6 +73,31 @@ pub const TREE_NS_PER_EVALUATION: [(&str, f64); 8] = [
     ("stresslet", 1.54),
     ("stokes", 2.10),
 ];
+
+/// Seconds per kernel evaluation of the treecode's four lists on a CUDA device (the whole
+/// device), nanoseconds. Measured on an NVIDIA H200 (docs/treecode.md §6): Laplace (Coulomb)
+/// 1.31e12 evaluations in 3.34 s (1e7 uniform points, degree 8, theta 0.7), the Stokeslet
+/// from its 1e7 run at tolerance 1e-6 (7.18 s, less the host's 0.92 s, over the 1.11e12
+/// evaluations this module counts for it); the other kernels at their CPU time's ratio to Laplace's
+/// ([`TREE_NS_PER_EVALUATION`]).
+pub const TREE_DEVICE_NS_PER_EVALUATION: [(&str, f64); 2] = [("laplace", 2.55e-3), ("stokeslet", STOKESLET_DEVICE_NS)];
+
+/// See [`TREE_DEVICE_NS_PER_EVALUATION`].
+const STOKESLET_DEVICE_NS: f64 = 5.64e-3;
+
+/// Host seconds per point (sources, and targets when apart) of a tree method's evaluation on
+/// the CUDA backend, nanoseconds: the host builds the trees and traverses them (and the
+/// treecode's passes are launched per level), measured on the H200's node (16 host
+/// threads): the FMM's tree build and traversal 0.089 s at 1e6 and 1.0 s at 1e7 uniform
+/// points (docs/fmm.md §5.1, before session 33's cheaper leaf choice), the treecode's tree
+/// build, traversal and passes 0.92 s at 1e7 (docs/treecode.md §6). The Ewald sum's cell
+/// lists and uploads run on the device: [`DEVICE_EWALD_NS_PER_PARTICLE`].
+pub const DEVICE_HOST_NS_PER_POINT: [(Method, f64); 2] = [(Method::Fmm, 95.0), (Method::Treecode, 92.0)];
+
+/// The Ewald sum's stages on a device outside its cost model, per source and per target,
+/// nanoseconds: the cell lists (counting sorts) and the uploads, measured on the H200 (0.5
+/// to 0.8 of `4 N` ns at N = 1e6, 4e6 and 1.6e7 in 3P: docs/performance.md §8.8).
+pub const DEVICE_EWALD_NS_PER_PARTICLE: f64 = 4.0;
 
 /// The Ewald sum's plan (the kernel tables of the free axes) on `c` cores takes its one-thread
 /// time over `c^PLAN_SPEEDUP_EXPONENT`: measured 1.35x (1e5 points, tolerance 1e-6) and 1.68x
@@ -115,6 +149,63 @@ impl Method {
     }
 }
 
+/// Where `auto` prices the methods: the backend the chosen method will run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pricing {
+    /// The CPU: one thread's seconds over the run's cores.
+    Cpu,
+    /// A CUDA device per rank: the devices' seconds over the ranks, and the host's parts.
+    Device,
+}
+
+impl Pricing {
+    /// Name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pricing::Cpu => "cpu",
+            Pricing::Device => "device",
+        }
+    }
+}
+
+/// The spectral Ewald sum's parameters as a backend would choose them: `(comm, options,
+/// f32, sources, targets)`. Collective.
+pub type Planner = fn(&Comm, &EwaldOptions, bool, usize, usize) -> Result<Params>;
+
+/// [`Planner`] of the CPU backend.
+pub fn cpu_planner(comm: &Comm, opts: &EwaldOptions, f32: bool, ns: usize, nt: usize) -> Result<Params> {
+    if f32 {
+        DistEwaldSolver::<f32>::parameters(comm, opts, ParallelOptions::default(), ns, nt)
+    } else {
+        DistEwaldSolver::<f64>::parameters(comm, opts, ParallelOptions::default(), ns, nt)
+    }
+}
+
+/// [`Planner`] of the CUDA backend on devices `D` (its lanes, its cut-off sphere and its
+/// memory).
+pub fn device_planner<D: parki_gpu::Device>(
+    comm: &Comm,
+    opts: &EwaldOptions,
+    f32: bool,
+    ns: usize,
+    nt: usize,
+) -> Result<Params> {
+    use parki_gpu::GpuBackend;
+    if f32 {
+        DistEwaldSolver::<f32, GpuBackend<f32, D>>::parameters(comm, opts, ParallelOptions::default(), ns, nt)
+    } else {
+        DistEwaldSolver::<f64, GpuBackend<f64, D>>::parameters(comm, opts, ParallelOptions::default(), ns, nt)
+    }
+}
+
+/// The planner of this binary's CUDA backend.
+#[cfg(feature = "cuda")]
+const CUDA_PLANNER: Planner = device_planner::<parki_gpu::cuda::CudaDevice>;
+
+/// The planner of this binary's CUDA backend (none: [`backend::resolve`] never chooses it).
+#[cfg(not(feature = "cuda"))]
+const CUDA_PLANNER: Planner = |_, _, _, _, _| Err(backend::feature_error());
+
 /// The choice and what it was made from.
 #[derive(Clone, Debug)]
 pub struct AutoChoice {
@@ -152,6 +243,16 @@ struct Estimate {
 /// A run.toml that does not parse, a kernel no method has, a missing tolerance, unreadable
 /// particles.
 pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
+    choose_with(args, comm, None)
+}
+
+/// [`choose`], priced as `pricing` says (`None`: on the backend `[run] backend` resolves to,
+/// [`backend::resolve`], a device opened and closed on every rank for `"cuda"` and `"auto"`).
+/// Collective.
+///
+/// # Errors
+/// As [`choose`]; a `[run] backend` that cannot run ([`backend::resolve`]).
+pub fn choose_with(args: &RunArgs, comm: &Comm, pricing: Option<(Pricing, Planner)>) -> Result<AutoChoice> {
     let path = &args.config;
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
     let table: toml::Table =
@@ -198,6 +299,19 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         field: "problem.tolerance".into(),
         reason: "method = \"auto\" prices each method at the tolerance".into(),
     })?;
+    // the backend the chosen method will run on (it resolves the same key again)
+    let (pricing, planner, compute) = match pricing {
+        Some((pricing, planner)) => (pricing, planner, format!("{} (given)", pricing.name())),
+        None => {
+            let key = table.get("run").and_then(|r| r.get("backend"));
+            let request = backend::request(key.and_then(toml::Value::as_str))?;
+            let choice = backend::resolve(request, key.is_some(), comm)?;
+            match choice.compute {
+                Compute::Cpu => (Pricing::Cpu, cpu_planner as Planner, choice.reason),
+                Compute::Cuda => (Pricing::Device, CUDA_PLANNER, choice.reason),
+            }
+        }
+    };
     let (rank, ranks) = (comm.rank(), comm.size());
     let threads = args.threads.unwrap_or_else(rayon::current_num_threads).max(1);
     let cores = (threads * ranks) as f64;
@@ -220,6 +334,7 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
     let xt = tgt.as_ref().map(|t| sample(comm, &t.positions, t.rows.start, nt));
     let f32_run = p.precision.as_deref() == Some("f32");
 
+    let shape = Shape { ns, nt, tol, field, f32_run, repeat, cores, ranks };
     let mut estimates: Vec<Estimate> = Vec::new();
     let mut excluded: Vec<Value> = Vec::new();
     // the FMM
@@ -234,23 +349,8 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         }
         (Some(_), Err(e)) => excluded.push(json!({"method": "fmm", "why": unread(e.to_string())})),
         (Some(k), Ok(_)) => {
-            let (order, _) = for_tolerance_of(k, tol, field)?;
-            let cube = match &xt {
-                Some(t) => RootCube::around(&[&xs, t]),
-                None => RootCube::around(&[&xs]),
-            };
-            let precision = if f32_run { parki_fmm::Precision::F32 } else { parki_fmm::Precision::F64 };
-            let model = CostModel::cpu().for_kernel(k, field).for_precision(precision);
-            let (leaf, stages) = model.estimate_from_sample(&SortedPoints::new(&xs, cube), ns, order, 0.65);
-            let one = stages.total();
-            // separate targets: the P2P and L2P halves scale with them, P2M with the sources
-            let one = if xt.is_some() { one * (ns + nt) as f64 / (2 * ns.max(1)) as f64 } else { one };
-            estimates.push(Estimate {
-                method: Method::Fmm,
-                seconds: repeat as f64 * one / cores,
-                detail: json!({"order": order, "max_leaf": leaf, "one_thread_seconds": one,
-                               "stages_one_thread": {"P2P": stages.p2p, "M2L": stages.m2l, "expansions": stages.expansions}}),
-            });
+            let (seconds, detail) = fmm_estimate(&shape, k, &xs, xt.as_deref(), pricing)?;
+            estimates.push(Estimate { method: Method::Fmm, seconds, detail });
         }
     }
     // the treecode
@@ -259,28 +359,8 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         (Err(e), _) => excluded.push(json!({"method": "treecode", "why": e.to_string()})),
         (Ok(_), Err(e)) => excluded.push(json!({"method": "treecode", "why": unread(e.to_string())})),
         (Ok(k), Ok(())) => {
-            let (params, _) = for_tolerance(tol)?;
-            let scale_s = ns as f64 / xs.len().max(1) as f64;
-            let leaf = ((params.max_leaf as f64 / scale_s).round() as usize).max(1);
-            let st = Tree::build(&xs, TreeParams { max_leaf: leaf });
-            let tt = xt.as_ref().map(|t| Tree::build(t, TreeParams { max_leaf: leaf }));
-            let tref = tt.as_ref().unwrap_or(&st);
-            let np = params.proxies();
-            // the traversal compares counts with the proxies: the sample's counts against
-            // `np / scale` make the whole set's decisions
-            let np_sample = ((np as f64 / scale_s).round() as usize).max(1);
-            let lists = Interactions::build(tref, &st, params.theta, np_sample);
-            let [pp, pc, cp, cc] = lists.evaluations(tref, &st, np).map(|e| e as f64);
-            let scale_t = xt.as_ref().map_or(scale_s, |t| nt as f64 / t.len().max(1) as f64);
-            let evaluations = pp * scale_s * scale_t + pc * scale_t + cp * scale_s + cc;
-            let ns_per = TREE_NS_PER_EVALUATION.iter().find(|e| e.0 == k.name()).map_or(4.0, |e| e.1);
-            let one = evaluations * ns_per * 1e-9;
-            estimates.push(Estimate {
-                method: Method::Treecode,
-                seconds: repeat as f64 * one / cores,
-                detail: json!({"degree": params.degree, "theta": params.theta, "evaluations": evaluations,
-                               "ns_per_evaluation": ns_per, "one_thread_seconds": one}),
-            });
+            let (seconds, detail) = treecode_estimate(&shape, k, &xs, xt.as_deref(), pricing)?;
+            estimates.push(Estimate { method: Method::Treecode, seconds, detail });
         }
     }
     // the free-space Ewald sum
@@ -295,22 +375,16 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         (false, _) => ewald_estimate(
             comm,
             p,
-            tol,
-            field,
+            &shape,
             &src.positions,
             tgt.as_ref().map(|t| &t.positions[..]),
             &xs,
             xt.as_deref(),
-            ns,
-            nt,
-            repeat,
+            (pricing, planner),
         ),
     };
     match ewald {
-        Ok((one, plan, detail)) => {
-            let seconds = plan / cores.powf(PLAN_SPEEDUP_EXPONENT) + repeat as f64 * one / cores;
-            estimates.push(Estimate { method: Method::Ewald, seconds, detail })
-        }
+        Ok((seconds, detail)) => estimates.push(Estimate { method: Method::Ewald, seconds, detail }),
         Err(why) => excluded.push(json!({"method": "ewald", "why": why})),
     }
     let best = estimates.iter().min_by(|a, b| a.seconds.total_cmp(&b.seconds)).ok_or_else(|| {
@@ -328,8 +402,12 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         .filter(|e| e.method != best.method)
         .map(|e| format!("{} {:.3} s", e.method.name(), e.seconds))
         .collect();
+    let on = match pricing {
+        Pricing::Cpu => format!("{threads} thread(s) x {ranks} rank(s)"),
+        Pricing::Device => format!("{ranks} device(s), priced by the device's models"),
+    };
     let reason = format!(
-        "free space, {ns} sources, kernel {}, tolerance {tol:e}, {threads} thread(s) x {ranks} rank(s), {repeat} \
+        "free space, {ns} sources, kernel {}, tolerance {tol:e}, {on}, {repeat} \
          evaluation(s): {} estimated {:.3} s{}",
         p.kernel,
         best.method.name(),
@@ -341,28 +419,159 @@ pub fn choose(args: &RunArgs, comm: &Comm) -> Result<AutoChoice> {
         "reason": reason,
         "estimates": estimates.iter().map(|e| json!({"method": e.method.name(), "seconds": e.seconds, "model": e.detail})).collect::<Vec<_>>(),
         "excluded": excluded,
+        "pricing": pricing.name(),
+        "backend_reason": compute,
         "sampled": {"sources": xs.len(), "targets": xt.as_ref().map_or(xs.len(), |t| t.len())},
     });
     Ok(AutoChoice { method: best.method, reason, report, report_path })
 }
 
-/// The free-space Ewald sum's one-thread estimates of one evaluation and of its plan (the
-/// kernel tables of the free axes), and its parameters, or why it is not a candidate.
-/// Collective.
+/// What a run is, for pricing: its sizes, tolerance, outputs, evaluations and cores.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Sources.
+    pub ns: usize,
+    /// Targets (the sources' count when they are the targets).
+    pub nt: usize,
+    /// Tolerance.
+    pub tol: f64,
+    /// The Laplace field too.
+    pub field: bool,
+    /// `precision = "f32"`.
+    pub f32_run: bool,
+    /// Evaluations on one plan.
+    pub repeat: usize,
+    /// Threads times ranks.
+    pub cores: f64,
+    /// Ranks (one device each on the CUDA backend).
+    pub ranks: usize,
+}
+
+impl Shape {
+    /// The host's seconds per evaluation of `method`'s trees on the CUDA backend, per rank.
+    fn device_host(&self, method: Method, targets_apart: bool) -> f64 {
+        let ns_per = DEVICE_HOST_NS_PER_POINT.iter().find(|e| e.0 == method).map_or(0.0, |e| e.1);
+        let points = self.ns + if targets_apart { self.nt } else { 0 };
+        1e-9 * ns_per * points as f64 / self.ranks as f64
+    }
+}
+
+/// The FMM's estimate of the run (seconds, and its model's terms) from the sample `xs` (and
+/// `xt`, targets apart) of the sources (targets): the leaf and the stages by the backend's
+/// cost model ([`CostModel::estimate_from_sample`]).
+///
+/// # Errors
+/// A tolerance the FMM's orders cannot meet.
+pub fn fmm_estimate(
+    shape: &Shape,
+    kernel: FmmKernel,
+    xs: &[[f64; 3]],
+    xt: Option<&[[f64; 3]]>,
+    pricing: Pricing,
+) -> Result<(f64, Value)> {
+    let (order, _) = for_tolerance_of(kernel, shape.tol, shape.field)?;
+    let cube = match xt {
+        Some(t) => RootCube::around(&[xs, t]),
+        None => RootCube::around(&[xs]),
+    };
+    let precision = if shape.f32_run { parki_fmm::Precision::F32 } else { parki_fmm::Precision::F64 };
+    let base = match pricing {
+        Pricing::Cpu => CostModel::cpu(),
+        Pricing::Device => CostModel::device(),
+    };
+    let model = base.for_kernel(kernel, shape.field).for_precision(precision);
+    let (leaf, stages) = model.estimate_from_sample(&SortedPoints::new(xs, cube), shape.ns, order, 0.65);
+    let one = stages.total();
+    // separate targets: the P2P and L2P halves scale with them, P2M with the sources
+    let one = if xt.is_some() { one * (shape.ns + shape.nt) as f64 / (2 * shape.ns.max(1)) as f64 } else { one };
+    let stage_json = json!({"P2P": stages.p2p, "M2L": stages.m2l, "expansions": stages.expansions});
+    Ok(match pricing {
+        Pricing::Cpu => (
+            shape.repeat as f64 * one / shape.cores,
+            json!({"order": order, "max_leaf": leaf, "one_thread_seconds": one, "stages_one_thread": stage_json}),
+        ),
+        Pricing::Device => {
+            let host = shape.device_host(Method::Fmm, xt.is_some());
+            let device = one / shape.ranks as f64;
+            (
+                shape.repeat as f64 * (device + host),
+                json!({"order": order, "max_leaf": leaf, "device_seconds": device, "host_seconds": host,
+                       "stages_device": stage_json}),
+            )
+        }
+    })
+}
+
+/// The treecode's estimate of the run (seconds, and its model's terms): its kernel
+/// evaluations, counted by the traversal of the sample's trees with `n_p s/n` proxies (so that
+/// it decides as on the whole set; pairs scaled by `(n/s)^2`, particle-proxy terms by `n/s`),
+/// times the backend's time per evaluation of the kernel.
+///
+/// # Errors
+/// A tolerance out of the treecode's range.
+pub fn treecode_estimate(
+    shape: &Shape,
+    kernel: TreeKernel,
+    xs: &[[f64; 3]],
+    xt: Option<&[[f64; 3]]>,
+    pricing: Pricing,
+) -> Result<(f64, Value)> {
+    let (params, _) = for_tolerance(shape.tol)?;
+    let scale_s = shape.ns as f64 / xs.len().max(1) as f64;
+    let leaf = ((params.max_leaf as f64 / scale_s).round() as usize).max(1);
+    let st = Tree::build(xs, TreeParams { max_leaf: leaf });
+    let tt = xt.map(|t| Tree::build(t, TreeParams { max_leaf: leaf }));
+    let tref = tt.as_ref().unwrap_or(&st);
+    let np = params.proxies();
+    // the traversal compares counts with the proxies: the sample's counts against `np / scale`
+    // make the whole set's decisions
+    let np_sample = ((np as f64 / scale_s).round() as usize).max(1);
+    let lists = Interactions::build(tref, &st, params.theta, np_sample);
+    let [pp, pc, cp, cc] = lists.evaluations(tref, &st, np).map(|e| e as f64);
+    let scale_t = xt.map_or(scale_s, |t| shape.nt as f64 / t.len().max(1) as f64);
+    let evaluations = pp * scale_s * scale_t + pc * scale_t + cp * scale_s + cc;
+    let cpu_ns = |name: &str| TREE_NS_PER_EVALUATION.iter().find(|e| e.0 == name).map_or(4.0, |e| e.1);
+    Ok(match pricing {
+        Pricing::Cpu => {
+            let ns_per = cpu_ns(kernel.name());
+            let one = evaluations * ns_per * 1e-9;
+            (
+                shape.repeat as f64 * one / shape.cores,
+                json!({"degree": params.degree, "theta": params.theta, "evaluations": evaluations,
+                       "ns_per_evaluation": ns_per, "one_thread_seconds": one}),
+            )
+        }
+        Pricing::Device => {
+            let measured = TREE_DEVICE_NS_PER_EVALUATION.iter().find(|e| e.0 == kernel.name()).map(|e| e.1);
+            let ns_per = measured
+                .unwrap_or_else(|| TREE_DEVICE_NS_PER_EVALUATION[0].1 * cpu_ns(kernel.name()) / cpu_ns("laplace"));
+            let device = evaluations * ns_per * 1e-9 / shape.ranks as f64;
+            let host = shape.device_host(Method::Treecode, xt.is_some());
+            (
+                shape.repeat as f64 * (device + host),
+                json!({"degree": params.degree, "theta": params.theta, "evaluations": evaluations,
+                       "ns_per_evaluation_device": ns_per, "device_seconds": device, "host_seconds": host}),
+            )
+        }
+    })
+}
+
+/// The free-space Ewald sum's estimate of the run (its plan, the kernel tables of the free
+/// axes, and its evaluations) and its parameters, or why it is not a candidate. The plan is
+/// the backend's ([`Planner`]); on a device its stages are repriced at the device's constants
+/// ([`parki_dist::CostModel::reprice`]) and its cell lists added
+/// ([`DEVICE_EWALD_NS_PER_PARTICLE`]); the tables are made on the host's cores. Collective.
 #[allow(clippy::too_many_arguments)]
 fn ewald_estimate(
     comm: &Comm,
     p: &AutoProblem,
-    tol: f64,
-    field: bool,
+    shape: &Shape,
     sources: &[[f64; 3]],
     targets: Option<&[[f64; 3]]>,
     xs: &[[f64; 3]],
     xt: Option<&[[f64; 3]]>,
-    ns: usize,
-    nt: usize,
-    repeat: usize,
-) -> std::result::Result<(f64, f64, Value), String> {
+    (pricing, planner): (Pricing, Planner),
+) -> std::result::Result<(f64, Value), String> {
     let kernel = Kernel::from_name(&p.kernel).map_err(|_| format!("no kernel \"{}\"", p.kernel))?;
     let lengths = match p.box_lengths.as_deref() {
         Some(&[a, b, c]) => [a, b, c],
@@ -376,27 +585,44 @@ fn ewald_estimate(
     if comm.max(u64::from(outside)) > 0 {
         return Err(format!("particles outside problem.box {lengths:?} (its corner is the origin)"));
     }
+    let (ns, nt) = (shape.ns, shape.nt);
     let domain = Domain::new(lengths, [false; 3]).map_err(|e| e.to_string())?;
-    let mut opts = EwaldOptions::new(kernel, domain, tol);
-    opts.field = field;
+    let mut opts = EwaldOptions::new(kernel, domain, shape.tol);
+    opts.field = shape.field;
     // the sample's occupancy of the cells stands for the whole set's (as the run measures it)
     opts.occupancy = Some(Occupancy::measure(&domain, xs, ns, xt.unwrap_or(xs), xt.is_none()));
-    opts.evaluations = repeat;
-    let params = match p.precision.as_deref() {
-        Some("f32") => DistEwaldSolver::<f32>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),
-        _ => DistEwaldSolver::<f64>::parameters(comm, &opts, ParallelOptions::default(), ns, nt),
-    }
-    .map_err(|e| e.to_string())?;
-    let c = params.cost;
-    let one = c.total();
+    opts.evaluations = shape.repeat;
+    let params = planner(comm, &opts, shape.f32_run, ns, nt).map_err(|e| e.to_string())?;
     let plan = params.plan_seconds;
-    Ok((
-        one,
-        plan,
-        json!({"grid": params.grid, "cells": params.cells, "window": params.p, "cell_occupancy": params.occupancy,
-               "stages_one_thread": {"P2P": c.p2p, "P2G": c.p2g, "FFT": c.fft, "CNV": c.cnv, "G2P": c.g2p},
-               "one_thread_seconds": one, "plan_one_thread_seconds": plan}),
-    ))
+    let plan_run = plan / shape.cores.powf(PLAN_SPEEDUP_EXPONENT);
+    let (c, one, seconds) = match pricing {
+        Pricing::Cpu => {
+            let one = params.cost.total();
+            (params.cost, one, plan_run + shape.repeat as f64 * one / shape.cores)
+        }
+        Pricing::Device => {
+            // the plan was chosen (and its stages priced) with the CPU's built-in constants
+            let real_bytes = if shape.f32_run { 4 } else { 8 };
+            let from = parki_dist::CostModel::default();
+            let c = parki_dist::CostModel::device().reprice(&from, &params.cost, kernel, nt, real_bytes);
+            let one = (c.total() + 1e-9 * DEVICE_EWALD_NS_PER_PARTICLE * (ns + nt) as f64) / shape.ranks as f64;
+            (c, one, plan_run + shape.repeat as f64 * one)
+        }
+    };
+    let stages = json!({"P2P": c.p2p, "P2G": c.p2g, "FFT": c.fft, "CNV": c.cnv, "G2P": c.g2p});
+    let mut detail = json!({"grid": params.grid, "cells": params.cells, "window": params.p,
+                            "cell_occupancy": params.occupancy, "plan_one_thread_seconds": plan});
+    match pricing {
+        Pricing::Cpu => {
+            detail["stages_one_thread"] = stages;
+            detail["one_thread_seconds"] = json!(one);
+        }
+        Pricing::Device => {
+            detail["stages_device"] = stages;
+            detail["device_seconds"] = json!(one);
+        }
+    }
+    Ok((seconds, detail))
 }
 
 /// Adds the choice to a run's summary (and to its report file, written again).
@@ -411,4 +637,166 @@ pub fn annotate(comm: &Comm, choice: &AutoChoice, mut summary: RunSummary) -> Re
         report::write(comm, path, &summary.report)?;
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use parki_comm::Comm;
+    use parki_core::{Domain, Kernel};
+    use parki_dist::EwaldOptions;
+    use parki_fmm::FmmKernel;
+    use parki_gpu::Emulator;
+    use parki_reference::generate::Cloud;
+    use parki_treecode::TreeKernel;
+
+    use super::{
+        device_planner, fmm_estimate, treecode_estimate, Pricing, Shape, DEVICE_EWALD_NS_PER_PARTICLE, SAMPLE,
+    };
+
+    fn shape(n: usize, tol: f64, field: bool) -> Shape {
+        Shape { ns: n, nt: n, tol, field, f32_run: false, repeat: 1, cores: 16.0, ranks: 1 }
+    }
+
+    /// The device's models against what the methods took on an NVIDIA H200 (session 33,
+    /// docs/fmm.md §5.1, docs/treecode.md §6, docs/performance.md §8.8; uniform points, f64,
+    /// one rank): every estimate within 0.5-2x of the measured seconds, printed as a table.
+    #[test]
+    fn device_prices_follow_the_h200_measurements() {
+        let comm = Comm::single();
+        let sample = Cloud::Uniform.points(11, 0..SAMPLE);
+        let mut rows = Vec::new();
+        // the FMM (fmm_cases: the app on the device, best of two evaluations)
+        for (kernel, field, tol, n, measured) in [
+            (FmmKernel::Laplace, true, 1e-6, 1_000_000, 0.146),
+            (FmmKernel::Stokeslet, false, 1e-6, 1_000_000, 0.459),
+            (FmmKernel::Laplace, true, 1e-6, 10_000_000, 1.55),
+            (FmmKernel::Laplace, true, 1e-9, 10_000_000, 2.80),
+        ] {
+            let (s, d) = fmm_estimate(&shape(n, tol, field), kernel, &sample, None, Pricing::Device).unwrap();
+            rows.push((format!("fmm {kernel:?} field {field} {tol:e} {n}: {d}"), s, measured));
+        }
+        // the treecode (tree_cases, tolerance 1e-6)
+        for (n, measured) in [(100_000, 0.068), (1_000_000, 1.26), (10_000_000, 7.18)] {
+            let (s, d) =
+                treecode_estimate(&shape(n, 1e-6, false), TreeKernel::Stokeslet, &sample, None, Pricing::Device)
+                    .unwrap();
+            rows.push((format!("treecode stokeslet 1e-6 {n}: {d}"), s, measured));
+        }
+        // the Ewald sum (parki-gpu-bench: 3P; the 2-rank check's one-rank run: 0P)
+        Emulator::set_memory(141_000_000_000);
+        for (kernel, periodic, field, tol, n, measured) in [
+            (Kernel::Laplace, true, false, 1e-6, 1_000_000, 0.0180),
+            (Kernel::Laplace, true, false, 1e-9, 1_000_000, 0.0288),
+            (Kernel::Stokeslet, true, false, 1e-6, 1_000_000, 0.0295),
+            (Kernel::Stokeslet, true, false, 1e-9, 1_000_000, 0.0467),
+            (Kernel::Stresslet, true, false, 1e-6, 1_000_000, 0.0388),
+            (Kernel::Stresslet, true, false, 1e-9, 1_000_000, 0.0683),
+            (Kernel::Stokes, true, false, 1e-6, 1_000_000, 0.0441),
+            (Kernel::Stokes, true, false, 1e-9, 1_000_000, 0.0795),
+            (Kernel::Laplace, true, false, 1e-6, 4_000_000, 0.077),
+            (Kernel::Stokeslet, true, false, 1e-6, 4_000_000, 0.115),
+            (Kernel::Stokeslet, true, false, 1e-9, 4_000_000, 0.183),
+            (Kernel::Stokes, true, false, 1e-6, 4_000_000, 0.195),
+            (Kernel::Stokes, true, false, 1e-9, 4_000_000, 0.335),
+            // its stages only (P2P, P2G, FFT, CNV, IFFT, G2P): the one evaluation of that
+            // process paid the cell lists' first allocations (13.1 ms of its 25.5)
+            (Kernel::Laplace, false, true, 1e-8, 200_000, 0.0124),
+        ] {
+            let domain = Domain::new([1.0; 3], [periodic; 3]).unwrap();
+            // the H200 node's host budget (half its 128 GB), not this machine's
+            let opts = EwaldOptions::new(kernel, domain, tol).field(field).max_grid_bytes(Some(64 << 30));
+            let params = device_planner::<Emulator>(&comm, &opts, false, n, n).unwrap();
+            let c =
+                parki_dist::CostModel::device().reprice(&parki_dist::CostModel::default(), &params.cost, kernel, n, 8);
+            let cells = if periodic { 1e-9 * DEVICE_EWALD_NS_PER_PARTICLE * (2 * n) as f64 } else { 0.0 };
+            let s = c.total() + cells;
+            rows.push((
+                format!("ewald {kernel:?} periodic {periodic} {tol:e} {n}: grid {:?}, {c:?}", params.grid),
+                s,
+                measured,
+            ));
+        }
+        let mut bad = Vec::new();
+        for (case, estimate, measured) in &rows {
+            let r = estimate / measured;
+            println!("{r:6.2}  {estimate:8.4} s against {measured:8.4} s  {case}");
+            if !(0.5..=2.0).contains(&r) {
+                bad.push(case.clone());
+            }
+        }
+        assert!(bad.is_empty(), "estimates outside 0.5-2x the measurements: {bad:#?}");
+    }
+}
+
+/// `choose_with` on the device (the emulator's planner standing for the CUDA backend's): the
+/// report says how it priced, every candidate has the device's and the host's parts, each
+/// costs far less than on the CPU, and the choice follows the evaluations: a single one buys
+/// no free-space Ewald plan (its tables are made on the host), a hundred on one plan do.
+#[cfg(test)]
+mod device_choice {
+    use std::path::PathBuf;
+
+    use parki_comm::Comm;
+    use parki_gpu::Emulator;
+    use parki_reference::generate::Cloud;
+
+    use super::{choose_with, cpu_planner, device_planner, Method, Pricing};
+    use crate::app::RunArgs;
+
+    fn run_toml(dir: &std::path::Path, repeat: usize) -> PathBuf {
+        let n = 100_000;
+        // uniform in [-1, 1]^3, moved into the box [0, 2]^3
+        let x: Vec<f64> = Cloud::Uniform.points(5, 0..n).iter().flat_map(|p| p.map(|c| c + 1.0)).collect();
+        let q: Vec<f64> = (0..n).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        crate::npy::write(&dir.join("x.npy"), &[n, 3], &x).unwrap();
+        crate::npy::write(&dir.join("q.npy"), &[n], &q).unwrap();
+        let path = dir.join(format!("auto-{repeat}.toml"));
+        let text = format!(
+            "[problem]\nmethod = \"auto\"\nkernel = \"laplace\"\ntolerance = 1e-6\nbox = [2.0, 2.0, 2.0]\n\
+             periodic = [false, false, false]\n\n[sources]\npositions = \"x.npy\"\ncharges = \"q.npy\"\n\n\
+             [run]\nrepeat = {repeat}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_device_prices_every_method_and_the_evaluations_decide() {
+        let dir = std::env::temp_dir().join(format!("parki-auto-device-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let comm = Comm::single();
+        Emulator::set_memory(80_000_000_000);
+        let args = |config: PathBuf| RunArgs {
+            config,
+            check: None,
+            threads: Some(2),
+            repeat: None,
+            quiet: true,
+            json: false,
+            command_line: Vec::new(),
+        };
+        let mut chosen = Vec::new();
+        for repeat in [1, 100] {
+            let a = args(run_toml(&dir, repeat));
+            let dev = choose_with(&a, &comm, Some((Pricing::Device, device_planner::<Emulator>))).unwrap();
+            let cpu = choose_with(&a, &comm, Some((Pricing::Cpu, cpu_planner))).unwrap();
+            assert_eq!(dev.report["pricing"], "device");
+            assert_eq!(cpu.report["pricing"], "cpu");
+            assert!(dev.reason.contains("device"), "{}", dev.reason);
+            let est = |r: &serde_json::Value, m: &str| {
+                r["estimates"].as_array().unwrap().iter().find(|e| e["method"] == m).unwrap().clone()
+            };
+            for m in ["fmm", "treecode", "ewald"] {
+                let (d, c) = (est(&dev.report, m), est(&cpu.report, m));
+                assert!(d["model"]["device_seconds"].as_f64().unwrap() > 0.0, "{m}: {d}");
+                assert!(d["seconds"].as_f64().unwrap() < c["seconds"].as_f64().unwrap(), "{m}: {d} against {c}");
+            }
+            for m in ["fmm", "treecode"] {
+                assert!(est(&dev.report, m)["model"]["host_seconds"].as_f64().unwrap() > 0.0);
+            }
+            chosen.push(dev.method);
+        }
+        assert_eq!(chosen, [Method::Fmm, Method::Ewald], "one evaluation, then a hundred on one plan");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

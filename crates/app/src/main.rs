@@ -196,7 +196,8 @@ one-sided MPI):
 
 method = \"auto\" picks the fastest method for the run by the cost models of the FMM, the treecode
 and the free-space Ewald sum (periodic axes: the Ewald sum), priced on a sample of the particles;
-the chosen method runs the same run.toml and the report's `auto` section has every estimate:
+the chosen method runs the same run.toml and the report's `auto` section has every estimate
+(with [run] backend = \"cuda\", or \"auto\" finding a device, priced on the device):
 
   [problem]
   method = \"auto\"

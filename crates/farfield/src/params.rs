@@ -67,6 +67,60 @@ impl Default for CostModel {
     }
 }
 
+impl CostModel {
+    /// A CUDA device's unit costs, the whole device standing for one thread: the fit of
+    /// `parki-gpu-bench --modes calibrate` on an NVIDIA H200 (session 33, f64, 1e6 uniform
+    /// points in 3P, each kernel at tolerances 1e-6 and 1e-9 and at its selected cell size, a
+    /// third and three times it; docs/performance.md §8.8). For pricing a plan on the device
+    /// ([`CostModel::reprice`], `method = "auto"` on the CUDA backend), not for choosing it:
+    /// plans chosen with these constants ran 0.90-0.99x as fast as the CPU constants' plans
+    /// there, which the device keeps. The f32 ratio is the CPU's (no f32 device fit yet); the
+    /// plan's tables are made on the host, at the CPU's constants.
+    pub fn device() -> Self {
+        Self {
+            p2p_pair: [0.01189, 0.01410, 0.01567, 0.01775],
+            p2p_visit: [0.0478, 0.0512, 0.0704, 0.0780],
+            p2g: [0.01155, 0.00407, 0.00213, 0.00166],
+            fft: 0.000855,
+            cnv: 0.0683,
+            g2p: [0.00410, 0.00280, 0.00283, 0.00279],
+            ..Self::default()
+        }
+    }
+
+    /// The stage seconds `est` of a plan priced by `from` (as [`select`] prices it for
+    /// `kernel`, `targets` and reals of `real_bytes`), priced by these constants instead: the
+    /// same plan (pairs, grid, window, tables) on another machine. Every stage is linear in
+    /// its constant; P2P's pairs are recovered from `from`'s pair and visit terms (eq. of
+    /// [`select`]'s cost model: `p2p_pair pairs + p2p_visit 27 N_t`). Plans with loose pairs
+    /// price them at `from.p2p_pair` times `PairAccuracy::LOOSE_COST`: pass that `from`.
+    pub fn reprice(
+        &self,
+        from: &CostModel,
+        est: &CostEstimate,
+        kernel: Kernel,
+        targets: usize,
+        real_bytes: usize,
+    ) -> CostEstimate {
+        let k = Kernel::ALL.iter().position(|&q| q == kernel).unwrap_or(0);
+        let (s_from, s_to) = if real_bytes == 4 { (from.f32_ratio, self.f32_ratio) } else { (1.0, 1.0) };
+        let ratio = |to: f64, of: f64| if of > 0.0 { s_to * to / (s_from * of) } else { 0.0 };
+        let visits = 27.0 * targets as f64;
+        let pairs = if from.p2p_pair[k] > 0.0 {
+            ((est.p2p / (1e-9 * s_from) - from.p2p_visit[k] * visits) / from.p2p_pair[k]).max(0.0)
+        } else {
+            0.0
+        };
+        CostEstimate {
+            p2p: 1e-9 * s_to * (self.p2p_pair[k] * pairs + self.p2p_visit[k] * visits),
+            p2g: est.p2g * ratio(self.p2g[k], from.p2g[k]),
+            fft: est.fft * ratio(self.fft, from.fft),
+            cnv: est.cnv * ratio(self.cnv, from.cnv),
+            g2p: est.g2p * ratio(self.g2p[k], from.g2p[k]),
+        }
+    }
+}
+
 /// What the caller asks for.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -794,7 +848,7 @@ pub fn select(req: &Request) -> Result<Params> {
 
 #[cfg(test)]
 mod tests {
-    use super::{sphere_fraction, NEAR_CUT_FACTORS};
+    use super::{select, sphere_fraction, CostModel, Params, Request, NEAR_CUT_FACTORS};
 
     /// The fraction of the colleague block the cut-off sphere reads: the closed form at
     /// `r = w` (`(2 + 2 pi + 4 pi / 3) / 27`), a Monte Carlo count of the same windows at
@@ -812,6 +866,65 @@ mod tests {
             let f = sphere_fraction(k * 0.1, [0.1, 0.12, 0.1]);
             assert!(f > last && f < 1.0, "{k}: {f}");
             last = f;
+        }
+    }
+
+    /// `reprice` gives what the selection itself prices with the other constants when the
+    /// plan is held fixed (its `r_c`, `P` and oversampling given): every kernel, 3P and 0P,
+    /// f64 and f32, the cut-off sphere and a device's lanes; and the same constants give the
+    /// estimate back.
+    #[test]
+    fn repricing_a_plan_equals_selecting_it_with_the_other_constants() {
+        use parki_core::{Domain, Kernel};
+        for (periodic, kernel, tol, real_bytes, lanes, sphere) in [
+            ([true; 3], Kernel::Stokes, 1e-9, 8, 1, true),
+            ([true; 3], Kernel::Laplace, 1e-6, 8, 8, false),
+            ([false; 3], Kernel::Stokeslet, 1e-6, 8, 1, true),
+            ([false, false, true], Kernel::Stresslet, 1e-5, 4, 1, true),
+        ] {
+            let domain = Domain::new([1.0; 3], periodic).unwrap();
+            let request = |cost: CostModel, fixed: Option<&Params>| Request {
+                kernel,
+                domain,
+                field: None,
+                sources: 20_000,
+                targets: 20_000,
+                tolerance: tol,
+                real_bytes,
+                rc: fixed.map(|p| p.rc),
+                window_p: fixed.map(|p| p.p),
+                oversampling: fixed.map(|p| p.oversampling),
+                lanes,
+                max_grid_bytes: 1 << 34,
+                cost,
+                enforce_tolerance: true,
+                pairs: None,
+                position_rounding2: 0.0,
+                pair_error: 0.0,
+                merged_rows: false,
+                sphere_cutoff: sphere,
+                occupancy: None,
+                evaluations: 1,
+            };
+            let cpu = CostModel::default();
+            let plan = select(&request(cpu, None)).unwrap();
+            let again = select(&request(CostModel::device(), Some(&plan))).unwrap();
+            let case = format!("{kernel:?} {periodic:?} {tol:e} {real_bytes}");
+            assert_eq!((again.grid, again.cells, again.p), (plan.grid, plan.cells, plan.p), "{case}");
+            let repriced = CostModel::device().reprice(&cpu, &plan.cost, kernel, 20_000, real_bytes);
+            let same = cpu.reprice(&cpu, &plan.cost, kernel, 20_000, real_bytes);
+            for (a, b, c, d) in [
+                (repriced.p2p, again.cost.p2p, same.p2p, plan.cost.p2p),
+                (repriced.p2g, again.cost.p2g, same.p2g, plan.cost.p2g),
+                (repriced.fft, again.cost.fft, same.fft, plan.cost.fft),
+                (repriced.cnv, again.cost.cnv, same.cnv, plan.cost.cnv),
+                (repriced.g2p, again.cost.g2p, same.g2p, plan.cost.g2p),
+            ] {
+                assert!((a - b).abs() <= 1e-9 * b.abs(), "{case}: repriced {a} against {b}");
+                assert!((c - d).abs() <= 1e-9 * d.abs(), "{case}: {c} against {d}");
+            }
+            // the device is far faster than one CPU thread on every stage
+            assert!(repriced.total() < 0.05 * plan.cost.total(), "{case}: {repriced:?} against {:?}", plan.cost);
         }
     }
 }

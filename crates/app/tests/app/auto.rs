@@ -48,6 +48,7 @@ check = 100
         estimates.iter().min_by(|a, b| a["seconds"].as_f64().unwrap().total_cmp(&b["seconds"].as_f64().unwrap()));
     assert_eq!(cheapest.unwrap()["method"], chosen.as_str());
     assert_eq!(r["method"], chosen.as_str());
+    assert_eq!(r["auto"]["pricing"], "cpu", "the default backend: {r}");
     let u = npy::read(&dir.path("u.npy"), "u").unwrap();
     assert_eq!(u.shape, vec![n]);
     // the tree methods report `error.relative_l2`, the Ewald sum `check.relative_rms_error`
@@ -110,15 +111,54 @@ fn bad_auto_runs_are_named() {
             "[problem]\nmethod = \"auto\"\nkernel = \"laplace\"\n{problem}\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 100 }}\n{extra}"
         )
     };
-    let cases: [(String, &[&str]); 3] = [
+    let cases: [(String, &[&str]); 4] = [
         (base("", ""), &["problem.tolerance", "auto"]),
         (base("tolerance = 1e-6", "[fmm]\norder = 8"), &["fmm", "auto"]),
         (base("tolerance = 1e-6\nkernel2 = 1", ""), &["kernel2"]),
+        (base("tolerance = 1e-6", "[run]\nbackend = \"gpu\""), &["run.backend", "gpu"]),
     ];
     for (text, needles) in cases {
         let cfg = dir.file("run.toml", &text);
         assert_error(&run(&cfg), needles);
     }
+    // the backend is resolved before the methods are priced: "cuda" in a binary without it
+    if !parki_app::backend::HAS_CUDA {
+        let cfg = dir.file("run.toml", &base("tolerance = 1e-6", "[run]\nbackend = \"cuda\""));
+        assert_error(&run(&cfg), &["--features cuda"]);
+    }
+}
+
+/// `[run] backend = "auto"` with `method = "auto"`: the methods are priced on the backend it
+/// resolves to, and the report says which and why (here, without a device: the CPU).
+#[test]
+fn auto_prices_on_the_backend_the_run_resolves_to() {
+    if parki_app::backend::HAS_CUDA {
+        return; // a CUDA binary may find a device here: the CPU pricing is not what it checks
+    }
+    let dir = Dir::new("auto-backend");
+    let cfg = dir.file(
+        "run.toml",
+        r#"
+[problem]
+method = "auto"
+kernel = "laplace"
+tolerance = 1e-4
+
+[sources]
+generate = { distribution = "uniform", count = 2000 }
+
+[output]
+report = "report.json"
+
+[run]
+backend = "auto"
+"#,
+    );
+    succeeded(&run(&cfg));
+    let r = report(&dir);
+    assert_eq!(r["auto"]["pricing"], "cpu", "{r}");
+    let why = r["auto"]["backend_reason"].as_str().unwrap();
+    assert!(why.contains("without --features cuda"), "{why}");
 }
 
 #[test]
