@@ -16,8 +16,8 @@ use parki_core::validate::narrow_positions;
 use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
-    measure_occupancy, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation, EwaldOptions,
-    EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
+    measure_occupancy, CpuBackend, DeviceFft, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation,
+    EwaldOptions, EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::PlanRigor;
@@ -345,7 +345,8 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
     let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;
     let spread = word("run.spread", cfg.run.spread.as_deref(), DeviceP2g::parse, "\"auto\" or \"operator\"")?;
-    o = o.device(DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default()));
+    let fft = word("run.device_fft", cfg.run.device_fft.as_deref(), DeviceFft::parse, "\"batched\" or \"components\"")?;
+    o = o.device(DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default()).fft(fft.unwrap_or_default()));
     if let Some(gb) = cfg.run.max_grid_gb {
         if !(gb.is_finite() && gb > 0.0) {
             return Err(Error::OutOfRange {

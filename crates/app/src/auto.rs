@@ -698,13 +698,15 @@ mod tests {
             (Kernel::Stokeslet, true, false, 1e-9, 4_000_000, 0.183),
             (Kernel::Stokes, true, false, 1e-6, 4_000_000, 0.195),
             (Kernel::Stokes, true, false, 1e-9, 4_000_000, 0.335),
+            (Kernel::Stokeslet, true, false, 1e-9, 16_000_000, 0.761),
+            (Kernel::Stokes, true, false, 1e-9, 16_000_000, 1.60),
             // its stages only (P2P, P2G, FFT, CNV, IFFT, G2P): the one evaluation of that
             // process paid the cell lists' first allocations (13.1 ms of its 25.5)
             (Kernel::Laplace, false, true, 1e-8, 200_000, 0.0124),
         ] {
             let domain = Domain::new([1.0; 3], [periodic; 3]).unwrap();
-            // the H200 node's host budget (half its 128 GB), not this machine's
-            let opts = EwaldOptions::new(kernel, domain, tol).field(field).max_grid_bytes(Some(64 << 30));
+            // the grid held by the (emulated) device: its memory bounds the plan, not this host's
+            let opts = EwaldOptions::new(kernel, domain, tol).field(field);
             let params = device_planner::<Emulator>(&comm, &opts, false, n, n).unwrap();
             let c =
                 parki_dist::CostModel::device().reprice(&parki_dist::CostModel::default(), &params.cost, kernel, n, 8);

@@ -187,6 +187,10 @@ pub struct RunSection {
     /// P2G on a device: `"auto"` (default: as `ewald.p2g`, atomic for `"scatter"`, hybrid for
     /// `"blocked"`) or `"operator"` (the precomputed spreading operator).
     pub spread: Option<String>,
+    /// The far field's transforms on a device: `"batched"` (default: one cuFFT plan over the
+    /// grid's components) or `"components"` (one component's plan run per component: cuFFT's
+    /// work area for one component, less device memory per particle).
+    pub device_fft: Option<String>,
     /// FFTW wisdom folder: `"auto"` (default), `"off"` or a folder ([`crate::wisdom`]).
     pub fftw_wisdom: Option<String>,
 }

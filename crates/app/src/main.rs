@@ -84,6 +84,8 @@ run.toml (relative paths are relative to the file):
                               # device opens on every rank, else the CPU (rank 0 says why)
   p2p = \"gm1d\"                # device P2P: or \"shared\" (a block per cell, shared memory)
   spread = \"auto\"             # device P2G: as [ewald] p2g, or \"operator\" (precomputed)
+  device_fft = \"batched\"      # device FFTs: one plan over the grid's components, or
+                              # \"components\" (one component's, run per component: less memory)
   fftw_wisdom = \"auto\"        # FFTW wisdom folder: measured plans are saved there and every
                               # later run on this CPU plans them at once (estimate too); \"auto\":
                               # $PARKI_FFTW_WISDOM, else ~/.cache/parki; \"off\", or a folder

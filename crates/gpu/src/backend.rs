@@ -27,8 +27,8 @@ use parki_comm::Comm;
 use parki_core::{Error, Kernel, Output, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{
-    BackendSetup, DeviceErfc, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints, PlanningQuery,
-    SolverReal,
+    BackendSetup, DeviceErfc, DeviceFft, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints,
+    PlanningQuery, SolverReal,
 };
 use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
@@ -205,6 +205,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     spread: DeviceSpread,
     /// Far-field cell width of the hybrid P2G (0: `P`).
     far_cell: u32,
+    /// The transforms: one batched plan, or one component's plan run per component.
+    fft_plans: DeviceFft,
     g2p: G2pVariant,
     // sources of the current evaluation
     src_pos: DeviceBuffer<D>,
@@ -257,6 +259,52 @@ fn launch_on<D: Device>(
     unsafe { dev.launch(name, grid, block, shared, &p[..args.len()]) }
 }
 
+/// A device backend's bytes by part ([`GpuBackend::memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// The FFT grid, and with free axes the P2G block, the kernel tables and their maps (the
+    /// host's staging with several ranks).
+    pub grid: usize,
+    /// cuFFT's work area.
+    pub fft_work: usize,
+    /// The precomputed spreading operator (`spread = "operator"`).
+    pub operator: usize,
+    /// The particles' arrays, the cell lists, the window's coefficients and the values.
+    pub particles: usize,
+}
+
+impl DeviceMemory {
+    /// Every part.
+    pub fn total(&self) -> usize {
+        self.grid + self.fft_work + self.operator + self.particles
+    }
+}
+
+/// Runs `plan` on the `count` components at `data` (`stride` bytes apart), in place: once
+/// over all of them (a batched plan), or once per component (`per_component`: a plan of one).
+///
+/// # Safety
+/// `data` holds `count` components of the plan's layout and precision, `stride` bytes apart.
+unsafe fn transform<D: Device>(
+    dev: &D,
+    plan: &mut D::FftPlan,
+    data: DevicePtr,
+    count: usize,
+    stride: usize,
+    per_component: bool,
+    forward: bool,
+) -> Result<()> {
+    if !per_component {
+        // SAFETY: the caller's contract.
+        return unsafe { dev.fft(plan, data, forward) };
+    }
+    for c in 0..count {
+        // SAFETY: component `c` of the caller's `count` lies at `data + c stride`.
+        unsafe { dev.fft(plan, data + (c * stride) as DevicePtr, forward)? };
+    }
+    Ok(())
+}
+
 /// A one-thread-per-item launch of `base` over `n` items.
 fn launch_items<D: Device>(dev: &D, precision: Precision, base: &str, n: usize, args: &mut Args) -> Result<()> {
     if n == 0 {
@@ -279,13 +327,49 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             _ => String::new(),
         };
         format!(
-            "p2p {} (erfc {}, {}), p2g {}{cell}, g2p {}",
+            "p2p {} (erfc {}, {}), p2g {}{cell}, g2p {}{}",
             self.p2p.name(),
             self.erfc.name(),
             if self.near_r2 < 0.0 { "cells" } else { "sphere" },
             self.spread.name(),
-            self.g2p.name()
+            self.g2p.name(),
+            if self.fft_plans == DeviceFft::Components { ", fft per component" } else { "" }
         )
+    }
+
+    /// Device bytes held now, by part ([`EwaldBackend::bytes`] is their sum).
+    pub fn memory(&self) -> DeviceMemory {
+        let (grid, fft_work) = match &self.grid {
+            FarGrid::Device { grid, plan, cnv } => {
+                let cnv = match cnv {
+                    DeviceCnv::Periodic { tables, .. } => tables.bytes(),
+                    DeviceCnv::Free { tables, map, block, .. } => tables.bytes() + map.bytes() + block.bytes(),
+                };
+                (grid.bytes() + cnv, D::fft_work_bytes(plan))
+            }
+            FarGrid::Host { block, staging, rows, .. } => (block.bytes() + staging.bytes() + rows.bytes(), 0),
+        };
+        let operator = self
+            .operator
+            .as_ref()
+            .map_or(0, |o| o.sorted.bytes() + o.keys.bytes() + o.weights.bytes() + o.src.bytes() + o.wsorted.bytes());
+        let particles = self.coeffs.bytes()
+            + self.dcoeffs.bytes()
+            + self.src_pos.bytes()
+            + self.src_packed.bytes()
+            + self.src_keys.bytes()
+            + self.src_sort.bytes()
+            + self.src_cells.bytes()
+            + self.tgt_pos.bytes()
+            + self.tgt_keys.bytes()
+            + self.tgt_sort.bytes()
+            + self.tgt_cells.bytes()
+            + self.far_keys.bytes()
+            + self.far_sort.bytes()
+            + self.near.bytes()
+            + self.far.bytes()
+            + self.out.bytes();
+        DeviceMemory { grid, fft_work, operator, particles }
     }
 
     /// Times the spreading operator was built (one per change of positions).
@@ -314,17 +398,23 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let operator =
             if setup.device.p2g == DeviceP2g::Operator { setup.sources * p3 * (4 + t + 4 + 4 + t) } else { 0 };
         // one rank: the FFT grid and the work area shared by the forward plan (every grid
-        // component) and the backward one (the outputs), as large as the grid
+        // component) and the backward one (the outputs), as large as the grid, or as one
+        // component with plans of one component
+        let work = |grid: usize| match setup.device.fft {
+            DeviceFft::Batched => grid,
+            DeviceFft::Components => grid / comps.max(1),
+        };
         let far = match (&setup.params.free, setup.comm.size() == 1) {
             (_, false) => block,
-            (None, true) => 2 * block,
+            (None, true) => block + work(block),
             (Some(f), true) => {
                 let half = (f.fft_len[0] / 2 + 1) * f.fft_len[1] * f.fft_len[2];
                 // the tables on the folded spectrum of one rank
                 let stored = parki_farfield::fold::stored_elements_one_rank(f.fft_len);
                 let spectral = setup.field_method == Some(FieldMethod::Spectral);
                 let tables = parki_farfield::free::table_count(k, spectral) * stored * t;
-                2 * comps * 2 * half * t + block + tables
+                let padded = comps * 2 * half * t;
+                padded + work(padded) + block + tables
             }
         };
         far + cells + Self::particle_bytes(k, setup.output.dim(), setup.sources, setup.targets) + operator
@@ -348,8 +438,8 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// particles' arrays and a reserve (5 % and 256 MiB: the context, cuFFT's plans, the cell
     /// lists' bins, allocation rounding), over the device bytes per grid byte. On one rank
     /// the device holds the grid and cuFFT's work area (as large as the grid: two device bytes
-    /// per grid byte); on several ranks its P2G block, taken as at most twice the rank's share
-    /// of the grid.
+    /// per grid byte; `1 + 1/c` for `c` components with [`DeviceFft::Components`]); on several
+    /// ranks its P2G block, taken as at most twice the rank's share of the grid.
     /// `estimate_bytes` checks the chosen plan exactly (and counts the spreading operator,
     /// whose size depends on the chosen `P`).
     pub fn grid_budget(query: &PlanningQuery, free: u64) -> usize {
@@ -358,9 +448,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let dim = k.output_dim() + if query.field { 3 } else { 0 };
         let particles = Self::particle_bytes(k, dim, query.sources, query.targets) as f64;
         let avail = (free as f64 - reserve - particles).max(0.0);
-        // one rank: half for the grid, half for the work area; several: the block is at most
-        // twice the rank's share of the whole grid
-        (avail * query.ranks as f64 / 2.0).min(usize::MAX as f64 / 2.0) as usize
+        // one rank: the grid and the work area (as large as the grid, or as one component with
+        // plans of one); several: the block is at most twice the rank's share of the grid
+        let comps = k.grid_components().max(FieldMethod::grid_outputs(query.field.then_some(FieldMethod::Window), k));
+        let per_grid_byte = match (query.ranks, query.device.fft) {
+            (1, DeviceFft::Components) => 1.0 + 1.0 / comps.max(1) as f64,
+            _ => 2.0,
+        };
+        (avail * query.ranks as f64 / per_grid_byte).min(usize::MAX as f64 / 2.0) as usize
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {
@@ -753,6 +848,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let dim = self.grid_out;
         let rl = self.window_layout.real_len();
         let direct = self.direct;
+        let per_component = self.fft_plans == DeviceFft::Components;
         let (dev, precision, window) = (&self.dev, self.precision, &self.window_layout);
         match &mut self.grid {
             FarGrid::Device { grid, plan, cnv: DeviceCnv::Free { block, layout, .. } } => {
@@ -772,16 +868,20 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 if forward {
                     pad(1, ncomp)?;
                 }
-                // SAFETY: the grid holds the planned components of the planned layout.
-                unsafe { dev.fft(plan, grid.ptr(), forward)? };
+                let count = if forward { ncomp } else { dim };
+                // SAFETY: the grid holds `count` components of the planned layout.
+                unsafe {
+                    transform(&**dev, plan, grid.ptr(), count, layout.real_len() * T::BYTES, per_component, forward)?
+                };
                 if !forward {
                     pad(0, dim)?;
                 }
                 Ok(())
             }
             FarGrid::Device { grid, plan, .. } => {
-                // SAFETY: the grid holds the planned components of the planned layout.
-                unsafe { dev.fft(plan, grid.ptr(), forward) }
+                let count = if forward { ncomp } else { dim };
+                // SAFETY: the grid holds `count` components of the planned layout.
+                unsafe { transform(&**dev, plan, grid.ptr(), count, rl * T::BYTES, per_component, forward) }
             }
             FarGrid::Host { fft, block, .. } => {
                 if forward {
@@ -916,6 +1016,8 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             grid_budget: Some(Self::grid_budget(query, free)),
             loose_pairs: false,
             sphere_cutoff: true,
+            // one rank: the grid, its transforms and the cell lists live on the device
+            device_resident: query.ranks == 1,
         })
     }
 
@@ -926,6 +1028,11 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         let kernel = s.kernel;
         let ncomp = kernel.grid_components();
         let grid_out = FieldMethod::grid_outputs(s.field_method, kernel);
+        // the components each transform plan covers (one, run per component, or all)
+        let (plan_ncomp, plan_out) = match s.device.fft {
+            DeviceFft::Batched => (ncomp, grid_out),
+            DeviceFft::Components => (ncomp.min(1), grid_out.min(1)),
+        };
         let spectral_field = s.field_method == Some(FieldMethod::Spectral);
         // device memory, estimated before anything is allocated
         let need = Self::estimate_bytes(s);
@@ -961,7 +1068,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let cnv = Cnv::new(kernel, layout, s.lengths, &kb, p.xi);
                     let cnv = if spectral_field { cnv.with_field() } else { cnv };
                     let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the FFT grid")?;
-                    let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
+                    let plan = dev.fft_plan(&layout, plan_ncomp, plan_out, precision)?;
                     let (k, f) = cnv.tables();
                     let mut t = Vec::new();
                     for v in k.iter().chain(f.iter()) {
@@ -986,7 +1093,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                     let cnv =
                         FreeCnv::<T>::new(kernel, spectral_field, free, s.lengths, &kb, p.xi, &block, s.comm, par)?;
                     let grid = DeviceBuffer::new(&dev, comps * layout.real_len() * T::BYTES, "the padded FFT grid")?;
-                    let plan = dev.fft_plan(&layout, ncomp, grid_out, precision)?;
+                    let plan = dev.fft_plan(&layout, plan_ncomp, plan_out, precision)?;
                     let mut tables = DeviceBuffer::empty(&dev, "the free-space kernel tables");
                     tables.upload(cnv.tables())?;
                     let mut map = DeviceBuffer::empty(&dev, "the tables' maps");
@@ -1081,6 +1188,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             near_r2: p.near_cut.and_then(|c| NearCutoff::Sphere(c).window_radius2()).unwrap_or(-1.0),
             spread,
             far_cell: s.device.far_cell,
+            fft_plans: s.device.fft,
             g2p: s.g2p,
             src_pos: b("source positions"),
             src_packed: b("source densities"),
@@ -1114,37 +1222,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     }
 
     fn bytes(&self) -> usize {
-        let grid = match &self.grid {
-            FarGrid::Device { grid, plan, cnv } => {
-                let cnv = match cnv {
-                    DeviceCnv::Periodic { tables, .. } => tables.bytes(),
-                    DeviceCnv::Free { tables, map, block, .. } => tables.bytes() + map.bytes() + block.bytes(),
-                };
-                grid.bytes() + cnv + D::fft_work_bytes(plan)
-            }
-            FarGrid::Host { block, staging, rows, .. } => block.bytes() + staging.bytes() + rows.bytes(),
-        };
-        let op = self
-            .operator
-            .as_ref()
-            .map_or(0, |o| o.sorted.bytes() + o.keys.bytes() + o.weights.bytes() + o.src.bytes() + o.wsorted.bytes());
-        grid + op
-            + self.coeffs.bytes()
-            + self.dcoeffs.bytes()
-            + self.src_pos.bytes()
-            + self.src_packed.bytes()
-            + self.src_keys.bytes()
-            + self.src_sort.bytes()
-            + self.src_cells.bytes()
-            + self.tgt_pos.bytes()
-            + self.tgt_keys.bytes()
-            + self.tgt_sort.bytes()
-            + self.tgt_cells.bytes()
-            + self.far_keys.bytes()
-            + self.far_sort.bytes()
-            + self.near.bytes()
-            + self.far.bytes()
-            + self.out.bytes()
+        self.memory().total()
     }
 
     fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {

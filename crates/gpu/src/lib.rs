@@ -31,7 +31,7 @@ mod fmm;
 pub mod params;
 mod treecode;
 
-pub use backend::{DeviceSpread, GpuBackend};
+pub use backend::{DeviceMemory, DeviceSpread, GpuBackend};
 pub use buffer::{bytes_of, bytes_of_mut, DeviceBuffer, PinnedBuffer};
 pub use emulator::{has_entry_point, EmuFft, Emulator};
 pub use fmm::{GpuFmm, M2lVariant, P2pVariant, M2L_THREAD_MAX_ORDER, P2P_GLOBAL_BELOW};

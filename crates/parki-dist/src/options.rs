@@ -406,6 +406,33 @@ impl DeviceErfc {
     }
 }
 
+/// The far field's transforms on a device: the grid's components in one batched plan, or one
+/// component's plan run once per component. cuFFT's work area is sized by the plan: a batched
+/// plan's for all its components, a component's for one (the device's memory per particle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceFft {
+    /// One plan over every component (default).
+    #[default]
+    Batched,
+    /// One component's plan, run once per component (offset by the component's stride).
+    Components,
+}
+
+impl DeviceFft {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceFft::Batched => "batched",
+            DeviceFft::Components => "components",
+        }
+    }
+
+    /// Parses a name (the inverse of [`DeviceFft::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [DeviceFft::Batched, DeviceFft::Components].into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// P2G on a device: [`P2gVariant`] picks atomic (`Scatter`) or hybrid (`Blocked`, the
 /// default); this one can replace both with the precomputed spreading operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -448,12 +475,20 @@ pub struct DeviceVariants {
     pub far_cell: u32,
     /// P2P's erfc.
     pub erfc: DeviceErfc,
+    /// The transforms' plans.
+    pub fft: DeviceFft,
 }
 
 impl DeviceVariants {
     /// The given P2P and P2G variants.
     pub fn new(p2p: DeviceP2p, p2g: DeviceP2g) -> Self {
-        Self { p2p, p2g, far_cell: 0, erfc: DeviceErfc::default() }
+        Self { p2p, p2g, far_cell: 0, erfc: DeviceErfc::default(), fft: DeviceFft::default() }
+    }
+
+    /// The transforms' plans.
+    pub fn fft(mut self, fft: DeviceFft) -> Self {
+        self.fft = fft;
+        self
     }
 
     /// P2P's erfc.

@@ -277,14 +277,21 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         };
         let hints = comm.agree(B::planning(&query))?;
         let device_budget = comm.min(hints.grid_budget.map_or(u64::MAX, |b| b as u64));
-        let budget = host_budget.min(usize::try_from(device_budget).unwrap_or(usize::MAX));
+        let device_budget_bytes = usize::try_from(device_budget).unwrap_or(usize::MAX);
+        // a backend holding the grid in its own memory is bounded by that memory alone (unless
+        // the options fix a limit)
+        let budget = match (hints.device_resident, opts.max_grid_bytes) {
+            (true, None) => device_budget_bytes,
+            _ => host_budget.min(device_budget_bytes),
+        };
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
+            .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
             .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
-        let device_limited = device_budget < host_budget as u64;
+        let device_limited = device_budget < host_budget as u64 || hints.device_resident;
         let choice = plan::choose::<T>(opts, sources, targets, budget, &hints).map_err(|e| match e {
             Error::Resource { message } if device_limited => Error::Resource {
                 message: format!(
@@ -312,6 +319,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let ghost_factor = (wy.len * wz.len) as f64 / own.column_count(comm.rank()).max(1) as f64;
         let memory =
             MemoryEstimate::new::<T>(opts, Some(p), sources, targets, comm.size(), choice.threads, ghost_factor)
+                .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
                 .with_caller(caller_bytes);
         memory.check(sources, targets, share.0, share.1)?;
         Ok((choice, pgrid, memory))

@@ -127,12 +127,14 @@ pub(crate) fn choose<T: SolverReal>(
 pub struct MemoryEstimate {
     /// Particles received by MPI-SORT, ghost sources, and the send buffers of the exchanges.
     pub particles: f64,
-    /// Cell lists: padded sources, sorted targets, keys and offsets.
+    /// Cell lists: padded sources, sorted targets, keys and offsets (0 where a device holds
+    /// them).
     pub cell_lists: f64,
     /// Grids: the FFT grid with its switch buffers, the P2G block, the G2P gather grid; with
-    /// free axes the zero-padded FFT grid and the kernel tables.
+    /// free axes the zero-padded FFT grid and the kernel tables (0 where a device holds them).
     pub grids: f64,
-    /// Scratch: P2G footprints and slab buffers, near- and far-field values, results.
+    /// Scratch: P2G footprints and slab buffers, near- and far-field values, results; a
+    /// device's upload staging.
     pub scratch: f64,
     /// The caller's own arrays, as the caller declared them (0 for the library alone).
     pub caller: f64,
@@ -209,6 +211,32 @@ impl MemoryEstimate {
         let scratch = p2g + nt * dim * t * if ranks > 1 { 3.0 } else { 2.0 } + 8.0 * nt;
         let total = particles + cell_lists + grids + scratch;
         Self { particles, cell_lists, grids, scratch, caller: 0.0, total }
+    }
+
+    /// On a backend that holds the grids and the cell lists in its own memory (`resident`,
+    /// [`crate::PlanningHints::device_resident`]; one rank): the host keeps the backend's
+    /// upload staging (positions and packed densities of the sources, positions of the
+    /// targets) and the results instead of them and of P2G's footprints, all counted as
+    /// scratch. Unchanged otherwise.
+    pub(crate) fn device_resident(
+        mut self,
+        resident: bool,
+        opts: &EwaldOptions,
+        sources: usize,
+        targets: usize,
+        real_bytes: usize,
+    ) -> Self {
+        if resident {
+            let t = real_bytes as f64;
+            let w = opts.kernel.density_width() as f64;
+            let staging = (sources as f64 * (3.0 + w) + targets as f64 * 3.0) * t;
+            let results = targets as f64 * (opts.output_dim() as f64 * t * 2.0 + 8.0);
+            self.total += staging + results - self.grids - self.cell_lists - self.scratch;
+            self.grids = 0.0;
+            self.cell_lists = 0.0;
+            self.scratch = staging + results;
+        }
+        self
     }
 
     /// Adds `bytes` of the caller's own arrays per rank.

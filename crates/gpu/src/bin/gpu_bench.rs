@@ -19,20 +19,24 @@
 //! padded grid and the kernel tables), and `--field window|spectral` the Laplace cases with the
 //! field; `--erfc fitted,library` runs P2P with each erfc side by side (the fitted one sharing
 //! the pair's Gaussian is the default; CUDA's for comparison), and `--near sphere,cells` with
-//! each set of pairs (the cut-off sphere's, the default, or every pair of the colleague cells).
+//! each set of pairs (the cut-off sphere's, the default, or every pair of the colleague cells);
+//! `--fft batched,components` with each kind of transform plan (one batched over the grid's
+//! components, the default, or one component's run per component: cuFFT's work area for one).
+//! Each `eval` line splits the device bytes per particle (grid, FFT work, particles, operator).
 //!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use parki_core::{Domain, Kernel};
 use parki_dist::{
-    Comm, CpuBackend, DeviceErfc, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions,
-    EwaldStage, Isa, NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, CpuBackend, DeviceErfc, DeviceFft, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend,
+    EwaldOptions, EwaldStage, Isa, NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
-use parki_gpu::{Args, Device, Emulator, GpuBackend, Precision};
+use parki_gpu::{Args, Device, DeviceMemory, Emulator, GpuBackend, Precision};
 use parki_nearfield::{KernelReal, P2pFlops};
 use parki_reference::generate::{Distribution, Particles};
 
@@ -61,6 +65,8 @@ struct Opts {
     erfc: Vec<DeviceErfc>,
     /// P2P's pairs in `eval`: each set listed, side by side.
     near: Vec<NearPairs>,
+    /// The transforms' plans in `eval`: each listed, side by side.
+    fft: Vec<DeviceFft>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -82,6 +88,7 @@ fn parse() -> Result<Opts, String> {
         field: None,
         erfc: vec![DeviceErfc::Fitted],
         near: vec![NearPairs::Sphere],
+        fft: vec![DeviceFft::Batched],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -130,6 +137,12 @@ fn parse() -> Result<Opts, String> {
                 o.near = list(v)
                     .iter()
                     .map(|s| NearPairs::parse(s).ok_or(format!("--near {s}: sphere or cells")))
+                    .collect::<Result<_, _>>()?
+            }
+            "--fft" => {
+                o.fft = list(v)
+                    .iter()
+                    .map(|s| DeviceFft::parse(s).ok_or(format!("--fft {s}: batched or components")))
                     .collect::<Result<_, _>>()?
             }
             "--field" => {
@@ -235,14 +248,17 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
-            let variants: Vec<(DeviceErfc, NearPairs)> =
-                o.erfc.iter().flat_map(|&e| o.near.iter().map(move |&p| (e, p))).collect();
-            for (&tol, (ei, &(erfc, near))) in
+            let variants: Vec<(DeviceErfc, NearPairs, DeviceFft)> = o
+                .erfc
+                .iter()
+                .flat_map(|&e| o.near.iter().flat_map(move |&p| o.fft.iter().map(move |&f| (e, p, f))))
+                .collect();
+            for (&tol, (ei, &(erfc, near, fft))) in
                 tols.iter().flat_map(|t| std::iter::repeat(t).zip(variants.iter().enumerate()))
             {
                 let mut opts = EwaldOptions::new(kernel, domain, tol)
                     .near_pairs(near)
-                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc));
+                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc).fft(fft));
                 let field = o.field.filter(|_| kernel == Kernel::Laplace);
                 if let Some(m) = field {
                     opts = opts.field(true).field_method(m);
@@ -257,7 +273,15 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 if o.near.len() > 1 {
                     name = format!("{name}[{}]", near.name());
                 }
-                let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, |b| (b.bytes(), b.variants())) {
+                if o.fft.len() > 1 {
+                    name = format!("{name}[fft {}]", fft.name());
+                }
+                let memory = Cell::new(DeviceMemory::default());
+                let info = |b: &GpuBackend<T, D>| {
+                    memory.set(b.memory());
+                    (b.bytes(), b.variants())
+                };
+                let g = match run_case::<T, GpuBackend<T, D>>(&opts, &data, o.reps, info) {
                     Ok(g) => g,
                     Err(e) => {
                         println!("{name} {box_name} {prec} tol {tol:.0e} N {n}: {e}");
@@ -274,20 +298,32 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 } else {
                     None
                 };
+                let m = memory.get();
+                let per = |b: usize| b as f64 / n as f64;
                 println!(
-                    "{name:<9} {box_name} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle{}",
+                    "{name:<9} {box_name} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle (grid {:.0}, FFT work {:.0}, particles {:.0}, operator {:.0}), grid {:?}{}",
                     g.best,
                     n as f64 / g.best / 1e6,
                     rate,
                     100.0 * rate / peak,
-                    g.bytes as f64 / n as f64,
+                    per(g.bytes),
+                    per(m.grid),
+                    per(m.fft_work),
+                    per(m.particles),
+                    per(m.operator),
+                    g.params.grid,
                     cpu.map_or(String::new(), |c| format!(", CPU {c:.3} s (GPU speed-up {:.1}x)", c / g.best))
                 );
                 println!(
-                    "{{\"mode\":\"eval\",\"kernel\":\"{name}\",\"box\":\"{box_name}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
+                    "{{\"mode\":\"eval\",\"kernel\":\"{name}\",\"box\":\"{box_name}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"memory_per_particle\":{{\"grid\":{:.1},\"fft_work\":{:.1},\"particles\":{:.1},\"operator\":{:.1}}},\"grid\":{:?},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
                     g.best,
                     n as f64 / g.best,
-                    g.bytes as f64 / n as f64,
+                    per(g.bytes),
+                    per(m.grid),
+                    per(m.fft_work),
+                    per(m.particles),
+                    per(m.operator),
+                    g.params.grid,
                     cpu.map_or("null".to_string(), |c| format!("{c:.6}")),
                     g.variants,
                     stage_json(&g.stages)

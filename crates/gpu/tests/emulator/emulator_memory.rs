@@ -71,3 +71,28 @@ fn the_grid_fits_the_device() {
     }
     Emulator::set_memory(u64::MAX / 2);
 }
+
+/// A device on one rank holds the grid, its transforms and the cell lists: its memory bounds
+/// the plan, and the host's estimate leaves them out (a 1e8-particle Stokeslet plan at 1e-9,
+/// whose grid is about 100 GB, is made for a 4 TB emulated device whatever this host has; the
+/// host's estimate is the upload staging and the results).
+#[test]
+fn the_device_holds_its_grid_not_the_host() {
+    if !crate::own_process("emulator_memory::the_device_holds_its_grid_not_the_host") {
+        return;
+    }
+    Emulator::set_memory(4 << 40);
+    let domain = Domain::triply_periodic([1.0, 1.0, 1.0]).unwrap();
+    let n = 100_000_000;
+    let opts = EwaldOptions::new(Kernel::Stokeslet, domain, 1e-9);
+    let comm = Comm::single();
+    let p = DistEwaldSolver::<f64, Gpu>::parameters(&comm, &opts, ParallelOptions::default(), n, n).unwrap();
+    let host = DistEwaldSolver::<f64, Gpu>::estimate_memory(&comm, &opts, ParallelOptions::default(), n, n).unwrap();
+    println!("grid {:?}: {} GB on the device; host estimate {:?}", p.grid, p.grid_bytes as f64 / 1e9, host);
+    assert!(p.grid_bytes as f64 > 50e9, "{}", p.grid_bytes);
+    assert_eq!((host.grids, host.cell_lists), (0.0, 0.0));
+    // staging (3 + 3 reals per source, 3 per target) and the results (3 reals twice and 8 bytes)
+    let expect = n as f64 * (9.0 * 8.0 + 6.0 * 8.0 + 8.0);
+    assert!((host.total - expect).abs() < 1e-9 * expect, "{} against {expect}", host.total);
+    Emulator::set_memory(u64::MAX / 2);
+}

@@ -116,6 +116,11 @@ pub struct PlanningHints {
     ///
     /// [`NearPairs`]: crate::options::NearPairs
     pub sphere_cutoff: bool,
+    /// The backend holds the far-field grid (its transforms, tables and P2G block) and the cell
+    /// lists in its own memory (a device on one rank), which `grid_budget` bounds and its plan
+    /// checks: the host's grid budget does not bound the selection then, and the host's memory
+    /// estimate counts the backend's upload staging instead of the grids and cell lists.
+    pub device_resident: bool,
 }
 
 /// Statistics of one near-field evaluation.
