@@ -705,8 +705,10 @@ mod tests {
             (Kernel::Laplace, false, true, 1e-8, 200_000, 0.0124),
         ] {
             let domain = Domain::new([1.0; 3], [periodic; 3]).unwrap();
-            // the grid held by the (emulated) device: its memory bounds the plan, not this host's
-            let opts = EwaldOptions::new(kernel, domain, tol).field(field);
+            // the plans of session 33: its grids were bounded by the H200 node's host share
+            // (64 GiB, which bound only the combined kernel at 1.6e7: 840^3; the device's
+            // budget alone plans 896^3 for it now)
+            let opts = EwaldOptions::new(kernel, domain, tol).field(field).max_grid_bytes(Some(64 << 30));
             let params = device_planner::<Emulator>(&comm, &opts, false, n, n).unwrap();
             let c =
                 parki_dist::CostModel::device().reprice(&parki_dist::CostModel::default(), &params.cost, kernel, n, 8);

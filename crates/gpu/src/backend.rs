@@ -450,12 +450,34 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let avail = (free as f64 - reserve - particles).max(0.0);
         // one rank: the grid and the work area (as large as the grid, or as one component with
         // plans of one); several: the block is at most twice the rank's share of the grid
-        let comps = k.grid_components().max(FieldMethod::grid_outputs(query.field.then_some(FieldMethod::Window), k));
-        let per_grid_byte = match (query.ranks, query.device.fft) {
-            (1, DeviceFft::Components) => 1.0 + 1.0 / comps.max(1) as f64,
-            _ => 2.0,
-        };
+        let per_grid_byte = if query.ranks == 1 { Self::device_bytes_per_grid_byte(query) } else { 2.0 };
         (avail * query.ranks as f64 / per_grid_byte).min(usize::MAX as f64 / 2.0) as usize
+    }
+
+    /// Device bytes per byte of `Params::grid_bytes` on one rank. The selection counts the
+    /// grid's `c` components (`c = max(spread, returned)`), and for `o > 1` returned components
+    /// the CPU's interleaved copy G2P gathers from (`o` more, data points only); the device
+    /// holds the `c` components and cuFFT's work area (`w c`: `w = 1` for the batched plans,
+    /// `1/c` per component) and no gather copy. Triply periodic: `c (1 + w) / (c + o)` (1 for
+    /// the batched Stokeslet, whose three outputs the selection counts twice; 1.5 for the
+    /// combined kernel's nine components and three outputs; 2 for Laplace). With free axes the
+    /// padded grid is at least 8 times the data the copy covers: `1 + w`. The Laplace field's
+    /// method is not known here: the window's (one returned component) is assumed, the larger
+    /// ratio.
+    fn device_bytes_per_grid_byte(query: &PlanningQuery) -> f64 {
+        let k = query.kernel;
+        let returned = FieldMethod::grid_outputs(query.field.then_some(FieldMethod::Window), k);
+        let comps = k.grid_components().max(returned) as f64;
+        let w = match query.device.fft {
+            DeviceFft::Batched => 1.0,
+            DeviceFft::Components => 1.0 / comps,
+        };
+        let gather = if returned > 1 { returned as f64 } else { 0.0 };
+        if query.free_axes {
+            1.0 + w
+        } else {
+            comps * (1.0 + w) / (comps + gather)
+        }
     }
 
     fn launch(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut Args) -> Result<()> {

@@ -274,6 +274,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             sources: sources.div_ceil(ranks) + 1,
             targets: if ranks == 1 { targets } else { targets.div_ceil(ranks) + 1 },
             device: opts.device,
+            free_axes: opts.domain.periodicity() < 3,
         };
         let hints = comm.agree(B::planning(&query))?;
         let device_budget = comm.min(hints.grid_budget.map_or(u64::MAX, |b| b as u64));

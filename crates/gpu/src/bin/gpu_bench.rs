@@ -23,6 +23,10 @@
 //! `--fft batched,components` with each kind of transform plan (one batched over the grid's
 //! components, the default, or one component's run per component: cuFFT's work area for one).
 //! Each `eval` line splits the device bytes per particle (grid, FFT work, particles, operator).
+//! `--grid-caps 0,1000,600` bounds the grid's bytes per particle (the selection's memory limit;
+//! 0: the device's budget alone) in `eval` and in `plan`, which prints the device's plans and
+//! their stages priced at the device's constants without evaluating (`--emulator` plans as the
+//! device would, with the emulator's memory).
 //!
 //! Every line starting with `{` is a JSON record; the rest is for people. `--emulator` runs on
 //! the host emulator (tiny sizes only: to check the benchmark itself without a GPU).
@@ -67,6 +71,9 @@ struct Opts {
     near: Vec<NearPairs>,
     /// The transforms' plans in `eval`: each listed, side by side.
     fft: Vec<DeviceFft>,
+    /// Largest grid bytes per particle of `eval` and `plan` (the selection's memory limit,
+    /// `max_grid_bytes`): each listed, side by side; 0: the device's budget alone.
+    grid_caps: Vec<f64>,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -89,6 +96,7 @@ fn parse() -> Result<Opts, String> {
         erfc: vec![DeviceErfc::Fitted],
         near: vec![NearPairs::Sphere],
         fft: vec![DeviceFft::Batched],
+        grid_caps: vec![0.0],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -139,6 +147,7 @@ fn parse() -> Result<Opts, String> {
                     .map(|s| NearPairs::parse(s).ok_or(format!("--near {s}: sphere or cells")))
                     .collect::<Result<_, _>>()?
             }
+            "--grid-caps" => o.grid_caps = list(v).iter().map(|s| num(s)).collect::<Result<_, _>>()?,
             "--fft" => {
                 o.fft = list(v)
                     .iter()
@@ -248,17 +257,19 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
-            let variants: Vec<(DeviceErfc, NearPairs, DeviceFft)> = o
+            let variants: Vec<(DeviceErfc, NearPairs, DeviceFft, f64)> = o
                 .erfc
                 .iter()
                 .flat_map(|&e| o.near.iter().flat_map(move |&p| o.fft.iter().map(move |&f| (e, p, f))))
+                .flat_map(|(e, p, f)| o.grid_caps.iter().map(move |&c| (e, p, f, c)))
                 .collect();
-            for (&tol, (ei, &(erfc, near, fft))) in
+            for (&tol, (ei, &(erfc, near, fft, cap))) in
                 tols.iter().flat_map(|t| std::iter::repeat(t).zip(variants.iter().enumerate()))
             {
                 let mut opts = EwaldOptions::new(kernel, domain, tol)
                     .near_pairs(near)
-                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc).fft(fft));
+                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc).fft(fft))
+                    .max_grid_bytes((cap > 0.0).then_some((cap * n as f64) as usize));
                 let field = o.field.filter(|_| kernel == Kernel::Laplace);
                 if let Some(m) = field {
                     opts = opts.field(true).field_method(m);
@@ -275,6 +286,9 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 }
                 if o.fft.len() > 1 {
                     name = format!("{name}[fft {}]", fft.name());
+                }
+                if o.grid_caps.len() > 1 {
+                    name = format!("{name}[grid <= {cap} B]");
                 }
                 let memory = Cell::new(DeviceMemory::default());
                 let info = |b: &GpuBackend<T, D>| {
@@ -540,6 +554,66 @@ fn calibrate<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Res
     Ok(())
 }
 
+/// `plan`: the device's plans without evaluating (nothing allocated beyond the device's
+/// opening): per case and grid cap, the grid, `P`, the cell size, the grid's bytes per
+/// particle, and the stages priced at the device's constants
+/// (`parki_dist::CostModel::device().reprice`, the cell lists not included): the time a memory
+/// limit costs, before a device measures it (`eval --grid-caps`).
+fn plan<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Result<(), String> {
+    let domain = Domain::new([1.0, 1.0, 1.0], o.periodic).map_err(|e| e.to_string())?;
+    let tols = if prec == "f32" { &o.f32_tols } else { &o.tols };
+    let comm = Comm::single();
+    for &n in &o.sizes {
+        for &kernel in &o.kernels {
+            for &tol in tols {
+                for &cap in &o.grid_caps {
+                    let opts = EwaldOptions::new(kernel, domain, tol)
+                        .max_grid_bytes((cap > 0.0).then_some((cap * n as f64) as usize));
+                    let case = format!("plan {:<9} {prec} tol {tol:.0e} N {n} grid <= {cap} B", kernel.name());
+                    let popts = ParallelOptions::default();
+                    let p = match DistEwaldSolver::<T, GpuBackend<T, D>>::parameters(&comm, &opts, popts, n, n) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            println!("{case}: {e}");
+                            continue;
+                        }
+                    };
+                    let cpu = parki_dist::CostModel::default();
+                    let c = parki_dist::CostModel::device().reprice(&cpu, &p.cost, kernel, n, T::BYTES);
+                    let per = p.grid_bytes as f64 / n as f64;
+                    // what the device holds of it: the FFT grid's components (the padded grid
+                    // with free axes), no gather copy
+                    let comps = kernel.grid_components().max(FieldMethod::grid_outputs(None, kernel));
+                    let fft_grid = p.free.as_ref().map_or(p.grid, |f| f.fft_len);
+                    let layout = parki_decomp::GridLayout::new(fft_grid).map_err(|e| e.to_string())?;
+                    let dev = (comps * layout.real_len() * T::BYTES) as f64 / n as f64;
+                    println!(
+                        "{case}: grid {:?}, P {}, {:.1} sources per cell, grid {per:.0} B/particle (the device's FFT grid {dev:.0}), device stages {:.4} s (P2P {:.4}, P2G {:.4}, FFT {:.4}, CNV {:.4}, G2P {:.4})",
+                        p.grid,
+                        p.p,
+                        p.sources_per_cell,
+                        c.total(),
+                        c.p2p,
+                        c.p2g,
+                        c.fft,
+                        c.cnv,
+                        c.g2p
+                    );
+                    println!(
+                        "{{\"mode\":\"plan\",\"kernel\":\"{}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"grid_cap\":{cap},\"grid\":{:?},\"p\":{},\"sources_per_cell\":{:.2},\"grid_bytes_per_particle\":{per:.1},\"device_fft_grid_bytes_per_particle\":{dev:.1},\"device_stage_seconds\":{:.6}}}",
+                        kernel.name(),
+                        p.grid,
+                        p.p,
+                        p.sources_per_cell,
+                        c.total()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
     let t = Instant::now();
     let dev = D::open(0).map_err(|e| e.to_string())?;
@@ -564,6 +638,12 @@ fn main_on<D: Device>(o: &Opts) -> Result<(), String> {
             match prec.as_str() {
                 "f32" => p2g::<f32, D>(o, "f32")?,
                 _ => p2g::<f64, D>(o, "f64")?,
+            }
+        }
+        if o.modes.iter().any(|m| m == "plan") {
+            match prec.as_str() {
+                "f32" => plan::<f32, D>(o, "f32")?,
+                _ => plan::<f64, D>(o, "f64")?,
             }
         }
         if o.modes.iter().any(|m| m == "calibrate") {

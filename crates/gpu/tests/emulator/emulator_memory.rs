@@ -43,6 +43,7 @@ fn the_grid_fits_the_device() {
         sources: n + 1,
         targets: n,
         device: Default::default(),
+        free_axes: false,
     };
     let target = p0.grid_bytes / 2;
     let mut memory = 269u64 << 20;

@@ -93,6 +93,8 @@ pub struct PlanningQuery {
     pub targets: usize,
     /// Device variants (device backends).
     pub device: crate::options::DeviceVariants,
+    /// Some axis is free (the grid is zero-padded along it, with the kernel tables).
+    pub free_axes: bool,
 }
 
 /// A backend's say in the parameter selection (every field `None`: the CPU's defaults).
