@@ -333,7 +333,12 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             if self.near_r2 < 0.0 { "cells" } else { "sphere" },
             self.spread.name(),
             self.g2p.name(),
-            if self.fft_plans == DeviceFft::Components { ", fft per component" } else { "" }
+            // the plans of one component run on the device's grid (one rank) only
+            if self.fft_plans == DeviceFft::Components && matches!(self.grid, FarGrid::Device { .. }) {
+                ", fft per component"
+            } else {
+                ""
+            }
         )
     }
 

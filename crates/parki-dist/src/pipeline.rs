@@ -281,9 +281,9 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let device_budget_bytes = usize::try_from(device_budget).unwrap_or(usize::MAX);
         // a backend holding the grid in its own memory is bounded by that memory alone (unless
         // the options fix a limit)
-        let budget = match (hints.device_resident, opts.max_grid_bytes) {
-            (true, None) => device_budget_bytes,
-            _ => host_budget.min(device_budget_bytes),
+        let (budget, device_limited) = match (hints.device_resident, opts.max_grid_bytes) {
+            (true, None) => (device_budget_bytes, true),
+            _ => (host_budget.min(device_budget_bytes), device_budget < host_budget as u64),
         };
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
@@ -292,7 +292,6 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
             .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
-        let device_limited = device_budget < host_budget as u64 || hints.device_resident;
         let choice = plan::choose::<T>(opts, sources, targets, budget, &hints).map_err(|e| match e {
             Error::Resource { message } if device_limited => Error::Resource {
                 message: format!(
