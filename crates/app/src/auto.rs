@@ -542,9 +542,10 @@ pub fn treecode_estimate(
             )
         }
         Pricing::Device => {
-            let measured = TREE_DEVICE_NS_PER_EVALUATION.iter().find(|e| e.0 == kernel.name()).map(|e| e.1);
-            let ns_per = measured
-                .unwrap_or_else(|| TREE_DEVICE_NS_PER_EVALUATION[0].1 * cpu_ns(kernel.name()) / cpu_ns("laplace"));
+            let device_ns = |name: &str| TREE_DEVICE_NS_PER_EVALUATION.iter().find(|e| e.0 == name).map(|e| e.1);
+            let laplace = device_ns("laplace").unwrap_or(0.0);
+            let ns_per =
+                device_ns(kernel.name()).unwrap_or_else(|| laplace * cpu_ns(kernel.name()) / cpu_ns("laplace"));
             let device = evaluations * ns_per * 1e-9 / shape.ranks as f64;
             let host = shape.device_host(Method::Treecode, xt.is_some());
             (

@@ -405,10 +405,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         // one rank: the FFT grid and the work area shared by the forward plan (every grid
         // component) and the backward one (the outputs), as large as the grid, or as one
         // component with plans of one component
-        let work = |grid: usize| match setup.device.fft {
-            DeviceFft::Batched => grid,
-            DeviceFft::Components => grid / comps.max(1),
-        };
+        let work = |grid: usize| grid / comps.max(1) * setup.device.fft.batch(comps);
         let far = match (&setup.params.free, setup.comm.size() == 1) {
             (_, false) => block,
             (None, true) => block + work(block),
@@ -473,10 +470,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let k = query.kernel;
         let returned = FieldMethod::grid_outputs(query.field.then_some(FieldMethod::Window), k);
         let comps = k.grid_components().max(returned) as f64;
-        let w = match query.device.fft {
-            DeviceFft::Batched => 1.0,
-            DeviceFft::Components => 1.0 / comps,
-        };
+        let w = query.device.fft.batch(comps as usize) as f64 / comps;
         let gather = if returned > 1 { returned as f64 } else { 0.0 };
         if query.free_axes {
             1.0 + w
@@ -1056,10 +1050,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         let ncomp = kernel.grid_components();
         let grid_out = FieldMethod::grid_outputs(s.field_method, kernel);
         // the components each transform plan covers (one, run per component, or all)
-        let (plan_ncomp, plan_out) = match s.device.fft {
-            DeviceFft::Batched => (ncomp, grid_out),
-            DeviceFft::Components => (ncomp.min(1), grid_out.min(1)),
-        };
+        let (plan_ncomp, plan_out) = (s.device.fft.batch(ncomp), s.device.fft.batch(grid_out));
         let spectral_field = s.field_method == Some(FieldMethod::Spectral);
         // device memory, estimated before anything is allocated
         let need = Self::estimate_bytes(s);

@@ -431,6 +431,15 @@ impl DeviceFft {
     pub fn parse(s: &str) -> Option<Self> {
         [DeviceFft::Batched, DeviceFft::Components].into_iter().find(|v| v.name() == s)
     }
+
+    /// The components one plan transforms at once, of `comps` (cuFFT's work area is sized
+    /// for them: `batch(c) / c` of the grid's `c` components).
+    pub fn batch(self, comps: usize) -> usize {
+        match self {
+            DeviceFft::Batched => comps,
+            DeviceFft::Components => comps.min(1),
+        }
+    }
 }
 
 /// P2G on a device: [`P2gVariant`] picks atomic (`Scatter`) or hybrid (`Blocked`, the
