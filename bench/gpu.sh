@@ -46,7 +46,9 @@
 # --precisions f64,f32 --reps 2" (see parki-gpu-bench's doc). P2P's erfc side by side:
 # BENCH_ARGS="--modes peak,eval --sizes 1e6,4e6 --erfc fitted,library --cpu 0"; P2P's cut-off
 # sphere against every pair of the cells: "--modes peak,eval --sizes 1e6,4e6 --near
-# sphere,cells --cpu 0". Free space and
+# sphere,cells --cpu 0"; P2P on the side stream beside the far field against the stages in
+# order: "--modes peak,eval --sizes 1e6,4e6 --tols 1e-9,1e-6 --precisions f64 --overlap
+# none,p2p --cpu 0". Free space and
 # the field: BENCH_ARGS="--modes eval --periodic none --kernels laplace,stokeslet --field
 # window --sizes 1e6 --cpu 1e6" (and --periodic xy, --field spectral). The kernels are compiled
 # by NVRTC once and kept in PARKI_KERNEL_CACHE (default /tmp/parki-kernel-cache) for the

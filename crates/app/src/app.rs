@@ -16,8 +16,8 @@ use parki_core::validate::narrow_positions;
 use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
-    measure_occupancy, CpuBackend, DeviceFft, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, Evaluation,
-    EwaldOptions, EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
+    measure_occupancy, CpuBackend, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver,
+    Evaluation, EwaldOptions, EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::PlanRigor;
@@ -346,7 +346,13 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;
     let spread = word("run.spread", cfg.run.spread.as_deref(), DeviceP2g::parse, "\"auto\" or \"operator\"")?;
     let fft = word("run.device_fft", cfg.run.device_fft.as_deref(), DeviceFft::parse, "\"batched\" or \"components\"")?;
-    o = o.device(DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default()).fft(fft.unwrap_or_default()));
+    let overlap =
+        word("run.device_overlap", cfg.run.device_overlap.as_deref(), DeviceOverlap::parse, "\"none\" or \"p2p\"")?;
+    o = o.device(
+        DeviceVariants::new(p2p.unwrap_or_default(), spread.unwrap_or_default())
+            .fft(fft.unwrap_or_default())
+            .overlap(overlap.unwrap_or_default()),
+    );
     if let Some(gb) = cfg.run.max_grid_gb {
         if !(gb.is_finite() && gb > 0.0) {
             return Err(Error::OutOfRange {
@@ -542,6 +548,13 @@ impl Run<'_> {
         let stats = StageStats::reduce(comm, &ev.times);
         let traffic = if comm.size() > 1 { TrafficStats::reduce(comm, &engine.traffic_stages()) } else { Vec::new() };
         let pairs = comm.sum(ev.pairs);
+        // every rank runs the same backend and variants: all or none have the overlap's time
+        let overlapped_p2p = ev.overlapped_p2p.map(|t| {
+            let mut m = [-t, t, t];
+            comm.all_reduce_f64(&mut m[..2], ReduceOp::Max);
+            let sum = comm.sum(t);
+            [-m[0], sum / comm.size() as f64, m[1]]
+        });
         let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
 
         let check_count = args.check.or(self.cfg.run.check).unwrap_or(0);
@@ -611,6 +624,7 @@ impl Run<'_> {
             traffic: &traffic,
             pairs,
             padding_efficiency: ev.padding_efficiency,
+            overlapped_p2p,
             check: check.as_ref(),
             warnings: &warnings,
             cost_model: &cost_model,

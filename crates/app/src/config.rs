@@ -191,6 +191,9 @@ pub struct RunSection {
     /// grid's components) or `"components"` (one component's plan run per component: cuFFT's
     /// work area for one component, less device memory per particle).
     pub device_fft: Option<String>,
+    /// What the device runs concurrently: `"none"` (default: the stages in order on one
+    /// stream) or `"p2p"` (P2P on a second, lower-priority stream beside the far field).
+    pub device_overlap: Option<String>,
     /// FFTW wisdom folder: `"auto"` (default), `"off"` or a folder ([`crate::wisdom`]).
     pub fftw_wisdom: Option<String>,
 }

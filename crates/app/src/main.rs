@@ -86,6 +86,7 @@ run.toml (relative paths are relative to the file):
   spread = \"auto\"             # device P2G: as [ewald] p2g, or \"operator\" (precomputed)
   device_fft = \"batched\"      # device FFTs: one plan over the grid's components, or
                               # \"components\" (one component's, run per component: less memory)
+  device_overlap = \"none\"     # or \"p2p\": P2P on a second device stream beside the far field
   fftw_wisdom = \"auto\"        # FFTW wisdom folder: measured plans are saved there and every
                               # later run on this CPU plans them at once (estimate too); \"auto\":
                               # $PARKI_FFTW_WISDOM, else ~/.cache/parki; \"off\", or a folder

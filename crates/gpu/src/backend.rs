@@ -27,8 +27,8 @@ use parki_comm::Comm;
 use parki_core::{Error, Kernel, Output, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{
-    BackendSetup, DeviceErfc, DeviceFft, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant, PlanningHints,
-    PlanningQuery, SolverReal,
+    BackendSetup, DeviceErfc, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant,
+    PlanningHints, PlanningQuery, SolverReal,
 };
 use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
@@ -207,6 +207,12 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     far_cell: u32,
     /// The transforms: one batched plan, or one component's plan run per component.
     fft_plans: DeviceFft,
+    /// P2P on the side stream, beside the far field.
+    overlap: DeviceOverlap,
+    /// P2P was queued on the side stream and not yet joined.
+    near_pending: bool,
+    /// The last P2P's statistics (complete once it is joined).
+    near_stats: NearStats,
     g2p: G2pVariant,
     // sources of the current evaluation
     src_pos: DeviceBuffer<D>,
@@ -251,12 +257,21 @@ fn launch_on<D: Device>(
     shared: u32,
     args: &mut Args,
 ) -> Result<()> {
-    let full = crate::kernels::entry(base, precision);
-    let name = if crate::kernels::ENTRY_POINTS.contains(&full.as_str()) { full.as_str() } else { base };
+    let name = entry_name(precision, base);
     let p = args.pointers();
     // SAFETY: every call site passes the kernel's parameters in order and type (checked
     // against kernels/ by the emulator tests), with device addresses of live buffers.
-    unsafe { dev.launch(name, grid, block, shared, &p[..args.len()]) }
+    unsafe { dev.launch(&name, grid, block, shared, &p[..args.len()]) }
+}
+
+/// Entry point `base`'s name: its `precision` instantiation where it has one.
+fn entry_name(precision: Precision, base: &str) -> String {
+    let full = crate::kernels::entry(base, precision);
+    if crate::kernels::ENTRY_POINTS.contains(&full.as_str()) {
+        full
+    } else {
+        base.to_string()
+    }
 }
 
 /// A device backend's bytes by part ([`GpuBackend::memory`]).
@@ -327,10 +342,11 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             _ => String::new(),
         };
         format!(
-            "p2p {} (erfc {}, {}), p2g {}{cell}, g2p {}{}",
+            "p2p {} (erfc {}, {}{}), p2g {}{cell}, g2p {}{}",
             self.p2p.name(),
             self.erfc.name(),
             if self.near_r2 < 0.0 { "cells" } else { "sphere" },
+            if self.overlap == DeviceOverlap::P2p { ", overlapping the far field" } else { "" },
             self.spread.name(),
             self.g2p.name(),
             // the plans of one component run on the device's grid (one rank) only
@@ -651,8 +667,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         r
     }
 
-    /// P2P over the cell lists of [`try_bin`](Self::try_bin), and the pairs it evaluated.
-    fn try_near_field(&mut self) -> Result<NearStats> {
+    /// P2P over the cell lists of [`try_bin`](Self::try_bin): run, and its pairs counted; or,
+    /// with [`DeviceOverlap::P2p`], queued on the side stream until
+    /// [`join_near`](Self::join_near).
+    fn try_near_field(&mut self) -> Result<()> {
         let kernel = self.kernel;
         let (dw, dim) = (kernel.density_width(), self.output.dim());
         let (ns, nt) = (self.n_src, self.n_tgt);
@@ -669,38 +687,57 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         // the pairs, counted by the kernel (per thread its windows, one atomic add)
         self.pairs.ensure(8)?;
         self.pairs.zero(8)?;
+        self.near_stats = NearStats::default();
         let (s, tl) = (&self.src_cells, &self.tgt_cells);
-        match self.p2p {
+        let (name, grid, block, shared) = match self.p2p {
             DeviceP2p::GlobalMemory => {
                 a.push(nt as u32).push(tl.cell.ptr());
-                a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
-                a.push(s.x.ptr())
-                    .push(s.y.ptr())
-                    .push(s.z.ptr())
-                    .push(s.dens.ptr())
-                    .push(ns as u32)
-                    .push(self.near.ptr())
-                    .push(self.pairs.ptr());
-                self.launch_n("p2p_gm1d", nt, &mut a)?;
+                ("p2p_gm1d", [nt.div_ceil(BLOCK as usize) as u32, 1, 1], [BLOCK, 1, 1], 0)
             }
             DeviceP2p::SharedMemory => {
                 a.push(self.tgt_sort.offsets.ptr());
-                a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
-                a.push(s.x.ptr())
-                    .push(s.y.ptr())
-                    .push(s.z.ptr())
-                    .push(s.dens.ptr())
-                    .push(ns as u32)
-                    .push(self.near.ptr())
-                    .push(self.pairs.ptr());
                 let b = self.block_threads(128);
-                let shared = b as usize * (3 + dw) * t;
-                self.launch("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)?;
+                ("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], b as usize * (3 + dw) * t)
             }
+        };
+        a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
+        a.push(s.x.ptr()).push(s.y.ptr()).push(s.z.ptr()).push(s.dens.ptr()).push(ns as u32);
+        a.push(self.near.ptr()).push(self.pairs.ptr());
+        if nt == 0 {
+            return Ok(());
         }
+        if self.overlap == DeviceOverlap::P2p {
+            // the side stream starts after the cell lists and the zeroed count; nothing the
+            // far field queues before the join writes what P2P reads (the cell lists, their
+            // offsets) or uses `near` and `pairs`
+            self.dev.fork()?;
+            let name = entry_name(self.precision, name);
+            // SAFETY: P2P's parameters in order and type (checked by the emulator tests), the
+            // addresses of live buffers that stay unchanged until `join_near`.
+            unsafe { self.dev.launch_side(&name, grid, block, shared as u32, a)? };
+            self.near_pending = true;
+            return Ok(());
+        }
+        self.launch(name, grid, block, shared as u32, &mut a)?;
+        self.count_pairs(None)
+    }
+
+    /// The pairs the finished P2P counted into the statistics (`overlapped`: its side
+    /// stream's seconds).
+    fn count_pairs(&mut self, overlapped: Option<f64>) -> Result<()> {
         let mut pairs = [0u64];
         self.pairs.download(&mut pairs)?;
-        Ok(NearStats { padding_efficiency: 1.0, pairs: pairs[0] })
+        self.near_stats = NearStats { padding_efficiency: 1.0, pairs: pairs[0], overlapped_seconds: overlapped };
+        Ok(())
+    }
+
+    /// Makes the stream wait for a P2P queued on the side stream, and counts its pairs.
+    fn join_near(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.near_pending) {
+            return Ok(());
+        }
+        let seconds = self.dev.join()?;
+        self.count_pairs(Some(seconds))
     }
 
     /// The grid P2G writes and G2P reads, with its parameter block.
@@ -1207,6 +1244,9 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             spread,
             far_cell: s.device.far_cell,
             fft_plans: s.device.fft,
+            overlap: s.device.overlap,
+            near_pending: false,
+            near_stats: NearStats::default(),
             g2p: s.g2p,
             src_pos: b("source positions"),
             src_packed: b("source densities"),
@@ -1244,23 +1284,26 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     }
 
     fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
+        // a P2P an earlier evaluation left on the side stream reads the cell lists rebuilt here
+        if let Err(e) = self.join_near() {
+            self.error.get_or_insert(e);
+        }
         if self.error.is_none() {
             let r = self.try_bin(sources, keys, targets);
             self.record(r);
         }
     }
 
-    fn near_field(&mut self) -> NearStats {
-        if self.error.is_some() {
-            return NearStats::default();
+    fn near_field(&mut self) {
+        self.near_stats = NearStats::default();
+        if self.error.is_none() {
+            let r = self.try_near_field();
+            self.record(r);
         }
-        match self.try_near_field().and_then(|s| self.dev.synchronize().map(|_| s)) {
-            Ok(s) => s,
-            Err(e) => {
-                self.error = Some(e);
-                NearStats::default()
-            }
-        }
+    }
+
+    fn near_stats(&mut self) -> NearStats {
+        self.near_stats
     }
 
     fn spread<S: SourceSet<T>>(&mut self, sources: &S) {
@@ -1383,8 +1426,10 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     }
 
     fn sum_into(&mut self, background: f64, out: &mut [T]) {
+        // joined even after a failed stage: nothing may still run on the side stream
+        let joined = self.join_near();
         if self.error.is_none() {
-            let r = self.try_sum_into(background, out);
+            let r = joined.and_then(|_| self.try_sum_into(background, out));
             self.record(r);
         }
         if self.error.is_some() {

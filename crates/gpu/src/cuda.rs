@@ -29,7 +29,7 @@ use cudarc::nvrtc::sys as rtc_sys;
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 
-use crate::device::{Device, DeviceInfo, DevicePtr, Precision};
+use crate::device::{Args, Device, DeviceInfo, DevicePtr, Precision};
 use crate::kernels;
 
 /// Environment variable naming folders (separated by `:`) searched first for NVRTC and cuFFT.
@@ -453,12 +453,20 @@ struct Function {
     shared: u32,
 }
 
-/// One GPU: its primary context, one stream, the kernels' module, and the entry points looked
-/// up so far. Every operation is queued on the stream, in order.
+/// One GPU: its primary context, its stream (the highest priority) and side stream (the
+/// lowest), the events that order and time them, the kernels' module, and the entry points
+/// looked up so far. Every operation is queued on the stream, in order, except
+/// [`Device::launch_side`]'s.
 pub struct CudaDevice {
     info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: cu_sys::CUstream,
+    side: cu_sys::CUstream,
+    /// Recorded on the stream by `fork`, waited for by the side stream (no timing).
+    forked: cu_sys::CUevent,
+    /// Recorded on the side stream by `fork` and `join`: its seconds between them.
+    side_start: cu_sys::CUevent,
+    side_end: cu_sys::CUevent,
     module: cu_sys::CUmodule,
     functions: Mutex<HashMap<String, Function>>,
     /// Dynamic shared memory per block a function can opt in to.
@@ -492,6 +500,48 @@ impl CudaDevice {
         format!("sm_{}{}", self.info.compute.0, self.info.compute.1)
     }
 
+    /// Launches on `stream` (the stream or the side stream); an empty grid launches nothing.
+    ///
+    /// # Safety
+    /// As for [`Device::launch`].
+    unsafe fn launch_in(
+        &self,
+        stream: cu_sys::CUstream,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        args: &[*mut c_void],
+    ) -> Result<()> {
+        self.bind()?;
+        let f = self.function(name)?;
+        if grid.contains(&0) {
+            return Ok(());
+        }
+        self.allow_shared(name, f, shared)?;
+        // SAFETY: `f` is a function of the loaded module; `args` holds one pointer per kernel
+        // parameter, each to a value of the parameter's type, which cuLaunchKernel copies
+        // before returning (the caller's contract); the addresses in them are valid for the
+        // kernel (likewise).
+        unsafe {
+            cu_sys::cuLaunchKernel(
+                f.handle,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared,
+                stream,
+                args.as_ptr() as *mut *mut c_void,
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| driver_error(&format!("launching {name} on {grid:?} x {block:?} ({shared} bytes shared)"), e))
+    }
+
     fn bind(&self) -> Result<()> {
         self.ctx.bind_to_thread().map_err(|e| driver_error("binding the context to the thread", e))
     }
@@ -523,8 +573,26 @@ impl CudaDevice {
             .max(0) as u32;
         let driver = driver_version()?;
         let (nvrtc_major, nvrtc_minor) = nvrtc_version()?;
-        let stream =
-            cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(|e| driver_error("cuStreamCreate", e))?;
+        // the stream first, the side stream's blocks where its kernels leave room
+        let (mut least, mut greatest): (c_int, c_int) = (0, 0);
+        // SAFETY: the context is current (CudaContext::new binds it); both are valid for writes.
+        unsafe { cu_sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }
+            .result()
+            .map_err(|e| driver_error("cuCtxGetStreamPriorityRange", e))?;
+        let stream = |priority: c_int| {
+            cu::stream::create_with_priority(cu::stream::StreamKind::NonBlocking, priority)
+                .map_err(|e| driver_error("cuStreamCreateWithPriority", e))
+        };
+        let (stream, side) = (stream(greatest)?, stream(least)?);
+        let event = |timed: bool| {
+            let flags = if timed {
+                cu_sys::CUevent_flags::CU_EVENT_DEFAULT
+            } else {
+                cu_sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
+            };
+            cu::event::create(flags).map_err(|e| driver_error("cuEventCreate", e))
+        };
+        let (forked, side_start, side_end) = (event(false)?, event(true)?, event(true)?);
         let mut device = CudaDevice {
             info: DeviceInfo {
                 name,
@@ -537,6 +605,10 @@ impl CudaDevice {
             },
             ctx,
             stream,
+            side,
+            forked,
+            side_start,
+            side_end,
             module: std::ptr::null_mut(),
             functions: Mutex::new(HashMap::new()),
             max_shared: max_shared.max(DEFAULT_SHARED),
@@ -674,13 +746,18 @@ impl Drop for CudaDevice {
         if self.bind().is_err() {
             return;
         }
-        // SAFETY: the stream is this device's; it is destroyed after its work is done and the
-        // module unloaded after that, both once, here.
+        // SAFETY: the streams and events are this device's; they are destroyed after their
+        // work is done and the module unloaded after that, each once, here.
         unsafe {
+            let _ = cu::stream::synchronize(self.side);
             let _ = cu::stream::synchronize(self.stream);
             if !self.module.is_null() {
                 let _ = cu::module::unload(self.module);
             }
+            for e in [self.forked, self.side_start, self.side_end] {
+                let _ = cu::event::destroy(e);
+            }
+            let _ = cu::stream::destroy(self.side);
             let _ = cu::stream::destroy(self.stream);
         }
     }
@@ -791,9 +868,10 @@ impl Device for CudaDevice {
         if self.bind().is_err() {
             return;
         }
-        // SAFETY: work queued on the stream may still use `ptr`: it finishes first; `ptr` came
-        // from `alloc` and is freed once (the caller's contract).
+        // SAFETY: work queued on either stream may still use `ptr`: it finishes first; `ptr`
+        // came from `alloc` and is freed once (the caller's contract).
         unsafe {
+            let _ = cu::stream::synchronize(self.side);
             let _ = cu::stream::synchronize(self.stream);
             let _ = cu::free_sync(ptr);
         }
@@ -867,33 +945,8 @@ impl Device for CudaDevice {
         shared: u32,
         args: &[*mut c_void],
     ) -> Result<()> {
-        self.bind()?;
-        let f = self.function(name)?;
-        if grid.contains(&0) {
-            return Ok(());
-        }
-        self.allow_shared(name, f, shared)?;
-        // SAFETY: `f` is a function of the loaded module; `args` holds one pointer per kernel
-        // parameter, each to a value of the parameter's type, which cuLaunchKernel copies
-        // before returning (the caller's contract); the addresses in them are valid for the
-        // kernel (likewise).
-        unsafe {
-            cu_sys::cuLaunchKernel(
-                f.handle,
-                grid[0],
-                grid[1],
-                grid[2],
-                block[0],
-                block[1],
-                block[2],
-                shared,
-                self.stream,
-                args.as_ptr() as *mut *mut c_void,
-                std::ptr::null_mut(),
-            )
-        }
-        .result()
-        .map_err(|e| driver_error(&format!("launching {name} on {grid:?} x {block:?} ({shared} bytes shared)"), e))
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.launch_in(self.stream, name, grid, block, shared, args) }
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -901,6 +954,41 @@ impl Device for CudaDevice {
         // SAFETY: the stream is this device's and alive.
         unsafe { cu::stream::synchronize(self.stream) }
             .map_err(|e| driver_error("running the queued work (cuStreamSynchronize)", e))
+    }
+
+    fn fork(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the events and streams are this device's and alive; an event recorded again
+        // is waited for at its latest recording.
+        unsafe {
+            cu::event::record(self.forked, self.stream).map_err(|e| driver_error("cuEventRecord", e))?;
+            cu::stream::wait_event(self.side, self.forked, cu_sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .map_err(|e| driver_error("cuStreamWaitEvent", e))?;
+            cu::event::record(self.side_start, self.side).map_err(|e| driver_error("cuEventRecord", e))
+        }
+    }
+
+    unsafe fn launch_side(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: Args) -> Result<()> {
+        let mut args = args;
+        let p = args.pointers();
+        // SAFETY: the caller's contract, passed on; cuLaunchKernel copies the arguments
+        // before returning, so `args` may go after it.
+        unsafe { self.launch_in(self.side, name, grid, block, shared, &p[..args.len()]) }
+    }
+
+    fn join(&self) -> Result<f64> {
+        self.bind()?;
+        // SAFETY: the events and streams are this device's and alive.
+        unsafe {
+            cu::event::record(self.side_end, self.side).map_err(|e| driver_error("cuEventRecord", e))?;
+            cu::stream::wait_event(self.stream, self.side_end, cu_sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .map_err(|e| driver_error("cuStreamWaitEvent", e))?;
+            cu::event::synchronize(self.side_end)
+                .map_err(|e| driver_error("running the side stream's work (cuEventSynchronize)", e))?;
+            let ms = cu::event::elapsed(self.side_start, self.side_end)
+                .map_err(|e| driver_error("cuEventElapsedTime", e))?;
+            Ok(f64::from(ms) * 1e-3)
+        }
     }
 
     fn fft_plan(

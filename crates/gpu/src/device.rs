@@ -57,7 +57,8 @@ pub struct DeviceInfo {
     pub memory: u64,
 }
 
-/// A device: allocation, copies, launches and FFTs on one stream, in order.
+/// A device: allocation, copies, launches and FFTs on one stream, in order, and launches on a
+/// side stream that overlaps it (between [`Device::fork`] and [`Device::join`]).
 pub trait Device: Sized + Send + Sync + 'static {
     /// A planned batched 3-D FFT.
     type FftPlan: Send;
@@ -132,8 +133,28 @@ pub trait Device: Sized + Send + Sync + 'static {
         args: &[*mut c_void],
     ) -> Result<()>;
 
-    /// Waits for everything queued.
+    /// Waits for everything queued on the stream (not the side stream's work: see
+    /// [`join`](Self::join)).
     fn synchronize(&self) -> Result<()>;
+
+    /// Makes the side stream wait for the work queued on the stream so far, and starts the
+    /// side stream's clock: work launched by [`launch_side`](Self::launch_side) afterwards
+    /// runs after it, concurrently with what is queued on the stream later.
+    fn fork(&self) -> Result<()>;
+
+    /// Queues entry point `name` on the side stream (as [`launch`](Self::launch) does on the
+    /// stream), after the work of the last [`fork`](Self::fork). The side stream runs at a
+    /// lower priority than the stream: its blocks fill what the stream's kernels leave free.
+    ///
+    /// # Safety
+    /// As for [`launch`](Self::launch); besides, nothing queued on the stream before the next
+    /// [`join`](Self::join) writes what the kernel reads or touches what it writes, and what
+    /// it uses is not freed before then.
+    unsafe fn launch_side(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: Args) -> Result<()>;
+
+    /// Makes the stream wait for the work queued on the side stream so far; returns the side
+    /// stream's seconds from the [`fork`](Self::fork) to the end of that work (waiting for it).
+    fn join(&self) -> Result<f64>;
 
     /// Plans in-place batched r2c (first `forward` components) and c2r (first `backward`
     /// components) transforms of the padded layout `layout` (components `layout.real_len()`
@@ -158,6 +179,7 @@ pub trait Device: Sized + Send + Sync + 'static {
 
 /// Kernel arguments in `cuLaunchKernel`'s form: each value copied into its own 8-byte-aligned
 /// slot, [`Args::pointers`] one pointer per slot. Fixed capacity, no allocation.
+#[derive(Clone)]
 pub struct Args {
     slots: [[u64; 16]; Args::MAX],
     len: usize,

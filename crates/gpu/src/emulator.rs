@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use parki_core::{Error, Result};
 use parki_decomp::GridLayout;
 use parki_fft3d::{Fft3d, GridBuffer, PlanRigor};
 
-use crate::device::{Device, DeviceInfo, DevicePtr, Precision};
+use crate::device::{Args, Device, DeviceInfo, DevicePtr, Precision};
 
 extern "C" {
     fn parki_emu_launch(
@@ -39,6 +40,18 @@ pub struct Emulator {
     allocations: Mutex<HashMap<DevicePtr, Layout>>,
     /// "Pinned" host allocations (ordinary memory here).
     pinned: Mutex<HashMap<DevicePtr, Layout>>,
+    /// The side stream: its launches wait here until [`Device::join`] (or a free) runs them,
+    /// as late as a device may run them, so that a missing fork or join shows in the results.
+    side: Mutex<Vec<SideLaunch>>,
+}
+
+/// A launch queued on the emulator's side stream.
+struct SideLaunch {
+    name: String,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: Args,
 }
 
 /// An FFT plan of the emulator: FFTW plans on a host buffer the data are copied through.
@@ -68,6 +81,19 @@ impl Emulator {
     /// Bytes allocated by this emulator.
     fn allocated(&self) -> u64 {
         self.allocations.lock().expect("allocation table").values().map(|l| l.size() as u64).sum()
+    }
+
+    /// Runs the side stream's queued launches in order; their seconds.
+    fn run_side(&self) -> Result<f64> {
+        let queued = std::mem::take(&mut *self.side.lock().expect("side stream"));
+        let start = Instant::now();
+        for mut l in queued {
+            let p = l.args.pointers();
+            // SAFETY: `launch_side`'s contract: the arguments match the kernel and what it
+            // uses is alive and unchanged until the join that runs it (here).
+            unsafe { self.launch(&l.name, l.grid, l.block, l.shared, &p[..l.args.len()])? };
+        }
+        Ok(start.elapsed().as_secs_f64())
     }
 }
 
@@ -114,6 +140,7 @@ impl Device for Emulator {
             },
             allocations: Mutex::new(HashMap::new()),
             pinned: Mutex::new(HashMap::new()),
+            side: Mutex::new(Vec::new()),
         })
     }
 
@@ -134,7 +161,9 @@ impl Device for Emulator {
         host_alloc(&self.allocations, bytes, what)
     }
 
+    /// Runs the side stream's queued launches first (a device's free waits for both streams).
     unsafe fn free(&self, ptr: DevicePtr) {
+        let _ = self.run_side();
         host_free(&self.allocations, Some(ptr));
     }
 
@@ -189,6 +218,23 @@ impl Device for Emulator {
         Ok(())
     }
 
+    fn fork(&self) -> Result<()> {
+        Ok(())
+    }
+
+    unsafe fn launch_side(&self, name: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: Args) -> Result<()> {
+        if !has_entry_point(name) {
+            return Err(Error::Resource { message: format!("emulator: no kernel named {name}") });
+        }
+        let l = SideLaunch { name: name.to_string(), grid, block, shared, args };
+        self.side.lock().expect("side stream").push(l);
+        Ok(())
+    }
+
+    fn join(&self) -> Result<f64> {
+        self.run_side()
+    }
+
     fn fft_plan(&self, layout: &GridLayout, forward: usize, backward: usize, precision: Precision) -> Result<EmuFft> {
         let comps = forward.max(backward);
         Ok(match precision {
@@ -234,6 +280,7 @@ impl Device for Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
+        let _ = self.run_side();
         host_free(&self.allocations, None);
         host_free(&self.pinned, None);
     }

@@ -1,14 +1,14 @@
 //! The accuracy suite on a GPU (issue 9): every kernel, f64 at tol 1e-3..1e-12 and f32 at
 //! 1e-3..1e-6, uniform, normal and sphere particles, against the classical Ewald sum; the GPU
-//! against the CPU backend within 1e-12 (f64); every device variant against the defaults within
-//! 1e-13. Without a device every test prints "skipped: no CUDA device" (PARKI_REQUIRE_CUDA=1
+//! against the CPU backend within 1e-12 (f64); every device variant (P2P on the side stream too)
+//! against the defaults within 1e-13. Without a device every test prints "skipped: no CUDA device" (PARKI_REQUIRE_CUDA=1
 //! turns that into a failure, for the GPU runs of bench/gpu.sh).
 #![cfg(feature = "cuda")]
 
 use parki_core::{Domain, Error, Kernel, Output, Real};
 use parki_dist::{
-    Comm, CpuBackend, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions, G2pVariant,
-    P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, CpuBackend, DeviceOverlap, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend, EwaldOptions,
+    G2pVariant, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::cuda::CudaDevice;
@@ -158,6 +158,14 @@ fn variants_agree_on_the_device() {
             let d = rel_rms(&u, &base);
             println!("{} hybrid far cells of {cell} points vs defaults: {d:.1e}", kernel.name());
             assert!(d < 1e-13, "{} far cell {cell}: {d:e}", kernel.name());
+        }
+        // P2P on the side stream beside the far field: the same kernels on the same data
+        for p2p in [DeviceP2p::GlobalMemory, DeviceP2p::SharedMemory] {
+            let v = DeviceVariants::new(p2p, DeviceP2g::FromP2g).overlap(DeviceOverlap::P2p);
+            let u = solve::<f64, GpuBackend<f64, CudaDevice>>(&base_opts.clone().device(v), &data, 3);
+            let d = rel_rms(&u, &base);
+            println!("{} {p2p:?} overlapping the far field vs defaults: {d:.1e}", kernel.name());
+            assert!(d < 1e-13, "{} {p2p:?} overlapped: {d:e}", kernel.name());
         }
     }
 }

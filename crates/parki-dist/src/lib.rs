@@ -24,7 +24,8 @@ mod statistics;
 pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats, PlanningHints, PlanningQuery};
 pub use inputs::check_inputs;
 pub use options::{
-    DeviceErfc, DeviceFft, DeviceP2g, DeviceP2p, DeviceVariants, EwaldOptions, NearPairs, ParallelOptions, Targets,
+    DeviceErfc, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, DeviceVariants, EwaldOptions, NearPairs,
+    ParallelOptions, Targets,
 };
 pub use parki_comm::{Backend, Comm, StageStats, TrafficStats, Universe};
 pub use parki_core::{Domain, Error, Kernel, Output, Result, SourceSet, Sources, StageKind, StageName, StageTimes};

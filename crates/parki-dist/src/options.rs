@@ -442,6 +442,38 @@ impl DeviceFft {
     }
 }
 
+/// What a device runs concurrently: each stage after the other on one stream, or P2P on a
+/// second, lower-priority stream beside the far field (P2G, the transforms, CNV, G2P and,
+/// over several ranks, the host's exchanges and transforms), joined before the sum. P2P is
+/// compute-bound (FP64 pairs) and the far field's kernels memory-bound, so P2P's blocks can
+/// fill the arithmetic units the far field leaves idle; seed 000 (§10) names this overlap as
+/// future work. With it the pipeline's P2P stage only queues the kernel: the device's P2P
+/// seconds are reported apart (`Evaluation::overlapped_p2p`), and the stages after it hold
+/// what P2P did not hide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceOverlap {
+    /// One stream, the stages in order (default until measured on a device).
+    #[default]
+    None,
+    /// P2P on the side stream, overlapping the far field.
+    P2p,
+}
+
+impl DeviceOverlap {
+    /// Name in run.toml (`[run] device_overlap`) and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceOverlap::None => "none",
+            DeviceOverlap::P2p => "p2p",
+        }
+    }
+
+    /// Parses a name (the inverse of [`DeviceOverlap::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [DeviceOverlap::None, DeviceOverlap::P2p].into_iter().find(|v| v.name() == s)
+    }
+}
+
 /// P2G on a device: [`P2gVariant`] picks atomic (`Scatter`) or hybrid (`Blocked`, the
 /// default); this one can replace both with the precomputed spreading operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -486,12 +518,27 @@ pub struct DeviceVariants {
     pub erfc: DeviceErfc,
     /// The transforms' plans.
     pub fft: DeviceFft,
+    /// What runs concurrently.
+    pub overlap: DeviceOverlap,
 }
 
 impl DeviceVariants {
     /// The given P2P and P2G variants.
     pub fn new(p2p: DeviceP2p, p2g: DeviceP2g) -> Self {
-        Self { p2p, p2g, far_cell: 0, erfc: DeviceErfc::default(), fft: DeviceFft::default() }
+        Self {
+            p2p,
+            p2g,
+            far_cell: 0,
+            erfc: DeviceErfc::default(),
+            fft: DeviceFft::default(),
+            overlap: DeviceOverlap::default(),
+        }
+    }
+
+    /// What runs concurrently.
+    pub fn overlap(mut self, overlap: DeviceOverlap) -> Self {
+        self.overlap = overlap;
+        self
     }
 
     /// The transforms' plans.

@@ -44,6 +44,17 @@ pub struct Evaluation {
     pub padding_efficiency: f64,
     /// Evaluated P2P pairs on this rank (padding included).
     pub pairs: u64,
+    /// P2P's device seconds on this rank where it ran overlapped with the far field
+    /// ([`crate::DeviceOverlap::P2p`]): the `P2P` stage's time then only queued it, and the
+    /// stages after it hold what the overlap did not hide.
+    pub overlapped_p2p: Option<f64>,
+}
+
+impl Evaluation {
+    /// P2P's seconds: the device's where it ran overlapped, else its stage's.
+    pub fn p2p_seconds(&self) -> f64 {
+        self.overlapped_p2p.unwrap_or_else(|| self.times.get(EwaldStage::P2P))
+    }
 }
 
 /// A planned spectral Ewald solver over the ranks of a communicator (see the module
@@ -578,7 +589,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
             s.run(EwaldStage::CellLists, || self.cell_lists(&local));
-            let near = s.run(EwaldStage::P2P, || self.backend.near_field());
+            s.run(EwaldStage::P2P, || self.backend.near_field());
             s.run(EwaldStage::P2G, || self.backend.spread(&local.owned()));
             s.run(EwaldStage::Halo, || self.halo_spread());
             s.run(EwaldStage::FFT, || self.backend.fft_forward());
@@ -590,7 +601,14 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             // a device backend's failure (recorded by its stages, which keep taking part in the
             // exchanges) ends the evaluation on every rank with its error
             self.comm.agree(self.backend.take_error().map_or(Ok(()), Err))?;
-            Ok(Evaluation { times: s.times, warnings, padding_efficiency: near.padding_efficiency, pairs: near.pairs })
+            let near = self.backend.near_stats();
+            Ok(Evaluation {
+                times: s.times,
+                warnings,
+                padding_efficiency: near.padding_efficiency,
+                pairs: near.pairs,
+                overlapped_p2p: near.overlapped_seconds,
+            })
         })
     }
 

@@ -133,11 +133,13 @@ fn cuda_without_the_feature_or_a_device_is_an_error() {
 #[test]
 fn wrong_names_are_errors_naming_the_field_and_value() {
     let dir = Dir::new("backend-words");
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 6] = [
         ("backend = \"gpu\"", &["run.backend = \"gpu\"", "\"cpu\", \"cuda\" or \"auto\""]),
         ("backend = \"CUDA\"", &["run.backend = \"CUDA\""]),
         ("p2p = \"fast\"", &["run.p2p = \"fast\"", "\"gm1d\" or \"shared\""]),
         ("spread = \"atomic\"", &["run.spread = \"atomic\"", "\"auto\" or \"operator\""]),
+        ("device_fft = \"fused\"", &["run.device_fft = \"fused\"", "\"batched\" or \"components\""]),
+        ("device_overlap = \"all\"", &["run.device_overlap = \"all\"", "\"none\" or \"p2p\""]),
     ];
     for (line, needles) in cases {
         assert_error(&run(&dir, line, &["--quiet"]), needles);
@@ -148,7 +150,15 @@ fn wrong_names_are_errors_naming_the_field_and_value() {
 fn help_documents_the_backend() {
     let out = bin().args(["run", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for key in ["backend = \"cpu\"", "\"auto\"", "--features cuda", "p2p = \"gm1d\"", "spread = \"auto\""] {
+    for key in [
+        "backend = \"cpu\"",
+        "\"auto\"",
+        "--features cuda",
+        "p2p = \"gm1d\"",
+        "spread = \"auto\"",
+        "device_fft = \"batched\"",
+        "device_overlap = \"none\"",
+    ] {
         assert!(text.contains(key), "run --help lacks {key}");
     }
 }

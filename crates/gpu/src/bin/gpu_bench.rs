@@ -21,7 +21,9 @@
 //! the pair's Gaussian is the default; CUDA's for comparison), and `--near sphere,cells` with
 //! each set of pairs (the cut-off sphere's, the default, or every pair of the colleague cells);
 //! `--fft batched,components` with each kind of transform plan (one batched over the grid's
-//! components, the default, or one component's run per component: cuFFT's work area for one).
+//! components, the default, or one component's run per component: cuFFT's work area for one);
+//! `--overlap none,p2p` with the stages in order and with P2P on the side stream beside the
+//! far field (its rate then from the side stream's own seconds).
 //! Each `eval` line splits the device bytes per particle (grid, FFT work, particles, operator).
 //! `--grid-caps 0,1000,600` bounds the grid's bytes per particle (the selection's memory limit;
 //! 0: the device's budget alone) in `eval` and in `plan`, which prints the device's plans and
@@ -36,8 +38,8 @@ use std::time::Instant;
 
 use parki_core::{Domain, Kernel};
 use parki_dist::{
-    Comm, CpuBackend, DeviceErfc, DeviceFft, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver, EwaldBackend,
-    EwaldOptions, EwaldStage, Isa, NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
+    Comm, CpuBackend, DeviceErfc, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver,
+    EwaldBackend, EwaldOptions, EwaldStage, Isa, NearPairs, P2gVariant, ParallelOptions, SolverReal, SortMode, Targets,
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::{Args, Device, DeviceMemory, Emulator, GpuBackend, Precision};
@@ -71,6 +73,8 @@ struct Opts {
     near: Vec<NearPairs>,
     /// The transforms' plans in `eval`: each listed, side by side.
     fft: Vec<DeviceFft>,
+    /// What runs concurrently in `eval`: each listed, side by side.
+    overlap: Vec<DeviceOverlap>,
     /// Largest grid bytes per particle of `eval` and `plan` (the selection's memory limit,
     /// `max_grid_bytes`): each listed, side by side; 0: the device's budget alone.
     grid_caps: Vec<f64>,
@@ -96,6 +100,7 @@ fn parse() -> Result<Opts, String> {
         erfc: vec![DeviceErfc::Fitted],
         near: vec![NearPairs::Sphere],
         fft: vec![DeviceFft::Batched],
+        overlap: vec![DeviceOverlap::None],
         grid_caps: vec![0.0],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -154,6 +159,12 @@ fn parse() -> Result<Opts, String> {
                     .map(|s| DeviceFft::parse(s).ok_or(format!("--fft {s}: batched or components")))
                     .collect::<Result<_, _>>()?
             }
+            "--overlap" => {
+                o.overlap = list(v)
+                    .iter()
+                    .map(|s| DeviceOverlap::parse(s).ok_or(format!("--overlap {s}: none or p2p")))
+                    .collect::<Result<_, _>>()?
+            }
             "--field" => {
                 o.field = Some(FieldMethod::parse(v).ok_or(format!("--field {v}: window or spectral"))?);
             }
@@ -198,6 +209,8 @@ struct Timing {
     best: f64,
     stages: Vec<(EwaldStage, f64)>,
     pairs: u64,
+    /// P2P's device seconds where it overlapped the far field.
+    overlapped_p2p: Option<f64>,
     bytes: usize,
     first_p2g: f64,
     variants: String,
@@ -236,6 +249,7 @@ fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
         best: e.times.total(),
         stages: e.times.iter().collect(),
         pairs: e.pairs,
+        overlapped_p2p: e.overlapped_p2p,
         bytes,
         first_p2g,
         variants,
@@ -257,18 +271,25 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
     for &n in &o.sizes {
         let data = Particles::<T>::new(&domain, Distribution::Uniform, n, 7);
         for &kernel in &o.kernels {
-            let variants: Vec<(DeviceErfc, NearPairs, DeviceFft, f64)> = o
+            let variants: Vec<(DeviceErfc, NearPairs, DeviceFft, f64, DeviceOverlap)> = o
                 .erfc
                 .iter()
                 .flat_map(|&e| o.near.iter().flat_map(move |&p| o.fft.iter().map(move |&f| (e, p, f))))
                 .flat_map(|(e, p, f)| o.grid_caps.iter().map(move |&c| (e, p, f, c)))
+                .flat_map(|(e, p, f, c)| o.overlap.iter().map(move |&v| (e, p, f, c, v)))
                 .collect();
-            for (&tol, (ei, &(erfc, near, fft, cap))) in
+            for (&tol, (ei, &(erfc, near, fft, cap, overlap))) in
                 tols.iter().flat_map(|t| std::iter::repeat(t).zip(variants.iter().enumerate()))
             {
                 let mut opts = EwaldOptions::new(kernel, domain, tol)
                     .near_pairs(near)
-                    .device(DeviceVariants::new(o.p2p, DeviceP2g::FromP2g).far_cell(o.far_cell).erfc(erfc).fft(fft))
+                    .device(
+                        DeviceVariants::new(o.p2p, DeviceP2g::FromP2g)
+                            .far_cell(o.far_cell)
+                            .erfc(erfc)
+                            .fft(fft)
+                            .overlap(overlap),
+                    )
                     .max_grid_bytes((cap > 0.0).then_some((cap * n as f64) as usize));
                 let field = o.field.filter(|_| kernel == Kernel::Laplace);
                 if let Some(m) = field {
@@ -290,6 +311,9 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 if o.grid_caps.len() > 1 {
                     name = format!("{name}[grid <= {cap} B]");
                 }
+                if o.overlap.len() > 1 {
+                    name = format!("{name}[overlap {}]", overlap.name());
+                }
                 let memory = Cell::new(DeviceMemory::default());
                 let info = |b: &GpuBackend<T, D>| {
                     memory.set(b.memory());
@@ -302,7 +326,12 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                         continue;
                     }
                 };
-                let p2p = g.stages.iter().find(|(s, _)| *s == EwaldStage::P2P).map_or(0.0, |x| x.1);
+                // overlapped: the side stream's own time (its stage only queued it)
+                let p2p = g
+                    .overlapped_p2p
+                    .unwrap_or_else(|| g.stages.iter().find(|(s, _)| *s == EwaldStage::P2P).map_or(0.0, |x| x.1));
+                let overlapped =
+                    g.overlapped_p2p.map_or(String::new(), |t| format!(" in {:.1} ms beside the far field", t * 1e3));
                 let flops = g.pairs as f64 * P2pFlops::per_pair::<T>(kernel, Isa::Avx2);
                 let rate = flops / p2p.max(1e-12) / 1e9;
                 let cpu = if n <= o.cpu && ei == 0 {
@@ -315,7 +344,7 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 let m = memory.get();
                 let per = |b: usize| b as f64 / n as f64;
                 println!(
-                    "{name:<9} {box_name} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak), {:.0} B/particle (grid {:.0}, FFT work {:.0}, particles {:.0}, operator {:.0}), grid {:?}{}",
+                    "{name:<9} {box_name} {prec} tol {tol:.0e} N {n:>9}: {:.3} s, {:.2} M particles/s, P2P {:.0} GFLOP/s ({:.0} % of FMA peak){overlapped}, {:.0} B/particle (grid {:.0}, FFT work {:.0}, particles {:.0}, operator {:.0}), grid {:?}{}",
                     g.best,
                     n as f64 / g.best / 1e6,
                     rate,
@@ -329,9 +358,10 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                     cpu.map_or(String::new(), |c| format!(", CPU {c:.3} s (GPU speed-up {:.1}x)", c / g.best))
                 );
                 println!(
-                    "{{\"mode\":\"eval\",\"kernel\":\"{name}\",\"box\":\"{box_name}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"memory_per_particle\":{{\"grid\":{:.1},\"fft_work\":{:.1},\"particles\":{:.1},\"operator\":{:.1}}},\"grid\":{:?},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
+                    "{{\"mode\":\"eval\",\"kernel\":\"{name}\",\"box\":\"{box_name}\",\"precision\":\"{prec}\",\"tol\":{tol:e},\"n\":{n},\"seconds\":{:.6},\"particles_per_s\":{:.1},\"p2p_gflops\":{rate:.1},\"p2p_overlapped_seconds\":{},\"peak_gflops\":{peak:.1},\"bytes_per_particle\":{:.1},\"memory_per_particle\":{{\"grid\":{:.1},\"fft_work\":{:.1},\"particles\":{:.1},\"operator\":{:.1}}},\"grid\":{:?},\"cpu_seconds\":{},\"variants\":\"{}\",\"stages\":{}}}",
                     g.best,
                     n as f64 / g.best,
+                    g.overlapped_p2p.map_or("null".to_string(), |t| format!("{t:.6}")),
                     per(g.bytes),
                     per(m.grid),
                     per(m.fft_work),

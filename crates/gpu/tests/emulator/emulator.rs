@@ -157,6 +157,65 @@ fn variants_agree() {
     }
 }
 
+/// P2P on the side stream (`DeviceOverlap::P2p`) gives the in-order values exactly, with the
+/// same pairs and its own seconds. The emulator runs the side stream's launches at the join (in
+/// `sum_into`, after P2G, the transforms and G2P), as late as a device may: a buffer the far
+/// field rewrote before the join, or a result read before it, would show here. Both P2P
+/// variants, separate targets, and a second evaluation with moved sources and targets (its
+/// `bin` rebuilds the cell lists the first P2P read).
+#[test]
+fn overlapped_p2p_matches_in_order() {
+    use parki_dist::DeviceOverlap;
+    let comm = Comm::single();
+    for (kernel, field, p2p) in [
+        (Kernel::Stokes, false, DeviceP2p::GlobalMemory),
+        (Kernel::Laplace, true, DeviceP2p::SharedMemory),
+        (Kernel::Stresslet, false, DeviceP2p::SharedMemory),
+    ] {
+        let base = opts(kernel, 1e-9).field(field).device(DeviceVariants::new(p2p, DeviceP2g::FromP2g));
+        let overlapped = base.clone().device(base.device.overlap(DeviceOverlap::P2p));
+        let mut rng = Rng::new(17);
+        let sets: Vec<(Particles<f64>, Vec<[f64; 3]>)> = (0..2)
+            .map(|k| {
+                let data = Particles::<f64>::new(&domain(), Distribution::Normal, 400, 30 + k);
+                let targets = generate::positions(&domain(), Distribution::Uniform, 90 + 7 * k as usize, &mut rng);
+                (data, targets)
+            })
+            .collect();
+        let dim = kernel.output_dim() + if field { 3 } else { 0 };
+        let run = |o: &parki_dist::EwaldOptions| {
+            let mut s = DistEwaldSolver::<f64, GpuBackend<f64, Emulator>>::with_backend(
+                &comm,
+                o,
+                ParallelOptions::default(),
+                400,
+                97,
+            )
+            .unwrap();
+            let variants = s.backend().variants();
+            let mut out = Vec::new();
+            for (data, targets) in &sets {
+                let mut u = vec![0.0; targets.len() * dim];
+                let e = s.evaluate(&data.sources(), Targets::Points(targets), &mut u, SortMode::default()).unwrap();
+                out.push((u, e.pairs, e.overlapped_p2p));
+            }
+            (out, variants)
+        };
+        let ((order, v0), (over, v1)) = (run(&base), run(&overlapped));
+        assert!(v1.contains("overlapping the far field") && !v0.contains("overlapping"), "{v0} / {v1}");
+        for (k, ((u0, p0, t0), (u1, p1, t1))) in order.iter().zip(&over).enumerate() {
+            let d = rel_rms(u1, u0);
+            println!(
+                "{} {p2p:?} field {field}, evaluation {k}: overlapped vs in order {d:.1e}, pairs {p1}",
+                kernel.name()
+            );
+            assert!(d == 0.0, "{} evaluation {k}: {d:e}", kernel.name());
+            assert!(*p0 > 0 && p0 == p1, "pairs {p0} / {p1}");
+            assert!(t0.is_none() && t1.is_some_and(|t| t >= 0.0), "{t0:?} / {t1:?}");
+        }
+    }
+}
+
 /// The pair count of P2P with every pair of the colleague cells, summed by the kernels, against
 /// the same count on the host from the particles' cells; the CPU backend's count (padded to its
 /// SIMD lanes) is at least as large.

@@ -1,6 +1,6 @@
 //! The CUDA backend's distributed path on the host emulator: 2, 3 and 4 ranks under `mpirun`
 //! (oversubscribed) equal one process of the CPU backend, for every kernel, triply periodic and
-//! with free axes (2P, 0P), and the Laplace field by both methods. The device holds each rank's
+//! with free axes (2P, 0P), the Laplace field by both methods, and P2P on the side stream. The device holds each rank's
 //! grid block for P2G and G2P, the halo rows go through the `rows` kernel and host staging, and
 //! the distributed FFT and CNV run on the host.
 //!
@@ -26,6 +26,10 @@ fn cases() -> Vec<(String, EwaldOptions)> {
         for &kernel in kernels {
             v.push((format!("{name} {}", kernel.name()), EwaldOptions::new(kernel, domain, 1e-9).threads(1)));
         }
+        // P2P on the side stream, beside the host's exchanges and transforms
+        let overlap = parki_dist::DeviceVariants::default().overlap(parki_dist::DeviceOverlap::P2p);
+        let o = EwaldOptions::new(Kernel::Stokes, domain, 1e-9).threads(1).device(overlap);
+        v.push((format!("{name} stokes, P2P overlapping the far field"), o));
         if name != "0P" {
             for m in [FieldMethod::Window, FieldMethod::Spectral] {
                 let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9).threads(1).field(true).field_method(m);

@@ -46,6 +46,8 @@ pub struct CpuBackend<T: SolverReal> {
     p2g_scratch: P2gScratch<T>,
     /// The sources of the current evaluation in padded cell lists (from `bin` to P2P).
     padded: Option<PaddedSources<T>>,
+    /// The last P2P's statistics.
+    near_stats: NearStats,
     /// The targets of the current evaluation sorted by cell (resident from `bin` to the sum).
     sorted: Option<SortedTargets<T>>,
     /// Near field in the sorted order of `sorted`.
@@ -157,6 +159,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             gather,
             p2g_scratch,
             padded: None,
+            near_stats: NearStats::default(),
             sorted: None,
             near,
             far,
@@ -204,9 +207,10 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         });
     }
 
-    fn near_field(&mut self) -> NearStats {
+    fn near_field(&mut self) {
+        self.near_stats = NearStats::default();
         let (Some(padded), Some(sorted)) = (self.padded.take(), self.sorted.as_ref()) else {
-            return NearStats::default();
+            return;
         };
         let par = self.par();
         let cells = &self.cells;
@@ -223,7 +227,15 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             self.isa,
             par,
         );
-        NearStats { padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64, pairs }
+        self.near_stats = NearStats {
+            padding_efficiency: padded.count as f64 / padded.slots().max(1) as f64,
+            pairs,
+            overlapped_seconds: None,
+        };
+    }
+
+    fn near_stats(&mut self) -> NearStats {
+        self.near_stats
     }
 
     fn spread<S: SourceSet<T>>(&mut self, sources: &S) {

@@ -132,12 +132,15 @@ pub struct NearStats {
     pub padding_efficiency: f64,
     /// Evaluated P2P pairs (padding included).
     pub pairs: u64,
+    /// P2P's device seconds where it ran on a second stream, overlapping the far field
+    /// ([`crate::DeviceOverlap::P2p`]): its pipeline stage then only queued it.
+    pub overlapped_seconds: Option<f64>,
 }
 
 /// A compute backend of the spectral Ewald pipeline (see the module documentation). The
 /// pipeline calls, per evaluation, in this order: `bin`, `near_field`, `spread`, `halo_spread` (when
 /// the block is not the FFT grid), `fft_forward`, `convolve`, `fft_backward`, `halo_gather`,
-/// `interpolate`, `sum_into`.
+/// `interpolate`, `sum_into`, `near_stats`.
 pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     /// Plans the backend: allocates its grids, plans its FFTs, sizes its scratch. Collective
     /// over `setup.comm` (the distributed FFT is planned here).
@@ -168,8 +171,13 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]);
 
     /// P2P: the near field at the targets binned by [`bin`](Self::bin), from its sources; the
-    /// result stays on the backend.
-    fn near_field(&mut self) -> NearStats;
+    /// result stays on the backend. A device may only queue it here, to run beside the far
+    /// field until [`sum_into`](Self::sum_into).
+    fn near_field(&mut self);
+
+    /// The statistics of the last [`near_field`](Self::near_field), asked after
+    /// [`sum_into`](Self::sum_into).
+    fn near_stats(&mut self) -> NearStats;
 
     /// P2G of `sources` onto the grid block (or the FFT grid when direct).
     fn spread<S: SourceSet<T>>(&mut self, sources: &S);
