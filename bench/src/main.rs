@@ -6,6 +6,8 @@
 //! - `p2p-peak`: the P2P kernel's achieved FP64 (or FP32) rate as a fraction of the peak of the
 //!   same cores, measured by an FMA loop.
 //! - `calibrate`: the cost constants of `parki_farfield::CostModel` on this machine (one thread).
+//! - `pair-accuracy`: P2P's medium and loose pair functions against the full ones, on one plan
+//!   and alternating (`PairAccuracy::MEDIUM_COST`), and each accuracy's own plan.
 
 mod peak;
 
@@ -14,7 +16,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use parki_core::{Domain, Kernel, Sources};
 use parki_dist::{Evaluation, EwaldOptions, EwaldSolver, EwaldStage as Stage, Targets};
-use parki_nearfield::{Isa, P2pFlops};
+use parki_nearfield::{Isa, P2pFlops, PairAccuracy};
 use parki_reference::generate::{self, Distribution, Rng};
 
 #[derive(Parser)]
@@ -74,6 +76,23 @@ enum Cmd {
         #[arg(long, default_value_t = 0.09)]
         rc: f64,
     },
+    /// P2P's medium (or loose) pair functions against the full ones, per kernel and tolerance:
+    /// P2P's time per pair and the whole evaluation, each accuracy with its own plan,
+    /// alternating; the values' difference on one cut-off and window.
+    PairAccuracy {
+        /// Particles.
+        #[arg(long, default_value_t = 200_000)]
+        n: usize,
+        /// Tolerances.
+        #[arg(long, value_delimiter = ',', default_value = "1e-6,1e-8,1e-9")]
+        tol: Vec<f64>,
+        /// Kernels.
+        #[arg(long, value_delimiter = ',', default_value = "laplace,stokeslet,stresslet,stokes")]
+        kernel: Vec<String>,
+        /// Alternating rounds (medians reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Cost-model constants on this machine.
     Calibrate {
         /// Particles.
@@ -130,10 +149,24 @@ fn run<T: parki_dist::SolverReal>(
     threads: usize,
     prob: &Problem,
 ) -> (EwaldSolver<T>, Evaluation, f64) {
-    let mut opts = EwaldOptions::new(kernel, prob.domain, tol);
-    opts.threads = threads;
+    run_with::<T>(&EwaldOptions::new(kernel, prob.domain, tol).threads(threads), prob)
+}
+
+/// Plans `opts` and evaluates twice (the first faults in the scratch memory): the solver, the
+/// second evaluation, the planning seconds.
+fn run_with<T: parki_dist::SolverReal>(opts: &EwaldOptions, prob: &Problem) -> (EwaldSolver<T>, Evaluation, f64) {
+    let (solver, ev, plan, _) = run_values::<T>(opts, prob);
+    (solver, ev, plan)
+}
+
+/// [`run_with`], and the values of the second evaluation.
+fn run_values<T: parki_dist::SolverReal>(
+    opts: &EwaldOptions,
+    prob: &Problem,
+) -> (EwaldSolver<T>, Evaluation, f64, Vec<T>) {
+    let kernel = opts.kernel;
     let t = Instant::now();
-    let mut solver = EwaldSolver::<T>::new(&opts, prob.pos.len(), prob.pos.len()).expect("plan");
+    let mut solver = EwaldSolver::<T>::new(opts, prob.pos.len(), prob.pos.len()).expect("plan");
     let plan = t.elapsed().as_secs_f64();
     let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
     let pos = parki_core::validate::narrow_positions::<T>(&prob.pos, &prob.domain);
@@ -143,7 +176,69 @@ fn run<T: parki_dist::SolverReal>(
     let mut u = vec![T::ZERO; pos.len() * kernel.output_dim()];
     solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
     let ev = solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
-    (solver, ev, plan)
+    (solver, ev, plan, u)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        0.5 * (v[m - 1] + v[m])
+    }
+}
+
+/// `parki-bench pair-accuracy`: see [`Cmd::PairAccuracy`]. P2P is compared per pair (a plan
+/// with cheaper pairs may pick another xi at the same cut-off, hence another cut-off sphere).
+fn pair_accuracy(n: usize, tols: &[f64], kernels: &[Kernel], rounds: usize, threads: usize) {
+    let isa = Isa::detect();
+    println!(
+        "## P2P's pair functions: the tolerance's accuracy against the full ones ({threads} threads, {}, N = {n:.0e}, uniform, f64, medians of {rounds} alternating rounds)\n",
+        isa.name()
+    );
+    println!("| kernel | tol | accuracy | flops/pair full / acc | P2P ns/pair full / acc | per pair | values' difference (same rc, P) | eval full s | eval acc s (own plan) | eval ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let prob = Problem::uniform(n, 2);
+    let src = prob.sources();
+    for &kernel in kernels {
+        for &tol in tols {
+            let acc = PairAccuracy::for_tolerance(tol, 8);
+            if acc == PairAccuracy::Full {
+                println!("| {} | {tol:.0e} | full | | | | | | | |", kernel.name());
+                continue;
+            }
+            let base = EwaldOptions::new(kernel, prob.domain, tol).threads(threads);
+            let (mut full, _, _, uf) = run_values::<f64>(&base.clone().pair_accuracy(PairAccuracy::Full), &prob);
+            let p = full.params().clone();
+            let same = base.clone().pair_accuracy(acc).rc(Some(p.rc)).window_support(Some(p.p));
+            let (_, _, _, ua) = run_values::<f64>(&same, &prob);
+            let num: f64 = ua.iter().zip(&uf).map(|(a, b)| (a - b).powi(2)).sum();
+            let den: f64 = uf.iter().map(|b| b * b).sum();
+            let diff = (num / den).sqrt();
+            let (mut own, _, _) = run_with::<f64>(&base.clone().pair_accuracy(acc), &prob);
+            let mut u = vec![0.0; n * kernel.output_dim()];
+            let (mut pf, mut pa, mut tf, mut ta) = (vec![], vec![], vec![], vec![]);
+            for _ in 0..rounds {
+                let e = full.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
+                pf.push(e.times.get(Stage::P2P) / e.pairs.max(1) as f64 * 1e9);
+                tf.push(e.times.total());
+                let e = own.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
+                pa.push(e.times.get(Stage::P2P) / e.pairs.max(1) as f64 * 1e9);
+                ta.push(e.times.total());
+            }
+            let (pf, pa, tf, ta) = (median(&mut pf), median(&mut pa), median(&mut tf), median(&mut ta));
+            println!(
+                "| {} | {tol:.0e} | {} | {:.0} / {:.0} | {pf:.3} / {pa:.3} | **{:.3}** | {diff:.1e} | {tf:.3} | {ta:.3} | **{:.3}** |",
+                kernel.name(),
+                acc.name(),
+                P2pFlops::per_pair_at::<f64>(kernel, isa, PairAccuracy::Full),
+                P2pFlops::per_pair_at::<f64>(kernel, isa, acc),
+                pa / pf,
+                ta / tf
+            );
+        }
+    }
 }
 
 fn throughput(
@@ -230,7 +325,9 @@ fn p2p_peak(n: usize, tol: f64, threads: usize) {
                 (ev, P2pFlops::per_pair::<f32>(kernel, isa), peak32, "f32")
             } else {
                 let (_, ev, _) = run::<f64>(kernel, tol, threads, &prob);
-                (ev, P2pFlops::per_pair::<f64>(kernel, isa), peak64, "f64")
+                // the flops of the pair functions the tolerance takes (medium from 1e-10)
+                let acc = PairAccuracy::for_tolerance(tol, 8);
+                (ev, P2pFlops::per_pair_at::<f64>(kernel, isa, acc), peak64, "f64")
             };
             let t = ev.times.get(Stage::P2P);
             let rate = ev.pairs as f64 * flops / t;
@@ -345,6 +442,10 @@ fn main() {
         }
         Cmd::P2pPeak { n, tol } => p2p_peak(n, tol, t),
         Cmd::Calibrate { n } => calibrate(n),
+        Cmd::PairAccuracy { n, tol, kernel, rounds } => {
+            let kernels: Vec<Kernel> = kernel.iter().map(|k| Kernel::from_name(k).expect("kernel name")).collect();
+            pair_accuracy(n, &tol, &kernels, rounds.max(1), t)
+        }
         Cmd::ErrorModel { kernel, tol, n, rc } => {
             error_model(Kernel::from_name(&kernel).expect("kernel name"), tol, n, rc, t)
         }

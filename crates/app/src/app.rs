@@ -330,8 +330,13 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.p2g = word("ewald.p2g", e.p2g.as_deref(), P2gVariant::parse, "\"blocked\" or \"scatter\"")?.unwrap_or_default();
     o.g2p = word("ewald.g2p", e.g2p.as_deref(), G2pVariant::parse, "\"sorted\" or \"base\"")?.unwrap_or_default();
     let accuracy = |v: &str| if v == "auto" { Some(None) } else { PairAccuracy::parse(v).map(Some) };
-    o.pair_accuracy =
-        word("ewald.pair_accuracy", e.pair_accuracy.as_deref(), accuracy, "\"auto\", \"full\" or \"loose\"")?.flatten();
+    o.pair_accuracy = word(
+        "ewald.pair_accuracy",
+        e.pair_accuracy.as_deref(),
+        accuracy,
+        "\"auto\", \"full\", \"medium\" or \"loose\"",
+    )?
+    .flatten();
     o.near_pairs = word("ewald.near_cutoff", e.near_cutoff.as_deref(), NearPairs::parse, "\"sphere\" or \"cells\"")?
         .unwrap_or_default();
     o.field = cfg.output.field.is_some();

@@ -30,6 +30,7 @@ use parki_comm::Comm;
 use parki_core::{Domain, Error, Kernel, Par, Result, Sources};
 use parki_dist::{CostModel, EwaldOptions, EwaldSolver, EwaldStage, Isa, Targets};
 use parki_farfield::{FreeCnv, FreeGrid, KaiserBessel};
+use parki_nearfield::PairAccuracy;
 use parki_reference::generate::{self, Distribution, Rng};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -300,7 +301,8 @@ pub fn measure(threads: usize, particles: usize, progress: &mut dyn FnMut(&str))
     let mut isa = Isa::detect();
     for (k, kernel) in Kernel::ALL.iter().enumerate() {
         for tol in [1e-6, 1e-9] {
-            let mut opts = EwaldOptions::new(*kernel, domain, tol);
+            // the full pair functions: the plan scales them for the looser ones (PairAccuracy::cost)
+            let mut opts = EwaldOptions::new(*kernel, domain, tol).pair_accuracy(PairAccuracy::Full);
             opts.threads = threads;
             let mut solver = EwaldSolver::<f64>::new(&opts, particles, particles)?;
             isa = solver.isa();

@@ -143,8 +143,8 @@ pub struct EwaldSection {
     pub p2g: Option<String>,
     /// `"sorted"` (default) or `"base"`.
     pub g2p: Option<String>,
-    /// P2P's pair functions on the CPU: `"auto"` (default: `"loose"` from tolerance 1e-5 on
-    /// in f64), `"full"` or `"loose"`.
+    /// P2P's pair functions on the CPU: `"auto"` (default, in f64: `"loose"` from tolerance
+    /// 1e-5 on, `"medium"` from 1e-10), `"full"`, `"medium"` or `"loose"`.
     pub pair_accuracy: Option<String>,
     /// Which pairs P2P sums on the CPU: `"sphere"` (default: those within the cut-off sphere
     /// the parameter selection picks) or `"cells"` (every pair of the 27 colleague cells, as

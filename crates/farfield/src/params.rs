@@ -92,8 +92,8 @@ impl CostModel {
     /// `kernel`, `targets` and reals of `real_bytes`), priced by these constants instead: the
     /// same plan (pairs, grid, window, tables) on another machine. Every stage is linear in
     /// its constant; P2P's pairs are recovered from `from`'s pair and visit terms (eq. of
-    /// [`select`]'s cost model: `p2p_pair pairs + p2p_visit 27 N_t`). Plans with loose pairs
-    /// price them at `from.p2p_pair` times `PairAccuracy::LOOSE_COST`: pass that `from`.
+    /// [`select`]'s cost model: `p2p_pair pairs + p2p_visit 27 N_t`). Plans with medium or
+    /// loose pairs price them at `from.p2p_pair` times `PairAccuracy::cost`: pass that `from`.
     pub fn reprice(
         &self,
         from: &CostModel,

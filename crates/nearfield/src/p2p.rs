@@ -37,7 +37,7 @@ use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIter
 
 use crate::cells::{CellGrid, PaddedSources, SortedTargets};
 use crate::simd::{fma_loop, Isa, IsaToken, Simd};
-use crate::special::{erfc_with_gauss_at, exp_neg_at, KernelReal, PairAccuracy};
+use crate::special::{erfc_with_gauss_at, exp_neg_at, KernelReal, PairAccuracy, FULL, LOOSE, MEDIUM};
 
 /// Which source-target pairs P2P sums.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -87,17 +87,17 @@ impl P2pFlops {
         Self::per_pair_at::<T>(output, isa, PairAccuracy::Full)
     }
 
-    /// [`P2pFlops::per_pair`] at pair accuracy `accuracy` (loose: f32's polynomials and one
-    /// Newton step).
+    /// [`P2pFlops::per_pair`] at pair accuracy `accuracy` (medium: shorter f64 polynomials;
+    /// loose: f32's polynomials and one Newton step).
     pub fn per_pair_at<T: KernelReal>(output: impl Into<Output>, isa: Isa, accuracy: PairAccuracy) -> f64 {
         let output = output.into();
         let newton = isa == Isa::Avx512;
         let loose = accuracy == PairAccuracy::Loose;
         let steps = if T::BYTES == 8 && !loose { 2.0 } else { 1.0 };
-        let (exp_len, erfc_len) = if loose {
-            (f32::EXP_COEFFS.len(), f32::ERFC_COEFFS.len())
-        } else {
-            (T::EXP_COEFFS.len(), T::ERFC_COEFFS.len())
+        let (exp_len, erfc_len) = match accuracy {
+            PairAccuracy::Loose => (f32::EXP_COEFFS.len(), f32::ERFC_COEFFS.len()),
+            PairAccuracy::Medium => (T::EXP_COEFFS_MEDIUM.len(), T::ERFC_COEFFS_MEDIUM.len()),
+            PairAccuracy::Full => (T::EXP_COEFFS.len(), T::ERFC_COEFFS.len()),
         };
         // estimate + per step: rsqrt 1 mul + 1 fma + 1 mul (4 flops), recip 2 fma (4 flops)
         let (rsqrt, recip) = if newton { (2.0 + 4.0 * steps, 1.0 + 4.0 * steps) } else { (2.0, 1.0) };
@@ -160,19 +160,19 @@ struct Radial<V> {
     b: V,
 }
 
-/// With `LOOSE` the functions of [`PairAccuracy::Loose`].
+/// With the functions of accuracy level `ACC` ([`PairAccuracy::level`]).
 #[inline(always)]
-fn radial<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
+fn radial<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
 where
     V::Scalar: KernelReal,
 {
     let r2 = d[0].mul_add(d[0], d[1].mul_add(d[1], d[2] * d[2]));
-    let rs = if LOOSE { r2.rsqrt_loose() } else { r2.rsqrt() };
+    let rs = if ACC == LOOSE { r2.rsqrt_loose() } else { r2.rsqrt() };
     let rinv = V::select_positive(r2, rs, c.zero);
     let r = r2 * rinv;
-    let g = exp_neg_at::<V, LOOSE>(c.neg_xi2 * r2);
+    let g = exp_neg_at::<V, ACC>(c.neg_xi2 * r2);
     let b = c.two_xi_sqrt_pi * g;
-    let erfc = erfc_with_gauss_at::<V, LOOSE>(c.xi * r, g);
+    let erfc = erfc_with_gauss_at::<V, ACC>(c.xi * r, g);
     Radial { r2, rinv, a: erfc * rinv, b }
 }
 
@@ -182,8 +182,8 @@ trait PairKernel {
     const DIM: usize;
     /// Density components read per source.
     const COMPS: usize;
-    /// Adds the pair terms to `acc` (with `LOOSE`, [`PairAccuracy::Loose`]'s functions).
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    /// Adds the pair terms to `acc` (with the functions of accuracy level `ACC`).
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal;
 }
@@ -224,11 +224,11 @@ impl PairKernel for Laplace {
     const DIM: usize = 1;
     const COMPS: usize = 1;
     #[inline(always)]
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial::<V, LOOSE>(c, d);
+        let rad = radial::<V, ACC>(c, d);
         let a = V::select_positive(rad.r2, rad.a, c.self_a);
         acc[0] = a.mul_add(s[0], acc[0]);
     }
@@ -238,11 +238,11 @@ impl PairKernel for LaplaceField {
     const DIM: usize = 4;
     const COMPS: usize = 1;
     #[inline(always)]
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial::<V, LOOSE>(c, d);
+        let rad = radial::<V, ACC>(c, d);
         let a = V::select_positive(rad.r2, rad.a, c.self_a);
         acc[0] = a.mul_add(s[0], acc[0]);
         // E = q (A + B) r / r^2; zero at r = 0 (1/r is 0 there)
@@ -257,11 +257,11 @@ impl PairKernel for Stokeslet {
     const DIM: usize = 3;
     const COMPS: usize = 3;
     #[inline(always)]
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial::<V, LOOSE>(c, d);
+        let rad = radial::<V, ACC>(c, d);
         stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
     }
 }
@@ -270,11 +270,11 @@ impl PairKernel for Stresslet {
     const DIM: usize = 3;
     const COMPS: usize = 6;
     #[inline(always)]
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial::<V, LOOSE>(c, d);
+        let rad = radial::<V, ACC>(c, d);
         stresslet_terms(c, d, [s[0], s[1], s[2]], [s[3], s[4], s[5]], &rad, acc);
     }
 }
@@ -283,11 +283,11 @@ impl PairKernel for Stokes {
     const DIM: usize = 3;
     const COMPS: usize = 9;
     #[inline(always)]
-    fn add<V: Simd, const LOOSE: bool>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
+    fn add<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3], s: &[V; 9], acc: &mut [V; 4])
     where
         V::Scalar: KernelReal,
     {
-        let rad = radial::<V, LOOSE>(c, d);
+        let rad = radial::<V, ACC>(c, d);
         stokeslet_terms(c, d, [s[0], s[1], s[2]], &rad, acc);
         stresslet_terms(c, d, [s[3], s[4], s[5]], [s[6], s[7], s[8]], &rad, acc);
     }
@@ -392,7 +392,7 @@ fn cell_slots<T: Real>(
 /// targets, and the two independent chains keep the FMA pipes busy. Returns the pairs evaluated
 /// (vector lanes included).
 #[inline(always)]
-fn cell_kernel<V: Simd, K: PairKernel, const LOOSE: bool>(
+fn cell_kernel<V: Simd, K: PairKernel, const ACC: u8>(
     job: &Job<V::Scalar>,
     c: usize,
     (t0, t1): (usize, usize),
@@ -408,7 +408,7 @@ where
     let mut pairs = 0;
     let mut t = t0;
     while t + 1 < t1 {
-        pairs += targets::<V, K, 2, LOOSE>(
+        pairs += targets::<V, K, 2, ACC>(
             job,
             &consts,
             &runs,
@@ -420,7 +420,7 @@ where
         t += 2;
     }
     if t < t1 {
-        pairs += targets::<V, K, 1, LOOSE>(
+        pairs += targets::<V, K, 1, ACC>(
             job,
             &consts,
             &runs,
@@ -470,7 +470,7 @@ fn sphere_window<T: Real>(xs: &[T], (a, b): (usize, usize), x: f64, d2: f64, r2:
 /// subtraction in the pair loop is exact for close pairs. The pair loop is that of absolute
 /// coordinates; only the per-colleague splat changed.
 #[inline(always)]
-fn targets<V: Simd, K: PairKernel, const NT: usize, const LOOSE: bool>(
+fn targets<V: Simd, K: PairKernel, const NT: usize, const ACC: u8>(
     job: &Job<V::Scalar>,
     consts: &Consts<V>,
     runs: &SourceRuns,
@@ -534,7 +534,7 @@ where
                 }
                 let d = [p[q][0] - sx, p[q][1] - sy, p[q][2] - sz];
                 if j >= f && j + V::LANES <= e {
-                    K::add::<V, LOOSE>(consts, &d, &s, &mut acc[q]);
+                    K::add::<V, ACC>(consts, &d, &s, &mut acc[q]);
                 } else {
                     // lanes i with f <= j + i < e are the target's
                     let above = iota + V::splat(V::Scalar::from_f64((j + 1) as f64 - f as f64));
@@ -543,7 +543,7 @@ where
                     for v in m.iter_mut().take(K::COMPS) {
                         *v = V::select_positive(below, V::select_positive(above, *v, consts.zero), consts.zero);
                     }
-                    K::add::<V, LOOSE>(consts, &d, &m, &mut acc[q]);
+                    K::add::<V, ACC>(consts, &d, &m, &mut acc[q]);
                 }
             }
             j += V::LANES;
@@ -564,7 +564,7 @@ where
 /// The CPU must have AVX-512F and FMA (an [`IsaToken`] for `Isa::Avx512`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(
+unsafe fn cell_avx512<V: Simd, K: PairKernel, const ACC: u8>(
     job: &Job<V::Scalar>,
     c: usize,
     range: (usize, usize),
@@ -573,7 +573,7 @@ unsafe fn cell_avx512<V: Simd, K: PairKernel, const LOOSE: bool>(
 where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K, LOOSE>(job, c, range, out)
+    cell_kernel::<V, K, ACC>(job, c, range, out)
 }
 
 /// The P2P of one cell in AVX2 vectors `V`.
@@ -583,7 +583,7 @@ where
 /// The CPU must have AVX2 and FMA (an [`IsaToken`] for `Isa::Avx2`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(
+unsafe fn cell_avx2<V: Simd, K: PairKernel, const ACC: u8>(
     job: &Job<V::Scalar>,
     c: usize,
     range: (usize, usize),
@@ -592,7 +592,7 @@ unsafe fn cell_avx2<V: Simd, K: PairKernel, const LOOSE: bool>(
 where
     V::Scalar: KernelReal,
 {
-    cell_kernel::<V, K, LOOSE>(job, c, range, out)
+    cell_kernel::<V, K, ACC>(job, c, range, out)
 }
 
 /// A real type with SIMD P2P instantiations (`f32`, `f64`).
@@ -601,7 +601,7 @@ pub trait P2pReal: KernelReal {
     fn run_cell(
         token: IsaToken,
         output: Output,
-        loose: bool,
+        accuracy: PairAccuracy,
         job: &Job<Self>,
         c: usize,
         range: (usize, usize),
@@ -617,14 +617,14 @@ macro_rules! impl_p2p_real {
             fn run_cell(
                 token: IsaToken,
                 output: Output,
-                loose: bool,
+                accuracy: PairAccuracy,
                 job: &Job<Self>,
                 c: usize,
                 range: (usize, usize),
                 out: &mut [Self],
             ) -> u64 {
                 macro_rules! at {
-                    ($k:ty, $l:literal) => {
+                    ($k:ty, $l:ident) => {
                         match token.isa() {
                             #[cfg(target_arch = "x86_64")]
                             // SAFETY: a token for `Avx512` exists only if `IsaToken::new` found
@@ -638,13 +638,13 @@ macro_rules! impl_p2p_real {
                         }
                     };
                 }
-                // loose pair functions only where they differ from the full ones (f64)
+                // medium and loose pair functions only where they differ from the full ones (f64)
                 macro_rules! go {
                     ($k:ty) => {
-                        if loose && <$t as parki_core::Real>::BYTES == 8 {
-                            at!($k, true)
-                        } else {
-                            at!($k, false)
+                        match accuracy {
+                            PairAccuracy::Loose if <$t as parki_core::Real>::BYTES == 8 => at!($k, LOOSE),
+                            PairAccuracy::Medium if <$t as parki_core::Real>::BYTES == 8 => at!($k, MEDIUM),
+                            _ => at!($k, FULL),
                         }
                     };
                 }
@@ -703,8 +703,9 @@ pub fn p2p<T: P2pReal>(
     p2p_at(output, PairAccuracy::Full, xi, grid, sources, targets, out, isa, par)
 }
 
-/// [`p2p`] with the pair functions at `accuracy` ([`PairAccuracy::Loose`] for loose
-/// tolerances in f64), every pair of the colleague cells ([`NearCutoff::Cells`]).
+/// [`p2p`] with the pair functions at `accuracy` ([`PairAccuracy::Medium`] and
+/// [`PairAccuracy::Loose`] for the looser tolerances in f64), every pair of the colleague cells
+/// ([`NearCutoff::Cells`]).
 #[allow(clippy::too_many_arguments)]
 pub fn p2p_at<T: P2pReal>(
     output: impl Into<Output>,
@@ -741,7 +742,6 @@ pub fn p2p_within<T: P2pReal>(
     isa: Isa,
     par: Par,
 ) -> u64 {
-    let loose = accuracy == PairAccuracy::Loose;
     let output = output.into();
     let dim = output.dim();
     let token = IsaToken::new(isa).unwrap_or_else(IsaToken::scalar);
@@ -764,7 +764,7 @@ pub fn p2p_within<T: P2pReal>(
         // SAFETY: the pieces of one cell's targets are disjoint and no two cells' ranges of
         // the sorted targets overlap; each piece runs once, so no two borrows of `out` overlap.
         let o = unsafe { writer.range_mut(t0 * dim, t1 * dim) };
-        T::run_cell(token, output, loose, &job, c, (t0, t1), o)
+        T::run_cell(token, output, accuracy, &job, c, (t0, t1), o)
     };
     match par {
         Par::Seq => (0..grid.cells())

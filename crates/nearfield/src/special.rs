@@ -13,7 +13,7 @@
 
 use parki_core::Real;
 
-use crate::erfc_coeffs::{ERFC_F32, ERFC_F64, ERFC_K};
+use crate::erfc_coeffs::{ERFC_F32, ERFC_F64, ERFC_F64_MEDIUM, ERFC_K};
 use crate::simd::Simd;
 
 /// How accurately P2P evaluates its pair functions (`exp`, `erfc`, `1/sqrt`, `1/x`).
@@ -22,6 +22,12 @@ pub enum PairAccuracy {
     /// A few ulp of the working precision.
     #[default]
     Full,
+    /// About `1e-11` relative to each pair's term (f64): the shorter polynomials of `erfc` (17
+    /// terms instead of 24, [`crate::erfc_coeffs::ERFC_F64_MEDIUM`]) and `exp` (degree 10
+    /// instead of 13), the full `1/sqrt` and `1/x`. For the tolerances between the full and
+    /// the loose ones (see [`PairAccuracy::for_tolerance`]), where the last terms of the full
+    /// polynomials buy digits the tolerance does not ask for.
+    Medium,
     /// About `1e-6` relative to each pair's term, in the working precision's arithmetic: f32's
     /// shorter polynomials for `exp` and `erfc` and one Newton step for the `1/sqrt` and `1/x`
     /// estimates (AVX-512). Positions and sums keep the working precision. For loose
@@ -44,13 +50,51 @@ impl PairAccuracy {
     /// the tolerance.
     pub const LOOSE_MIN_TOLERANCE: f64 = 10.0 * Self::LOOSE_ERROR;
 
-    /// The accuracy for a run at `tolerance` in a working precision of `bytes` per real: loose
-    /// from [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on in f64 (f32 already uses these functions).
+    /// Bound on the relative error of one pair's term with [`PairAccuracy::Medium`] in f64 (the
+    /// `erfc` fit's 2.1e-12 times its conditioning, `exp`'s degree-10 Taylor remainder 2.2e-13,
+    /// with room for rounding).
+    pub const MEDIUM_ERROR: f64 = 1e-11;
+
+    /// Cost of a medium pair over a full one (f64, AVX-512; docs/performance.md §7.14), for the
+    /// cost model.
+    pub const MEDIUM_COST: f64 = 0.92;
+
+    /// Smallest tolerance that takes [`PairAccuracy::Medium`]: its error stays below a tenth
+    /// of the tolerance.
+    pub const MEDIUM_MIN_TOLERANCE: f64 = 10.0 * Self::MEDIUM_ERROR;
+
+    /// The accuracy for a run at `tolerance` in a working precision of `bytes` per real, in
+    /// f64: loose from [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on, medium from
+    /// [`PairAccuracy::MEDIUM_MIN_TOLERANCE`], full below (f32 already uses the loose
+    /// functions).
     pub fn for_tolerance(tolerance: f64, bytes: usize) -> Self {
-        if bytes == 8 && tolerance >= Self::LOOSE_MIN_TOLERANCE {
+        if bytes != 8 {
+            PairAccuracy::Full
+        } else if tolerance >= Self::LOOSE_MIN_TOLERANCE {
             PairAccuracy::Loose
+        } else if tolerance >= Self::MEDIUM_MIN_TOLERANCE {
+            PairAccuracy::Medium
         } else {
             PairAccuracy::Full
+        }
+    }
+
+    /// The functions' level in the P2P kernels' const parameter: [`FULL`], [`MEDIUM`] or
+    /// [`LOOSE`].
+    pub fn level(self) -> u8 {
+        match self {
+            PairAccuracy::Full => FULL,
+            PairAccuracy::Medium => MEDIUM,
+            PairAccuracy::Loose => LOOSE,
+        }
+    }
+
+    /// Cost of a pair at this accuracy over a full one (f64), for the cost model.
+    pub fn cost(self) -> f64 {
+        match self {
+            PairAccuracy::Full => 1.0,
+            PairAccuracy::Medium => Self::MEDIUM_COST,
+            PairAccuracy::Loose => Self::LOOSE_COST,
         }
     }
 
@@ -58,28 +102,39 @@ impl PairAccuracy {
     pub fn name(self) -> &'static str {
         match self {
             PairAccuracy::Full => "full",
+            PairAccuracy::Medium => "medium",
             PairAccuracy::Loose => "loose",
         }
     }
 
     /// Parses a name (the inverse of [`PairAccuracy::name`]).
     pub fn parse(s: &str) -> Option<Self> {
-        [PairAccuracy::Full, PairAccuracy::Loose].into_iter().find(|a| a.name() == s)
+        [PairAccuracy::Full, PairAccuracy::Medium, PairAccuracy::Loose].into_iter().find(|a| a.name() == s)
     }
 
     /// Relative error of one pair's term this accuracy adds in a working precision of `bytes`.
     pub fn pair_error(self, bytes: usize) -> f64 {
         match self {
             PairAccuracy::Loose if bytes == 8 => Self::LOOSE_ERROR,
+            PairAccuracy::Medium if bytes == 8 => Self::MEDIUM_ERROR,
             _ => 0.0,
         }
     }
 }
 
+/// [`PairAccuracy::Full`]'s level of the P2P functions' const parameter.
+pub const FULL: u8 = 0;
+/// [`PairAccuracy::Medium`]'s level.
+pub const MEDIUM: u8 = 1;
+/// [`PairAccuracy::Loose`]'s level.
+pub const LOOSE: u8 = 2;
+
 /// Per-precision constants of the special functions.
 pub trait KernelReal: Real {
     /// Taylor coefficients `1/k!` of `exp`, ascending.
     const EXP_COEFFS: &'static [f64];
+    /// The same at [`PairAccuracy::Medium`] (f64: degree 10; f32: its own).
+    const EXP_COEFFS_MEDIUM: &'static [f64];
     /// Clamp for the argument of `exp`.
     const EXP_MIN: f64;
     /// High part of `ln 2` (exact in the working precision times small integers).
@@ -88,6 +143,8 @@ pub trait KernelReal: Real {
     const LN2_LO: f64;
     /// Coefficients of `f(t)` for `erfc`, ascending.
     const ERFC_COEFFS: &'static [f64];
+    /// The same at [`PairAccuracy::Medium`] (f64: 17 terms; f32: its own).
+    const ERFC_COEFFS_MEDIUM: &'static [f64];
     /// `0, 1, 2, ...` for the widest vector (16 lanes): a lane's index, to mask lanes.
     const IOTA: [Self; 16];
 }
@@ -113,10 +170,12 @@ const INV_FACT: [f64; 14] = [
 #[allow(clippy::excessive_precision)]
 impl KernelReal for f64 {
     const EXP_COEFFS: &'static [f64] = &INV_FACT;
+    const EXP_COEFFS_MEDIUM: &'static [f64] = INV_FACT.split_at(11).0;
     const EXP_MIN: f64 = -600.0;
     const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     const ERFC_COEFFS: &'static [f64] = &ERFC_F64;
+    const ERFC_COEFFS_MEDIUM: &'static [f64] = &ERFC_F64_MEDIUM;
     const IOTA: [f64; 16] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0];
 }
 
@@ -132,10 +191,12 @@ impl KernelReal for f32 {
         1.388_888_888_888_889e-3,
         1.984_126_984_126_984e-4,
     ];
+    const EXP_COEFFS_MEDIUM: &'static [f64] = <f32 as KernelReal>::EXP_COEFFS;
     const EXP_MIN: f64 = -70.0;
     const LN2_HI: f64 = 0.693_359_375;
     const LN2_LO: f64 = -2.121_944_400_546_905_8e-4;
     const ERFC_COEFFS: &'static [f64] = &ERFC_F32;
+    const ERFC_COEFFS_MEDIUM: &'static [f64] = &ERFC_F32;
     const IOTA: [f32; 16] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0];
 }
 
@@ -186,18 +247,22 @@ pub fn exp_neg<V: Simd>(y: V) -> V
 where
     V::Scalar: KernelReal,
 {
-    exp_neg_at::<V, false>(y)
+    exp_neg_at::<V, FULL>(y)
 }
 
-/// [`exp_neg`] with the polynomial of [`PairAccuracy::Loose`] when `LOOSE` (f32's, evaluated
-/// in the working precision).
+/// [`exp_neg`] with the polynomial of accuracy level `ACC` ([`FULL`], [`MEDIUM`]; [`LOOSE`]:
+/// f32's, evaluated in the working precision).
 #[inline(always)]
-pub fn exp_neg_at<V: Simd, const LOOSE: bool>(y: V) -> V
+pub fn exp_neg_at<V: Simd, const ACC: u8>(y: V) -> V
 where
     V::Scalar: KernelReal,
 {
     let s = |c: f64| V::splat(V::Scalar::from_f64(c));
-    let coeffs = if LOOSE { <f32 as KernelReal>::EXP_COEFFS } else { <V::Scalar as KernelReal>::EXP_COEFFS };
+    let coeffs = match ACC {
+        LOOSE => <f32 as KernelReal>::EXP_COEFFS,
+        MEDIUM => <V::Scalar as KernelReal>::EXP_COEFFS_MEDIUM,
+        _ => <V::Scalar as KernelReal>::EXP_COEFFS,
+    };
     let y = y.max(s(<V::Scalar as KernelReal>::EXP_MIN));
     let n = (y * s(std::f64::consts::LOG2_E)).round();
     let r = n.mul_add(s(-<V::Scalar as KernelReal>::LN2_HI), y);
@@ -211,21 +276,25 @@ pub fn erfc_with_gauss<V: Simd>(x: V, gauss: V) -> V
 where
     V::Scalar: KernelReal,
 {
-    erfc_with_gauss_at::<V, false>(x, gauss)
+    erfc_with_gauss_at::<V, FULL>(x, gauss)
 }
 
-/// [`erfc_with_gauss`] with the polynomial and the reciprocal of [`PairAccuracy::Loose`] when
-/// `LOOSE`.
+/// [`erfc_with_gauss`] at accuracy level `ACC`: [`MEDIUM`]'s shorter polynomial, or
+/// [`LOOSE`]'s (f32's) with its 28-bit reciprocal.
 #[inline(always)]
-pub fn erfc_with_gauss_at<V: Simd, const LOOSE: bool>(x: V, gauss: V) -> V
+pub fn erfc_with_gauss_at<V: Simd, const ACC: u8>(x: V, gauss: V) -> V
 where
     V::Scalar: KernelReal,
 {
     let s = |c: f64| V::splat(V::Scalar::from_f64(c));
-    let coeffs = if LOOSE { <f32 as KernelReal>::ERFC_COEFFS } else { <V::Scalar as KernelReal>::ERFC_COEFFS };
+    let coeffs = match ACC {
+        LOOSE => <f32 as KernelReal>::ERFC_COEFFS,
+        MEDIUM => <V::Scalar as KernelReal>::ERFC_COEFFS_MEDIUM,
+        _ => <V::Scalar as KernelReal>::ERFC_COEFFS,
+    };
     let xk = x + s(ERFC_K);
     let d = x.mul_add(s(2.0), s(1.0));
-    let inv = if LOOSE { (xk * d).recip_loose() } else { (xk * d).recip() };
+    let inv = if ACC == LOOSE { (xk * d).recip_loose() } else { (xk * d).recip() };
     let t = (x - s(ERFC_K)) * d * inv;
     gauss * estrin(coeffs, t) * xk * inv
 }
@@ -275,15 +344,39 @@ mod tests {
         let (mut worst_exp, mut worst_erfc) = (0.0f64, 0.0f64);
         for i in 0..=3000 {
             let x = i as f64 * 0.004;
-            let g = super::exp_neg_at::<f64, true>(-x * x);
+            let g = super::exp_neg_at::<f64, { super::LOOSE }>(-x * x);
             let r = (-x * x).exp();
             worst_exp = worst_exp.max((g - r).abs() / r);
-            let e = super::erfc_with_gauss_at::<f64, true>(x, r);
+            let e = super::erfc_with_gauss_at::<f64, { super::LOOSE }>(x, r);
             let re = libm::erfc(x);
             worst_erfc = worst_erfc.max((e - re).abs() / (re * (1.0 + 2.0 * x * x)));
         }
         assert!(worst_exp < 0.1 * bound, "loose exp: {worst_exp:.2e}");
         assert!(worst_erfc < bound, "loose erfc: {worst_erfc:.2e}");
+    }
+
+    #[test]
+    fn medium_functions_meet_their_bound() {
+        // PairAccuracy::Medium in f64: exp over the arguments P2P meets (x up to 12, the
+        // Gaussian down to 1e-63) and erfc (relative to erfc times its conditioning, as in
+        // `erfc_matches_libm`) within a tenth of MEDIUM_ERROR and of it, against libm
+        let bound = super::PairAccuracy::MEDIUM_ERROR;
+        let (mut worst_exp, mut worst_erfc) = (0.0f64, 0.0f64);
+        for i in 0..=3000 {
+            let x = i as f64 * 0.004;
+            let g = super::exp_neg_at::<f64, { super::MEDIUM }>(-x * x);
+            let r = (-x * x).exp();
+            worst_exp = worst_exp.max((g - r).abs() / r);
+            let e = super::erfc_with_gauss_at::<f64, { super::MEDIUM }>(x, r);
+            let re = libm::erfc(x);
+            worst_erfc = worst_erfc.max((e - re).abs() / (re * (1.0 + 2.0 * x * x)));
+        }
+        println!("medium: exp {worst_exp:.2e}, erfc {worst_erfc:.2e}");
+        assert!(worst_exp < 0.1 * bound, "medium exp: {worst_exp:.2e}");
+        assert!(worst_erfc < 0.5 * bound, "medium erfc: {worst_erfc:.2e}");
+        // and far looser than the full functions' few ulp is not what it is: below 1e-11 but
+        // above the full ones' error (the shorter polynomials are in use)
+        assert!(worst_erfc > 1e-15, "medium erfc as accurate as full: {worst_erfc:.2e}");
     }
 
     #[test]

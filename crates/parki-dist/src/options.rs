@@ -201,8 +201,9 @@ impl EwaldOptions {
         self
     }
 
-    /// Fixes how P2P evaluates its pair functions (default: loose from
-    /// [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on in f64, full otherwise).
+    /// Fixes how P2P evaluates its pair functions (default in f64: loose from
+    /// [`PairAccuracy::LOOSE_MIN_TOLERANCE`] on, medium from
+    /// [`PairAccuracy::MEDIUM_MIN_TOLERANCE`], full below).
     pub fn pair_accuracy(mut self, accuracy: PairAccuracy) -> Self {
         self.pair_accuracy = Some(accuracy);
         self

@@ -86,13 +86,13 @@ pub(crate) fn choose<T: SolverReal>(
         Some(i) => return Err(Error::Unsupported { what: format!("instruction set {} on this CPU", i.name()) }),
     };
     opts.output()?;
-    // a backend with the loose pairs reads packed rows at loose pair accuracy, whose pairs cost
-    // less (measured: docs/performance.md §7.2)
+    // a backend with the CPU's pair accuracies evaluates medium and loose pairs for less
+    // (measured: docs/performance.md §7.2, §7.14), the loose ones on packed rows
     let accuracy = if hints.loose_pairs { opts.pair_accuracy_for::<T>() } else { PairAccuracy::Full };
     let loose = accuracy == PairAccuracy::Loose;
     let mut cost = opts.cost.or(hints.cost).unwrap_or_default();
-    if loose {
-        cost.p2p_pair = cost.p2p_pair.map(|c| c * PairAccuracy::LOOSE_COST);
+    if accuracy != PairAccuracy::Full {
+        cost.p2p_pair = cost.p2p_pair.map(|c| c * accuracy.cost());
     }
     let request = parki_farfield::Request {
         kernel: opts.kernel,

@@ -109,8 +109,9 @@ pub struct PlanningHints {
     /// arrays and FFT work areas). The selection takes the smallest over the ranks, and the
     /// smaller of it and the host's budget; it then prefers a coarser grid to a refusal.
     pub grid_budget: Option<usize>,
-    /// The backend's P2P has `PairAccuracy::Loose` on packed rows (the CPU's): the options'
-    /// pair accuracy applies; otherwise its pairs are full accuracy.
+    /// The backend's P2P has the CPU's pair accuracies (`PairAccuracy::Medium`, and
+    /// `PairAccuracy::Loose` on packed rows): the options' pair accuracy applies; otherwise its
+    /// pairs are full accuracy.
     pub loose_pairs: bool,
     /// The backend's P2P can drop the colleague cells' pairs beyond a cut-off sphere (the
     /// CPU's, [`parki_nearfield::NearCutoff::Sphere`]): the options' [`NearPairs`] applies;
