@@ -704,7 +704,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         a.push(s.x.ptr()).push(s.y.ptr()).push(s.z.ptr()).push(s.dens.ptr()).push(ns as u32);
         a.push(self.near.ptr()).push(self.pairs.ptr());
         if nt == 0 {
-            return Ok(());
+            return self.count_pairs(None);
         }
         if self.overlap == DeviceOverlap::P2p {
             // the side stream starts after the cell lists and the zeroed count; nothing the

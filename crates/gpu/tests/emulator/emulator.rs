@@ -10,6 +10,7 @@ use parki_dist::{
 };
 use parki_gpu::params::{CellParams, WindowParams};
 use parki_gpu::{Args, Device, Emulator, GpuBackend};
+use parki_nearfield::PairAccuracy;
 use parki_reference::generate::{self, Distribution, Particles, Rng};
 
 fn rel_rms<T: Real>(a: &[T], b: &[T]) -> f64 {
@@ -43,7 +44,7 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(
 /// The options of the comparisons: P2P's pairs those of the cut-off sphere on both backends
 /// (the default).
 fn opts(kernel: Kernel, tol: f64) -> EwaldOptions {
-    EwaldOptions::new(kernel, domain(), tol).threads(1)
+    EwaldOptions::new(kernel, domain(), tol).threads(1).pair_accuracy(PairAccuracy::Full)
 }
 
 /// Minimum-image squared distance in the periodic box.

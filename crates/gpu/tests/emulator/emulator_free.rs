@@ -9,6 +9,7 @@ use parki_core::{Domain, Kernel, Real};
 use parki_dist::{Comm, DistEwaldSolver, EwaldBackend, EwaldOptions, ParallelOptions, SolverReal, SortMode, Targets};
 use parki_farfield::FieldMethod;
 use parki_gpu::{Emulator, GpuBackend};
+use parki_nearfield::PairAccuracy;
 use parki_reference::generate::{self, Distribution, Particles, Rng};
 
 fn rel_rms<T: Real>(a: &[T], b: &[T]) -> f64 {
@@ -63,7 +64,7 @@ fn free_axes_match_the_cpu_backend() {
     ] {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         for kernel in Kernel::ALL {
-            let o64 = EwaldOptions::new(kernel, domain, 1e-8).threads(1);
+            let o64 = EwaldOptions::new(kernel, domain, 1e-8).threads(1).pair_accuracy(PairAccuracy::Full);
             let o32 = EwaldOptions::new(kernel, domain, 1e-4).threads(1);
             compare(&format!("{name} {}", kernel.name()), &o64, &o32, &domain, dist);
         }
@@ -76,8 +77,13 @@ fn field_matches_the_cpu_backend() {
     for (periodic, name) in [([true; 3], "3P"), ([true, true, false], "2P xy"), ([false; 3], "0P")] {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         for method in [FieldMethod::Window, FieldMethod::Spectral] {
-            let with =
-                |tol| EwaldOptions::new(Kernel::Laplace, domain, tol).threads(1).field(true).field_method(method);
+            let with = |tol| {
+                EwaldOptions::new(Kernel::Laplace, domain, tol)
+                    .threads(1)
+                    .field(true)
+                    .field_method(method)
+                    .pair_accuracy(PairAccuracy::Full)
+            };
             compare(
                 &format!("{name} field ({})", method.name()),
                 &with(1e-9),
@@ -104,7 +110,7 @@ fn per_component_transforms_match_the_batched() {
     ] {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         let data = Particles::<f64>::new(&domain, Distribution::Uniform, 300, 5);
-        let mut base = EwaldOptions::new(kernel, domain, 1e-8).threads(1);
+        let mut base = EwaldOptions::new(kernel, domain, 1e-8).threads(1).pair_accuracy(PairAccuracy::Full);
         if field {
             base = base.field(true).field_method(FieldMethod::Spectral);
         }

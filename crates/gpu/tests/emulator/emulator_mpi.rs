@@ -13,6 +13,7 @@ use parki_core::{Domain, Kernel};
 use parki_dist::{Comm, CpuBackend, DistEwaldSolver, EwaldOptions, ParallelOptions, SortMode, Targets, Universe};
 use parki_farfield::FieldMethod;
 use parki_gpu::{Emulator, GpuBackend};
+use parki_nearfield::PairAccuracy;
 use parki_reference::generate::{Distribution, Particles};
 
 const N: usize = 1200;
@@ -24,15 +25,25 @@ fn cases() -> Vec<(String, EwaldOptions)> {
         let domain = Domain::new([1.0, 1.2, 0.9], periodic).unwrap();
         let kernels: &[Kernel] = if name == "3P" { &Kernel::ALL } else { &[Kernel::Laplace, Kernel::Stokes] };
         for &kernel in kernels {
-            v.push((format!("{name} {}", kernel.name()), EwaldOptions::new(kernel, domain, 1e-9).threads(1)));
+            v.push((
+                format!("{name} {}", kernel.name()),
+                EwaldOptions::new(kernel, domain, 1e-9).threads(1).pair_accuracy(PairAccuracy::Full),
+            ));
         }
         // P2P on the side stream, beside the host's exchanges and transforms
         let overlap = parki_dist::DeviceVariants::default().overlap(parki_dist::DeviceOverlap::P2p);
-        let o = EwaldOptions::new(Kernel::Stokes, domain, 1e-9).threads(1).device(overlap);
+        let o = EwaldOptions::new(Kernel::Stokes, domain, 1e-9)
+            .threads(1)
+            .pair_accuracy(PairAccuracy::Full)
+            .device(overlap);
         v.push((format!("{name} stokes, P2P overlapping the far field"), o));
         if name != "0P" {
             for m in [FieldMethod::Window, FieldMethod::Spectral] {
-                let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9).threads(1).field(true).field_method(m);
+                let o = EwaldOptions::new(Kernel::Laplace, domain, 1e-9)
+                    .threads(1)
+                    .field(true)
+                    .field_method(m)
+                    .pair_accuracy(PairAccuracy::Full);
                 v.push((format!("{name} laplace field ({})", m.name()), o));
             }
         }
