@@ -6,8 +6,9 @@
 //! - `p2p-peak`: the P2P kernel's achieved FP64 (or FP32) rate as a fraction of the peak of the
 //!   same cores, measured by an FMA loop.
 //! - `calibrate`: the cost constants of `parki_farfield::CostModel` on this machine (one thread).
-//! - `pair-accuracy`: P2P's medium and loose pair functions against the full ones, on one plan
-//!   and alternating (`PairAccuracy::MEDIUM_COST`), and each accuracy's own plan.
+//! - `pair-accuracy`: P2P's medium and loose pair functions against the full ones, each with
+//!   its own plan, alternating: P2P's time per pair (`PairAccuracy::MEDIUM_COST`) and the whole
+//!   evaluation.
 
 mod peak;
 
@@ -179,16 +180,6 @@ fn run_values<T: parki_dist::SolverReal>(
     (solver, ev, plan, u)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        0.5 * (v[m - 1] + v[m])
-    }
-}
-
 /// `parki-bench pair-accuracy`: see [`Cmd::PairAccuracy`]. P2P is compared per pair (a plan
 /// with cheaper pairs may pick another xi at the same cut-off, hence another cut-off sphere).
 fn pair_accuracy(n: usize, tols: &[f64], kernels: &[Kernel], rounds: usize, threads: usize) {
@@ -227,7 +218,8 @@ fn pair_accuracy(n: usize, tols: &[f64], kernels: &[Kernel], rounds: usize, thre
                 pa.push(e.times.get(Stage::P2P) / e.pairs.max(1) as f64 * 1e9);
                 ta.push(e.times.total());
             }
-            let (pf, pa, tf, ta) = (median(&mut pf), median(&mut pa), median(&mut tf), median(&mut ta));
+            let median = |v: &[f64]| parki_app::report::EvaluationTimes::new(v).median();
+            let (pf, pa, tf, ta) = (median(&pf), median(&pa), median(&tf), median(&ta));
             println!(
                 "| {} | {tol:.0e} | {} | {:.0} / {:.0} | {pf:.3} / {pa:.3} | **{:.3}** | {diff:.1e} | {tf:.3} | {ta:.3} | **{:.3}** |",
                 kernel.name(),

@@ -555,10 +555,9 @@ impl Run<'_> {
         let pairs = comm.sum(ev.pairs);
         // every rank runs the same backend and variants: all or none have the overlap's time
         let overlapped_p2p = ev.overlapped_p2p.map(|t| {
-            let mut m = [-t, t, t];
-            comm.all_reduce_f64(&mut m[..2], ReduceOp::Max);
-            let sum = comm.sum(t);
-            [-m[0], sum / comm.size() as f64, m[1]]
+            let mut m = [-t, t];
+            comm.all_reduce_f64(&mut m, ReduceOp::Max);
+            [-m[0], comm.sum(t) / comm.size() as f64, m[1]]
         });
         let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
 

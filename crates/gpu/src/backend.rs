@@ -687,7 +687,6 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         // the pairs, counted by the kernel (per thread its windows, one atomic add)
         self.pairs.ensure(8)?;
         self.pairs.zero(8)?;
-        self.near_stats = NearStats::default();
         let (s, tl) = (&self.src_cells, &self.tgt_cells);
         let (name, grid, block, shared) = match self.p2p {
             DeviceP2p::GlobalMemory => {

@@ -160,7 +160,7 @@ struct Radial<V> {
     b: V,
 }
 
-/// With the functions of accuracy level `ACC` ([`PairAccuracy::level`]).
+/// With the functions of accuracy level `ACC` ([`FULL`], [`MEDIUM`] or [`LOOSE`]).
 #[inline(always)]
 fn radial<V: Simd, const ACC: u8>(c: &Consts<V>, d: &[V; 3]) -> Radial<V>
 where

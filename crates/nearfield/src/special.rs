@@ -79,16 +79,6 @@ impl PairAccuracy {
         }
     }
 
-    /// The functions' level in the P2P kernels' const parameter: [`FULL`], [`MEDIUM`] or
-    /// [`LOOSE`].
-    pub fn level(self) -> u8 {
-        match self {
-            PairAccuracy::Full => FULL,
-            PairAccuracy::Medium => MEDIUM,
-            PairAccuracy::Loose => LOOSE,
-        }
-    }
-
     /// Cost of a pair at this accuracy over a full one (f64), for the cost model.
     pub fn cost(self) -> f64 {
         match self {

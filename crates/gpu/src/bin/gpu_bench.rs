@@ -209,6 +209,8 @@ struct Timing {
     best: f64,
     stages: Vec<(EwaldStage, f64)>,
     pairs: u64,
+    /// P2P's seconds (`Evaluation::p2p_seconds`: the side stream's where it overlapped).
+    p2p: f64,
     /// P2P's device seconds where it overlapped the far field.
     overlapped_p2p: Option<f64>,
     bytes: usize,
@@ -249,6 +251,7 @@ fn run_case<T: SolverReal + KernelReal, B: EwaldBackend<T>>(
         best: e.times.total(),
         stages: e.times.iter().collect(),
         pairs: e.pairs,
+        p2p: e.p2p_seconds(),
         overlapped_p2p: e.overlapped_p2p,
         bytes,
         first_p2g,
@@ -326,14 +329,10 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                         continue;
                     }
                 };
-                // overlapped: the side stream's own time (its stage only queued it)
-                let p2p = g
-                    .overlapped_p2p
-                    .unwrap_or_else(|| g.stages.iter().find(|(s, _)| *s == EwaldStage::P2P).map_or(0.0, |x| x.1));
                 let overlapped =
                     g.overlapped_p2p.map_or(String::new(), |t| format!(" in {:.1} ms beside the far field", t * 1e3));
                 let flops = g.pairs as f64 * P2pFlops::per_pair::<T>(kernel, Isa::Avx2);
-                let rate = flops / p2p.max(1e-12) / 1e9;
+                let rate = flops / g.p2p.max(1e-12) / 1e9;
                 let cpu = if n <= o.cpu && ei == 0 {
                     let mut copts = opts.clone();
                     copts.threads = 0;
