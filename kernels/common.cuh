@@ -85,25 +85,6 @@ __device__ __forceinline__ void parki_with_kernel(int kernel, A... a) {
     default: F<T, PARKI_STOKES, 0>::run(a...); return;
   }
 }
-// P2P's kernels (the four, and the Laplace potential with its field) at compile time, with E
-// the erfc (1: erfc_gauss, the fitted one sharing the Gaussian; 0: CUDA's erfc).
-template <template <typename, int, int> class F, typename T, int E, typename... A>
-__device__ __forceinline__ void parki_p2p_kernel_e(int kernel, A... a) {
-  switch (kernel) {
-    case PARKI_LAPLACE: F<T, PARKI_LAPLACE, E>::run(a...); return;
-    case PARKI_LAPLACE_FIELD: F<T, PARKI_LAPLACE_FIELD, E>::run(a...); return;
-    case PARKI_STOKESLET: F<T, PARKI_STOKESLET, E>::run(a...); return;
-    case PARKI_STRESSLET: F<T, PARKI_STRESSLET, E>::run(a...); return;
-    default: F<T, PARKI_STOKES, E>::run(a...); return;
-  }
-}
-template <template <typename, int, int> class F, typename T, typename... A>
-__device__ __forceinline__ void parki_with_p2p_kernel(int kernel, int erfc, A... a) {
-  if (erfc)
-    parki_p2p_kernel_e<F, T, 1>(kernel, a...);
-  else
-    parki_p2p_kernel_e<F, T, 0>(kernel, a...);
-}
 // Both: the kernel and the support at compile time.
 template <template <typename, int, int> class F, typename T, typename... A>
 __device__ __forceinline__ void parki_with_kernel_p(int kernel, int p, A... a) {
@@ -122,6 +103,10 @@ __device__ __forceinline__ float p_exp(float x) { return expf(x); }
 __device__ __forceinline__ double p_exp(double x) { return exp(x); }
 __device__ __forceinline__ float p_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double p_sqrt(double x) { return sqrt(x); }
+// 1/sqrt(x): CUDA's rsqrt, within an ulp or two (the emulator: 1/sqrt); a square root and a
+// division took 13 FP64 instructions and two slow-path branches per pair in P2P.
+__device__ __forceinline__ float p_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double p_rsqrt(double x) { return rsqrt(x); }
 __device__ __forceinline__ float p_fma(float a, float b, float c) { return fmaf(a, b, c); }
 __device__ __forceinline__ double p_fma(double a, double b, double c) { return fma(a, b, c); }
 // Rounds a double to the working precision and back (as `T::from_f64(x).to_f64()`).

@@ -13,42 +13,46 @@ template <typename T>
 struct ErfcPoly;
 template <>
 struct ErfcPoly<double> {
-  static __device__ __forceinline__ double eval(double t) {
-    const double c[24] = {
-        (double)1.2375126308378275266,
-        (double)-1.4024059858554701439e-1,
-        (double)3.5854154854795751663e-3,
-        (double)8.2276738490149772563e-2,
-        (double)-1.0880393014246644782e-1,
-        (double)9.2304321160258936107e-2,
-        (double)-5.8693398576310612527e-2,
-        (double)2.836227742037733368e-2,
-        (double)-9.7465796859621716144e-3,
-        (double)1.755625843431864142e-3,
-        (double)2.9371439057885598056e-4,
-        (double)-2.9015404203352703981e-4,
-        (double)5.1646493410028769663e-5,
-        (double)2.238413852565675639e-5,
-        (double)-1.1437980374495534082e-5,
-        (double)-9.7338751674941428565e-7,
-        (double)1.7419011945194366247e-6,
-        (double)-5.741076073013915709e-8,
-        (double)-2.4851108650210706133e-7,
-        (double)2.3398534313040896942e-8,
-        (double)3.1953986120578180665e-8,
-        (double)-3.7981897977362071919e-9,
-        (double)-2.6185201565031447991e-9,
-        (double)3.2052623379289157079e-10,
-    };
-    double r = c[23];
-    PARKI_UNROLL
-    for (int k = 22; k >= 0; --k) r = fma(r, t, c[k]);
-    return r;
-  }
+  static __device__ __forceinline__ double eval(double t);
 };
+// In constant memory: each Horner step's FMA reads its coefficient from the constant
+// bank (a 64-bit immediate would take two uniform moves per step; docs/performance.md §8.11).
+__constant__ double parki_erfc_f64[24] = {
+    (double)1.2375126308378275266,
+    (double)-1.4024059858554701439e-1,
+    (double)3.5854154854795751663e-3,
+    (double)8.2276738490149772563e-2,
+    (double)-1.0880393014246644782e-1,
+    (double)9.2304321160258936107e-2,
+    (double)-5.8693398576310612527e-2,
+    (double)2.836227742037733368e-2,
+    (double)-9.7465796859621716144e-3,
+    (double)1.755625843431864142e-3,
+    (double)2.9371439057885598056e-4,
+    (double)-2.9015404203352703981e-4,
+    (double)5.1646493410028769663e-5,
+    (double)2.238413852565675639e-5,
+    (double)-1.1437980374495534082e-5,
+    (double)-9.7338751674941428565e-7,
+    (double)1.7419011945194366247e-6,
+    (double)-5.741076073013915709e-8,
+    (double)-2.4851108650210706133e-7,
+    (double)2.3398534313040896942e-8,
+    (double)3.1953986120578180665e-8,
+    (double)-3.7981897977362071919e-9,
+    (double)-2.6185201565031447991e-9,
+    (double)3.2052623379289157079e-10,
+};
+__device__ __forceinline__ double ErfcPoly<double>::eval(double t) {
+  double r = parki_erfc_f64[23];
+  PARKI_UNROLL
+  for (int k = 22; k >= 0; --k) r = fma(r, t, parki_erfc_f64[k]);
+  return r;
+}
 template <>
 struct ErfcPoly<float> {
   static __device__ __forceinline__ float eval(float t) {
+    // 32-bit coefficients: immediates of the FMAs
     const float c[11] = {
         (float)1.2375126308378275819,
         (float)-1.4024310696627974494e-1,

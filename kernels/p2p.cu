@@ -44,7 +44,7 @@ template <typename T, int kernel, int E>
 __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T* s, T* acc) {
   T r2 = p_fma(d[0], d[0], p_fma(d[1], d[1], d[2] * d[2]));
   bool pos = r2 > (T)0;
-  T rinv = pos ? (T)1 / p_sqrt(r2) : (T)0;
+  T rinv = pos ? p_rsqrt(r2) : (T)0;
   T r = r2 * rinv;
   T g = p_exp(k.neg_xi2 * r2);
   T b = k.c * g;
@@ -202,23 +202,27 @@ struct P2pGm1d {
     if (pairs) atomicAdd(pairs, np);
   }
 };
-// GM-1D: thread t handles sorted target t of cell tcell[t]; out[t * dim + c] in sorted order.
-// Sources: soff[c]..soff[c+1] of cell c, coordinates sx, sy, sz, densities sd[q * ns + j].
-// (A block per target cell instead, as the paper maps it, measured slower on an H100 at ~46
-// targets per cell: blocks of 64 threads, a quarter of them idle.)
-template <typename T>
-__device__ void p2p_gm1d_impl(CellParams g, int kernel, int erfc, T xi, double r2, u32 nt, const u32* tcell,
-                              const T* tx, const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy,
-                              const T* sz, const T* sd, u32 ns, T* out, u64* pairs) {
-  parki_with_p2p_kernel<P2pGm1d, T>(kernel, erfc, g, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
-                                    pairs);
-}
-PARKI_EXPORT_BOTH(p2p_gm1d,
-                  (CellParams g, int kernel, int erfc, real xi, double r2, u32 nt, const u32* tcell, const real* tx,
-                   const real* ty, const real* tz, const u32* soff, const real* sx, const real* sy, const real* sz,
-                   const real* sd, u32 ns, real* out, u64* pairs),
-                  p2p_gm1d_impl<real>(g, kernel, erfc, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
-                                      pairs))
+// GM-1D's entry points, one per kernel (K) and erfc (E: `fit`, `lib`), each with its own
+// register allocation (one function for all ten took the most any of them needs: 118 registers
+// in f64 against 68 to 111 apart, docs/performance.md §8.11), so a kernel's occupancy is its
+// own. (A block per target cell instead, as the paper maps it, measured slower on an H100 at
+// ~46 targets per cell: blocks of 64 threads, a quarter of them idle.)
+#define PARKI_P2P_GM1D_PARAMS                                                                                      \
+  (CellParams g, real xi, double r2, u32 nt, const u32* tcell, const real* tx, const real* ty, const real* tz,    \
+   const u32* soff, const real* sx, const real* sy, const real* sz, const real* sd, u32 ns, real* out, u64* pairs)
+// (in parentheses: the template's commas pass through the export macros)
+#define PARKI_P2P_GM1D_CALL(K, E) \
+  (P2pGm1d<real, K, E>::run(g, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out, pairs))
+PARKI_EXPORT_BOTH(p2p_gm1d_laplace_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 1))
+PARKI_EXPORT_BOTH(p2p_gm1d_laplace_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 0))
+PARKI_EXPORT_BOTH(p2p_gm1d_field_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 1))
+PARKI_EXPORT_BOTH(p2p_gm1d_field_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 0))
+PARKI_EXPORT_BOTH(p2p_gm1d_stokeslet_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 1))
+PARKI_EXPORT_BOTH(p2p_gm1d_stokeslet_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 0))
+PARKI_EXPORT_BOTH(p2p_gm1d_stresslet_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 1))
+PARKI_EXPORT_BOTH(p2p_gm1d_stresslet_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 0))
+PARKI_EXPORT_BOTH(p2p_gm1d_stokes_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 1))
+PARKI_EXPORT_BOTH(p2p_gm1d_stokes_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 0))
 
 // Shared memory: block b handles target cell b (targets toff[b]..toff[b+1]); each colleague's
 // sources are staged in tiles of blockDim.x (dynamic shared memory: blockDim.x * (3 + dw) T).
@@ -290,19 +294,23 @@ struct P2pShared {
   if (pairs && np) atomicAdd(pairs, np);
 }
 };
-template <typename T>
-__device__ void p2p_shared_impl(CellParams g, int kernel, int erfc, T xi, double r2, const u32* toff, const T* tx,
-                                const T* ty, const T* tz, const u32* soff, const T* sx, const T* sy, const T* sz,
-                                const T* sd, u32 ns, T* out, u64* pairs) {
-  parki_with_p2p_kernel<P2pShared, T>(kernel, erfc, g, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
-                                      pairs);
-}
-PARKI_EXPORT_BOTH_SYNC(p2p_shared,
-                       (CellParams g, int kernel, int erfc, real xi, double r2, const u32* toff, const real* tx,
-                        const real* ty, const real* tz, const u32* soff, const real* sx, const real* sy,
-                        const real* sz, const real* sd, u32 ns, real* out, u64* pairs),
-                       p2p_shared_impl<real>(g, kernel, erfc, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out,
-                                             pairs))
+// The shared-memory variant's entry points, one per kernel and erfc as GM-1D's (one function
+// for all ten took 158 registers in f64 against 80 to 112 apart).
+#define PARKI_P2P_SHARED_PARAMS                                                                                 \
+  (CellParams g, real xi, double r2, const u32* toff, const real* tx, const real* ty, const real* tz,          \
+   const u32* soff, const real* sx, const real* sy, const real* sz, const real* sd, u32 ns, real* out, u64* pairs)
+#define PARKI_P2P_SHARED_CALL(K, E) \
+  (P2pShared<real, K, E>::run(g, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out, pairs))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_laplace_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 1))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_laplace_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 0))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_field_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 1))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_field_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 0))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokeslet_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 1))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokeslet_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 0))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stresslet_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 1))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stresslet_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 0))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokes_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 1))
+PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokes_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 0))
 
 // The FP64/FP32 peak of the device: `chains` independent FMA chains per thread, `iters` steps
 // each (P2P's achieved rate is reported against it). out[thread] keeps the chains alive.

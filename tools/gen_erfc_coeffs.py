@@ -91,7 +91,23 @@ def cuda(out, m64, m32):
     for ty, mono, fma in (("double", m64, "fma"), ("float", m32, "fmaf")):
         n = len(mono)
         out.write(f"template <>\nstruct ErfcPoly<{ty}> {{\n")
+        if ty == "double":
+            # an FMA takes a 64-bit operand from a register or the constant bank, not as an
+            # immediate: from a local array every Horner step cost two uniform moves more
+            out.write(f"  static __device__ __forceinline__ {ty} eval({ty} t);\n}};\n")
+            out.write("// In constant memory: each Horner step's FMA reads its coefficient from the constant\n")
+            out.write("// bank (a 64-bit immediate would take two uniform moves per step; docs/performance.md §8.11).\n")
+            out.write(f"__constant__ {ty} parki_erfc_f64[{n}] = {{\n")
+            for v in mono:
+                out.write(f"    ({ty}){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")
+            out.write("};\n")
+            out.write(f"__device__ __forceinline__ {ty} ErfcPoly<{ty}>::eval({ty} t) {{\n")
+            out.write(f"  {ty} r = parki_erfc_f64[{n - 1}];\n  PARKI_UNROLL\n")
+            out.write(f"  for (int k = {n - 2}; k >= 0; --k) r = {fma}(r, t, parki_erfc_f64[k]);\n")
+            out.write("  return r;\n}\n")
+            continue
         out.write(f"  static __device__ __forceinline__ {ty} eval({ty} t) {{\n")
+        out.write("    // 32-bit coefficients: immediates of the FMAs\n")
         out.write(f"    const {ty} c[{n}] = {{\n")
         for v in mono:
             out.write(f"        ({ty}){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")

@@ -34,6 +34,7 @@ void* dynamic_shared();
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __shared__ static
+#define __constant__ static const
 #define __syncthreads() parki_emu::barrier()
 #define PARKI_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(parki_emu::dynamic_shared())
 

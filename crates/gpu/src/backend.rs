@@ -41,8 +41,28 @@ use crate::params::{kernel_code, CellParams, WindowParams};
 /// Threads per block of the one-thread-per-item kernels.
 const BLOCK: u32 = 256;
 
-/// P2P's kernel selector for the Laplace potential and field (`PARKI_LAPLACE_FIELD`).
-const LAPLACE_FIELD: i32 = 4;
+/// Threads per block of GM-1D's P2P: with 84 to 96 registers per thread (the Stokes kernels in
+/// f64) a GH100 SM holds five blocks of 128 threads (20 warps) where it holds two of 256 (16);
+/// the same 24 warps for Laplace (docs/performance.md §8.11).
+const P2P_BLOCK: u32 = 128;
+
+/// P2P's entry point for `variant` (`"p2p_gm1d"`, `"p2p_shared"`), the kernel (the Laplace
+/// potential with its field apart) and the erfc: one per combination, each with its own
+/// register allocation (kernels/p2p.cu).
+fn p2p_entry(variant: &str, kernel: Kernel, field: bool, erfc: DeviceErfc) -> String {
+    let k = match kernel {
+        Kernel::Laplace if field => "field",
+        Kernel::Laplace => "laplace",
+        Kernel::Stokeslet => "stokeslet",
+        Kernel::Stresslet => "stresslet",
+        Kernel::Stokes => "stokes",
+    };
+    let e = match erfc {
+        DeviceErfc::Fitted => "fit",
+        DeviceErfc::Library => "lib",
+    };
+    format!("{variant}_{k}_{e}")
+}
 
 /// P2G as the device runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -677,8 +697,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let t = T::BYTES;
         self.near.ensure(t * (dim * nt).max(1))?;
         let mut a = Args::new();
-        a.push(self.cellp).push(if self.output.field { LAPLACE_FIELD } else { kernel_code(kernel) });
-        a.push(i32::from(self.erfc == DeviceErfc::Fitted));
+        a.push(self.cellp);
         match self.precision {
             Precision::F32 => a.push(self.xi as f32),
             Precision::F64 => a.push(self.xi),
@@ -688,10 +707,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         self.pairs.ensure(8)?;
         self.pairs.zero(8)?;
         let (s, tl) = (&self.src_cells, &self.tgt_cells);
-        let (name, grid, block, shared) = match self.p2p {
+        let (variant, grid, block, shared) = match self.p2p {
             DeviceP2p::GlobalMemory => {
                 a.push(nt as u32).push(tl.cell.ptr());
-                ("p2p_gm1d", [nt.div_ceil(BLOCK as usize) as u32, 1, 1], [BLOCK, 1, 1], 0)
+                ("p2p_gm1d", [nt.div_ceil(P2P_BLOCK as usize) as u32, 1, 1], [P2P_BLOCK, 1, 1], 0)
             }
             DeviceP2p::SharedMemory => {
                 a.push(self.tgt_sort.offsets.ptr());
@@ -699,6 +718,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 ("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], b as usize * (3 + dw) * t)
             }
         };
+        let name = p2p_entry(variant, kernel, self.output.field, self.erfc);
         a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
         a.push(s.x.ptr()).push(s.y.ptr()).push(s.z.ptr()).push(s.dens.ptr()).push(ns as u32);
         a.push(self.near.ptr()).push(self.pairs.ptr());
@@ -710,14 +730,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             // far field queues before the join writes what P2P reads (the cell lists, their
             // offsets) or uses `near` and `pairs`
             self.dev.fork()?;
-            let name = entry_name(self.precision, name);
+            let name = entry_name(self.precision, &name);
             // SAFETY: P2P's parameters in order and type (checked by the emulator tests), the
             // addresses of live buffers that stay unchanged until `join_near`.
             unsafe { self.dev.launch_side(&name, grid, block, shared as u32, a)? };
             self.near_pending = true;
             return Ok(());
         }
-        self.launch(name, grid, block, shared as u32, &mut a)?;
+        self.launch(&name, grid, block, shared as u32, &mut a)?;
         self.count_pairs(None)
     }
 
