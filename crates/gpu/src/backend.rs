@@ -258,6 +258,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     grid: FarGrid<T, D>,
     /// Pinned staging of the particles' uploads.
     staging: PinnedBuffer<D>,
+    /// Pinned staging of the sources' cell keys.
+    key_staging: PinnedBuffer<D>,
     host_rows: Vec<u32>,
     /// Sources binned by the last `bin`.
     n_src: usize,
@@ -534,30 +536,70 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Uploads the sources' positions and packed densities and the targets' positions: packed
-    /// on the solver's threads into the pinned staging buffer, then copied asynchronously
-    /// (the stage's synchronize ends them before the buffer is written again).
+    /// on the solver's threads into the pinned staging buffer a piece at a time, each piece's
+    /// copy queued before the next is packed, so that the bus copies while the host packs.
+    /// Targets that are the first sources' positions (the pipeline's targets when they are the
+    /// sources) are not staged or sent again: the device copies them from the sources'.
     fn upload_particles<S: SourceSet<T>>(&mut self, sources: &S, targets: &[[T; 3]]) -> Result<()> {
-        const CHUNK: usize = 1 << 14;
+        const CHUNK: usize = 1 << 14; // particles per task on the threads
+        const PIECES: usize = 8; // queued copies per array
         let (kernel, n, nt) = (self.kernel, sources.count(), targets.len());
         let dw = kernel.density_width();
-        let all = self.staging.slice::<T>(3 * n + dw * n + 3 * nt)?;
+        let t = T::BYTES;
+        let aliased = nt > 0 && nt <= n && std::ptr::eq(targets.as_ptr(), sources.positions().as_ptr());
+        let staged_targets = if aliased { 0 } else { nt };
+        // copies queued from the staging buffer (an earlier upload of this evaluation) finish
+        // before it is written again
+        self.dev.synchronize()?;
+        self.src_pos.ensure(3 * n * t)?;
+        self.src_packed.ensure(dw * n * t)?;
+        self.tgt_pos.ensure(3 * nt * t)?;
+        let all = self.staging.slice::<T>(3 * n + dw * n + 3 * staged_targets)?;
         let (pos, rest) = all.split_at_mut(3 * n);
         let (dens, tgt) = rest.split_at_mut(dw * n);
-        let copy = |to: &mut [T], from: &[T]| {
-            to.par_chunks_mut(3 * CHUNK).zip(from.par_chunks(3 * CHUNK)).for_each(|(a, b)| a.copy_from_slice(b));
-        };
-        copy(pos, sources.positions().as_flattened());
-        copy(tgt, targets.as_flattened());
-        dens.par_chunks_mut(dw * CHUNK).enumerate().for_each(|(c, block)| {
-            for (k, d) in block.chunks_exact_mut(dw).enumerate() {
-                sources.density(kernel, c * CHUNK + k, d);
+        let from = sources.positions().as_flattened();
+        let piece = n.div_ceil(PIECES).max(1);
+        for p0 in (0..n).step_by(piece) {
+            let p1 = (p0 + piece).min(n);
+            let (to_pos, to_dens) = (&mut pos[3 * p0..3 * p1], &mut dens[dw * p0..dw * p1]);
+            to_pos
+                .par_chunks_mut(3 * CHUNK)
+                .zip(from[3 * p0..3 * p1].par_chunks(3 * CHUNK))
+                .for_each(|(a, b)| a.copy_from_slice(b));
+            to_dens.par_chunks_mut(dw * CHUNK).enumerate().for_each(|(c, block)| {
+                for (k, d) in block.chunks_exact_mut(dw).enumerate() {
+                    sources.density(kernel, p0 + c * CHUNK + k, d);
+                }
+            });
+            self.src_pos.upload_at(3 * p0 * t, to_pos)?;
+            self.src_packed.upload_at(dw * p0 * t, to_dens)?;
+        }
+        if aliased {
+            self.tgt_pos.copy_from(&self.src_pos, 3 * nt * t)?;
+        } else {
+            let from = targets.as_flattened();
+            let piece = nt.div_ceil(PIECES).max(1);
+            for p0 in (0..nt).step_by(piece) {
+                let p1 = (p0 + piece).min(nt);
+                let to = &mut tgt[3 * p0..3 * p1];
+                to.par_chunks_mut(3 * CHUNK)
+                    .zip(from[3 * p0..3 * p1].par_chunks(3 * CHUNK))
+                    .for_each(|(a, b)| a.copy_from_slice(b));
+                self.tgt_pos.upload_at(3 * p0 * t, to)?;
             }
-        });
-        self.src_pos.upload(pos)?;
-        self.src_packed.upload(dens)?;
-        self.tgt_pos.upload(tgt)?;
+        }
         self.src_host = (sources.positions().as_ptr() as usize, n);
         Ok(())
+    }
+
+    /// Uploads the sources' cell keys through the pinned key staging (after
+    /// [`upload_particles`](Self::upload_particles), which waited for earlier copies).
+    fn upload_keys(&mut self, keys: &[u32]) -> Result<()> {
+        const CHUNK: usize = 1 << 16;
+        self.src_keys.ensure(4 * keys.len())?;
+        let staged = self.key_staging.slice::<u32>(keys.len())?;
+        staged.par_chunks_mut(CHUNK).zip(keys.par_chunks(CHUNK)).for_each(|(a, b)| a.copy_from_slice(b));
+        self.src_keys.upload_at(0, staged)
     }
 
     /// Counting sort of `n` keys at `keys` into `bins` bins.
@@ -647,7 +689,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let (ns, nt) = (sources.count(), targets.len());
         self.n_src = ns;
         self.upload_particles(sources, targets)?;
-        self.src_keys.upload(keys)?;
+        self.upload_keys(keys)?;
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
         let r = self
@@ -1286,6 +1328,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             out: b("the result"),
             grid,
             staging: PinnedBuffer::empty(&dev, "the upload staging"),
+            key_staging: PinnedBuffer::empty(&dev, "the cell keys' staging"),
             host_rows: Vec::new(),
             n_src: 0,
             pairs: b("the pair count"),

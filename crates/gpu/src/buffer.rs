@@ -88,6 +88,30 @@ impl<D: Device> DeviceBuffer<D> {
         unsafe { self.dev.upload(self.ptr, b) }
     }
 
+    /// Copies `v` to byte offset `at`, the buffer already holding `at` plus `v`'s bytes (from
+    /// pinned memory the copy is queued: see [`Device::upload`]).
+    pub fn upload_at<T: Copy>(&self, at: usize, v: &[T]) -> Result<()> {
+        let b = bytes_of(v);
+        assert!(
+            at + b.len() <= self.bytes,
+            "upload of {} bytes at {at} into a {}-byte {}",
+            b.len(),
+            self.bytes,
+            self.what
+        );
+        // SAFETY: checked above: the allocation holds the bytes written.
+        unsafe { self.dev.upload(self.ptr + at as DevicePtr, b) }
+    }
+
+    /// Grows to `bytes` and copies the first `bytes` bytes of `src` in, on the device.
+    pub fn copy_from(&mut self, src: &DeviceBuffer<D>, bytes: usize) -> Result<()> {
+        assert!(bytes <= src.bytes, "copy of {bytes} bytes from a {}-byte {}", src.bytes, src.what);
+        self.ensure(bytes)?;
+        // SAFETY: both allocations hold `bytes` bytes (checked and ensured above); they are
+        // distinct buffers, so the ranges do not overlap.
+        unsafe { self.dev.copy(self.ptr, src.ptr, bytes) }
+    }
+
     /// Copies the first `v.len()` values out.
     pub fn download<T: Copy>(&self, v: &mut [T]) -> Result<()> {
         let b = bytes_of_mut(v);

@@ -926,6 +926,16 @@ impl Device for CudaDevice {
         self.synchronize()
     }
 
+    unsafe fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: two live, disjoint device ranges of `bytes` bytes (the caller's contract).
+        unsafe { cu::memcpy_dtod_async(dst, src, bytes, self.stream) }
+            .map_err(|e| driver_error(&format!("copying {bytes} bytes on the device"), e))
+    }
+
     unsafe fn zero(&self, dst: DevicePtr, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());

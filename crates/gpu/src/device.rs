@@ -112,6 +112,12 @@ pub trait Device: Sized + Send + Sync + 'static {
     /// `src .. src + dst.len()` lies in one live allocation.
     unsafe fn download(&self, dst: &mut [u8], src: DevicePtr) -> Result<()>;
 
+    /// Copies `bytes` bytes from device address `src` to `dst`, queued on the stream.
+    ///
+    /// # Safety
+    /// `src .. src + bytes` and `dst .. dst + bytes` lie in live allocations and do not overlap.
+    unsafe fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()>;
+
     /// Sets `bytes` bytes at `dst` to zero.
     ///
     /// # Safety

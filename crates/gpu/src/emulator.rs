@@ -187,6 +187,12 @@ impl Device for Emulator {
         Ok(())
     }
 
+    unsafe fn copy(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: the caller guarantees two live, disjoint ranges of `bytes` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+        Ok(())
+    }
+
     unsafe fn zero(&self, dst: DevicePtr, bytes: usize) -> Result<()> {
         // SAFETY: the caller guarantees that dst .. dst + bytes lies in a live allocation.
         unsafe { std::ptr::write_bytes(dst as *mut u8, 0, bytes) };
