@@ -17,6 +17,33 @@
   }
 // The same for kernels that use __syncthreads (the emulator runs their threads concurrently).
 #define PARKI_EXPORT_BOTH_SYNC(NAME, PARAMS, CALL) PARKI_EXPORT_BOTH(NAME, PARAMS, CALL)
+// An f64 entry point only (NAME_f64): where f32 has nothing of its own (P2P's medium pairs).
+#define PARKI_EXPORT_F64(NAME, PARAMS, CALL)                                      \
+  namespace parki_f64 {                                                          \
+  typedef double real;                                                           \
+  extern "C" __global__ void NAME##_f64 PARAMS { CALL; }                         \
+  }
+#define PARKI_EXPORT_F64_SYNC(NAME, PARAMS, CALL) PARKI_EXPORT_F64(NAME, PARAMS, CALL)
+// The same with launch bounds: at most THREADS threads per block, and registers few enough
+// for BLOCKS such blocks per SM (the compiler caps them, spilling if it must).
+#define PARKI_EXPORT_BOTH_LB(NAME, THREADS, BLOCKS, PARAMS, CALL)                            \
+  namespace parki_f32 {                                                                     \
+  typedef float real;                                                                       \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS) NAME##_f32 PARAMS { CALL; } \
+  }                                                                                         \
+  namespace parki_f64 {                                                                     \
+  typedef double real;                                                                      \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS) NAME##_f64 PARAMS { CALL; } \
+  }
+#define PARKI_EXPORT_BOTH_LB_SYNC(NAME, THREADS, BLOCKS, PARAMS, CALL) \
+  PARKI_EXPORT_BOTH_LB(NAME, THREADS, BLOCKS, PARAMS, CALL)
+#define PARKI_EXPORT_F64_LB(NAME, THREADS, BLOCKS, PARAMS, CALL)                              \
+  namespace parki_f64 {                                                                     \
+  typedef double real;                                                                      \
+  extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS) NAME##_f64 PARAMS { CALL; } \
+  }
+#define PARKI_EXPORT_F64_LB_SYNC(NAME, THREADS, BLOCKS, PARAMS, CALL) \
+  PARKI_EXPORT_F64_LB(NAME, THREADS, BLOCKS, PARAMS, CALL)
 // A precision-independent entry point.
 #define PARKI_EXPORT(NAME, PARAMS, BODY) extern "C" __global__ void NAME PARAMS { BODY; }
 #define PARKI_EXPORT_SYNC(NAME, PARAMS, BODY) PARKI_EXPORT(NAME, PARAMS, BODY)

@@ -5,18 +5,14 @@
 // parki_nearfield::special::erfc_with_gauss): erfc(x) = g f(t) / (1 + 2x), t = (x - K)/(x + K),
 // f a polynomial fitted to (1 + 2x) e^{x^2} erfc(x) on all of x >= 0 (Shepherd & Laframboise
 // 1981), by Horner; one reciprocal for both quotients. CUDA's erfc evaluates its own exp(-x^2).
+// E = 1: the full polynomial; E = 2: f64's medium one (PairAccuracy::Medium; f32 has one).
 // Compiled before p2p.cu (kernels/ files compile in name order).
 
 #define PARKI_ERFC_K 3.75
 
-template <typename T>
-struct ErfcPoly;
-template <>
-struct ErfcPoly<double> {
-  static __device__ __forceinline__ double eval(double t);
-};
-// In constant memory: each Horner step's FMA reads its coefficient from the constant
-// bank (a 64-bit immediate would take two uniform moves per step; docs/performance.md §8.11).
+// f64's coefficients in constant memory: each Horner step's FMA reads its coefficient from
+// the constant bank (a 64-bit immediate would take two uniform moves per step;
+// docs/performance.md §8.11). f32's are immediates of the FMAs.
 __constant__ double parki_erfc_f64[24] = {
     (double)1.2375126308378275266,
     (double)-1.4024059858554701439e-1,
@@ -43,16 +39,47 @@ __constant__ double parki_erfc_f64[24] = {
     (double)-2.6185201565031447991e-9,
     (double)3.2052623379289157079e-10,
 };
-__device__ __forceinline__ double ErfcPoly<double>::eval(double t) {
-  double r = parki_erfc_f64[23];
-  PARKI_UNROLL
-  for (int k = 22; k >= 0; --k) r = fma(r, t, parki_erfc_f64[k]);
-  return r;
-}
-template <>
-struct ErfcPoly<float> {
+__constant__ double parki_erfc_f64_medium[17] = {
+    (double)1.2375126308378275819,
+    (double)-1.4024059858768265609e-1,
+    (double)3.5854155219297920721e-3,
+    (double)8.2276738589894913697e-2,
+    (double)-1.0880393189758942028e-1,
+    (double)9.230431985849298843e-2,
+    (double)-5.8693373819988938204e-2,
+    (double)2.8362284552370029059e-2,
+    (double)-9.7467373261010305634e-3,
+    (double)1.7556078844614805228e-3,
+    (double)2.9425092340958905191e-4,
+    (double)-2.9013884841145634224e-4,
+    (double)5.0597038817391041754e-5,
+    (double)2.2405786866222662871e-5,
+    (double)-1.0239411941777560901e-5,
+    (double)-1.0356884912594670771e-6,
+    (double)9.7168325948702860483e-7,
+};
+
+template <typename T, int E>
+struct ErfcPoly;
+template <int E>
+struct ErfcPoly<double, E> {
+  static __device__ __forceinline__ double eval(double t) {
+    if constexpr (E == 2) {
+      double r = parki_erfc_f64_medium[16];
+      PARKI_UNROLL
+      for (int k = 15; k >= 0; --k) r = fma(r, t, parki_erfc_f64_medium[k]);
+      return r;
+    } else {
+      double r = parki_erfc_f64[23];
+      PARKI_UNROLL
+      for (int k = 22; k >= 0; --k) r = fma(r, t, parki_erfc_f64[k]);
+      return r;
+    }
+  }
+};
+template <int E>
+struct ErfcPoly<float, E> {
   static __device__ __forceinline__ float eval(float t) {
-    // 32-bit coefficients: immediates of the FMAs
     const float c[11] = {
         (float)1.2375126308378275819,
         (float)-1.4024310696627974494e-1,
@@ -73,11 +100,11 @@ struct ErfcPoly<float> {
   }
 };
 
-template <typename T>
+template <typename T, int E = 1>
 __device__ __forceinline__ T erfc_gauss(T x, T g) {
   const T xk = x + (T)PARKI_ERFC_K;
   const T d = p_fma(x, (T)2, (T)1);
   const T inv = (T)1 / (xk * d);
   const T t = (x - (T)PARKI_ERFC_K) * d * inv;
-  return g * ErfcPoly<T>::eval(t) * xk * inv;
+  return g * ErfcPoly<T, E>::eval(t) * xk * inv;
 }

@@ -11,7 +11,10 @@
 // (Stokeslet), 0 (stresslet and the Laplace field: their smooth parts are odd).
 //
 // erfc: E = 1 the fitted one of erfc.cu from the Gaussian the pair has (default), E = 0
-// CUDA's (`DeviceErfc`).
+// CUDA's (`DeviceErfc`); E = 2 (f64 only) the CPU's medium pair functions
+// (PairAccuracy::Medium): erfc.cu's medium polynomial and exp_neg_medium below, the Gaussian
+// to about 2e-13 and erfc to 2e-12 times its conditioning, 1e-11 per pair term in the error
+// model. The exponential is CUDA's otherwise.
 //
 // Two variants: GM-1D (the paper's: one thread per sorted target, sources read from global
 // memory, a warp's targets share a cell so its loads broadcast) and shared memory (a block per
@@ -39,6 +42,47 @@ __device__ __forceinline__ PairConsts<T> pair_consts(T xi) {
   return k;
 }
 
+// The CPU's medium exp (parki_nearfield::special::exp_neg_at, MEDIUM): 1/k!, k = 0..10 (the
+// emulator tests check they are the CPU's).
+__constant__ double parki_exp_f64_medium[11] = {
+    (double)1.0,
+    (double)1.0,
+    (double)0.5,
+    (double)1.6666666666666666e-1,
+    (double)4.1666666666666664e-2,
+    (double)8.333333333333333e-3,
+    (double)1.388888888888889e-3,
+    (double)1.984126984126984e-4,
+    (double)2.4801587301587302e-5,
+    (double)2.755731922398589e-6,
+    (double)2.7557319223985893e-7,
+};
+
+// exp(y) for y <= 0 as the CPU's medium exp_neg: y clamped at -600 (results stay normal),
+// Cody-Waite reduction y = n ln2 + r with ln2 split in two, the Taylor polynomial of degree 10
+// in r (|r| <= ln2/2: remainder 2.2e-13) by Horner from constant memory, times 2^n built in the
+// exponent bits. 15 FP64 instructions and no branch, against CUDA's exp's 16 with 22 uniform
+// moves and an overflow branch (docs/performance.md §8.13).
+__device__ __forceinline__ double exp_neg_medium(double y) {
+  y = fmax(y, -600.0);
+  const double n = rint(y * 1.4426950408889634);
+  double r = fma(n, -6.9314718036912382e-1, y);
+  r = fma(n, -1.9082149292705877e-10, r);
+  double p = parki_exp_f64_medium[10];
+  PARKI_UNROLL
+  for (int k = 9; k >= 0; --k) p = fma(p, r, parki_exp_f64_medium[k]);
+  return p * __longlong_as_double((long long)((int)n + 1023) << 52);
+}
+
+// The pair's Gaussian e^{-xi^2 r^2}: CUDA's exp, or the medium one (E = 2, f64).
+template <typename T, int E>
+__device__ __forceinline__ T pair_gauss(T y) {
+  if constexpr (E == 2 && sizeof(T) == 8)
+    return exp_neg_medium(y);
+  else
+    return p_exp(y);
+}
+
 // One pair: displacement d, source densities s (packed: [q], [f], [q n], [f q n]).
 template <typename T, int kernel, int E>
 __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T* s, T* acc) {
@@ -46,9 +90,9 @@ __device__ __forceinline__ void pair(const PairConsts<T>& k, const T* d, const T
   bool pos = r2 > (T)0;
   T rinv = pos ? p_rsqrt(r2) : (T)0;
   T r = r2 * rinv;
-  T g = p_exp(k.neg_xi2 * r2);
+  T g = pair_gauss<T, E>(k.neg_xi2 * r2);
   T b = k.c * g;
-  T a = pos ? (E ? erfc_gauss(k.xi * r, g) : p_erfc(k.xi * r)) * rinv : (T)0;
+  T a = pos ? (E ? erfc_gauss<T, E>(k.xi * r, g) : p_erfc(k.xi * r)) * rinv : (T)0;
   if (kernel == PARKI_LAPLACE || kernel == PARKI_LAPLACE_FIELD) {
     acc[0] = p_fma(pos ? a : -k.c, s[0], acc[0]);
     if (kernel == PARKI_LAPLACE_FIELD) {
@@ -202,27 +246,38 @@ struct P2pGm1d {
     if (pairs) atomicAdd(pairs, np);
   }
 };
-// GM-1D's entry points, one per kernel (K) and erfc (E: `fit`, `lib`), each with its own
+// GM-1D's entry points, one per kernel (K) and erfc (E: `fit`, `lib`, `med`), each with its own
 // register allocation (one function for all ten took the most any of them needs: 118 registers
 // in f64 against 68 to 111 apart, docs/performance.md §8.11), so a kernel's occupancy is its
 // own. (A block per target cell instead, as the paper maps it, measured slower on an H100 at
 // ~46 targets per cell: blocks of 64 threads, a quarter of them idle.)
+// Launch bounds of both variants' entry points: blocks of at most 128 threads (the backend's
+// P2P_BLOCK and the shared variant's block), and registers few enough for five of them per SM
+// (at most 102 per thread: 20 warps; f64's medium Stokes kernels took 104 otherwise, 16 warps).
+#define PARKI_P2P_THREADS 128
+#define PARKI_P2P_BLOCKS 5
 #define PARKI_P2P_GM1D_PARAMS                                                                                      \
   (CellParams g, real xi, double r2, u32 nt, const u32* tcell, const real* tx, const real* ty, const real* tz,    \
    const u32* soff, const real* sx, const real* sy, const real* sz, const real* sd, u32 ns, real* out, u64* pairs)
 // (in parentheses: the template's commas pass through the export macros)
 #define PARKI_P2P_GM1D_CALL(K, E) \
   (P2pGm1d<real, K, E>::run(g, xi, r2, nt, tcell, tx, ty, tz, soff, sx, sy, sz, sd, ns, out, pairs))
-PARKI_EXPORT_BOTH(p2p_gm1d_laplace_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 1))
-PARKI_EXPORT_BOTH(p2p_gm1d_laplace_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 0))
-PARKI_EXPORT_BOTH(p2p_gm1d_field_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 1))
-PARKI_EXPORT_BOTH(p2p_gm1d_field_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 0))
-PARKI_EXPORT_BOTH(p2p_gm1d_stokeslet_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 1))
-PARKI_EXPORT_BOTH(p2p_gm1d_stokeslet_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 0))
-PARKI_EXPORT_BOTH(p2p_gm1d_stresslet_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 1))
-PARKI_EXPORT_BOTH(p2p_gm1d_stresslet_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 0))
-PARKI_EXPORT_BOTH(p2p_gm1d_stokes_fit, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 1))
-PARKI_EXPORT_BOTH(p2p_gm1d_stokes_lib, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 0))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_laplace_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 1))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_laplace_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 0))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_field_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 1))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_field_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 0))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stokeslet_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 1))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stokeslet_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 0))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stresslet_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 1))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stresslet_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 0))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stokes_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 1))
+PARKI_EXPORT_BOTH_LB(p2p_gm1d_stokes_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 0))
+// the medium pair functions (`med`), f64 only
+PARKI_EXPORT_F64_LB(p2p_gm1d_laplace_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE, 2))
+PARKI_EXPORT_F64_LB(p2p_gm1d_field_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_LAPLACE_FIELD, 2))
+PARKI_EXPORT_F64_LB(p2p_gm1d_stokeslet_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKESLET, 2))
+PARKI_EXPORT_F64_LB(p2p_gm1d_stresslet_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STRESSLET, 2))
+PARKI_EXPORT_F64_LB(p2p_gm1d_stokes_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_GM1D_PARAMS, PARKI_P2P_GM1D_CALL(PARKI_STOKES, 2))
 
 // Shared memory: block b handles target cell b (targets toff[b]..toff[b+1]); each colleague's
 // sources are staged in tiles of blockDim.x (dynamic shared memory: blockDim.x * (3 + dw) T).
@@ -301,16 +356,21 @@ struct P2pShared {
    const u32* soff, const real* sx, const real* sy, const real* sz, const real* sd, u32 ns, real* out, u64* pairs)
 #define PARKI_P2P_SHARED_CALL(K, E) \
   (P2pShared<real, K, E>::run(g, xi, r2, toff, tx, ty, tz, soff, sx, sy, sz, sd, ns, out, pairs))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_laplace_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 1))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_laplace_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 0))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_field_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 1))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_field_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 0))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokeslet_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 1))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokeslet_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 0))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stresslet_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 1))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stresslet_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 0))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokes_fit, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 1))
-PARKI_EXPORT_BOTH_SYNC(p2p_shared_stokes_lib, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 0))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_laplace_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 1))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_laplace_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 0))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_field_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 1))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_field_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 0))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stokeslet_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 1))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stokeslet_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 0))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stresslet_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 1))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stresslet_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 0))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stokes_fit, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 1))
+PARKI_EXPORT_BOTH_LB_SYNC(p2p_shared_stokes_lib, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 0))
+PARKI_EXPORT_F64_LB_SYNC(p2p_shared_laplace_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE, 2))
+PARKI_EXPORT_F64_LB_SYNC(p2p_shared_field_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_LAPLACE_FIELD, 2))
+PARKI_EXPORT_F64_LB_SYNC(p2p_shared_stokeslet_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKESLET, 2))
+PARKI_EXPORT_F64_LB_SYNC(p2p_shared_stresslet_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STRESSLET, 2))
+PARKI_EXPORT_F64_LB_SYNC(p2p_shared_stokes_med, PARKI_P2P_THREADS, PARKI_P2P_BLOCKS, PARKI_P2P_SHARED_PARAMS, PARKI_P2P_SHARED_CALL(PARKI_STOKES, 2))
 
 // The FP64/FP32 peak of the device: `chains` independent FMA chains per thread, `iters` steps
 // each (P2P's achieved rate is reported against it). out[thread] keeps the chains alive.

@@ -66,55 +66,58 @@ CUDA_HEADER = """\
 // parki_nearfield::special::erfc_with_gauss): erfc(x) = g f(t) / (1 + 2x), t = (x - K)/(x + K),
 // f a polynomial fitted to (1 + 2x) e^{x^2} erfc(x) on all of x >= 0 (Shepherd & Laframboise
 // 1981), by Horner; one reciprocal for both quotients. CUDA's erfc evaluates its own exp(-x^2).
+// E = 1: the full polynomial; E = 2: f64's medium one (PairAccuracy::Medium; f32 has one).
 // Compiled before p2p.cu (kernels/ files compile in name order).
 
 #define PARKI_ERFC_K 3.75
 
-template <typename T>
-struct ErfcPoly;
+// f64's coefficients in constant memory: each Horner step's FMA reads its coefficient from
+// the constant bank (a 64-bit immediate would take two uniform moves per step;
+// docs/performance.md §8.11). f32's are immediates of the FMAs.
 """
 
 CUDA_FOOTER = """
-template <typename T>
+template <typename T, int E = 1>
 __device__ __forceinline__ T erfc_gauss(T x, T g) {
   const T xk = x + (T)PARKI_ERFC_K;
   const T d = p_fma(x, (T)2, (T)1);
   const T inv = (T)1 / (xk * d);
   const T t = (x - (T)PARKI_ERFC_K) * d * inv;
-  return g * ErfcPoly<T>::eval(t) * xk * inv;
+  return g * ErfcPoly<T, E>::eval(t) * xk * inv;
 }
 """
 
 
-def cuda(out, m64, m32):
+def horner(out, ty, fma, array, n, indent):
+    out.write(f"{indent}{ty} r = {array}[{n - 1}];\n{indent}PARKI_UNROLL\n")
+    out.write(f"{indent}for (int k = {n - 2}; k >= 0; --k) r = {fma}(r, t, {array}[k]);\n")
+    out.write(f"{indent}return r;\n")
+
+
+def cuda(out, m64, m64m, m32):
     out.write(CUDA_HEADER)
-    for ty, mono, fma in (("double", m64, "fma"), ("float", m32, "fmaf")):
-        n = len(mono)
-        out.write(f"template <>\nstruct ErfcPoly<{ty}> {{\n")
-        if ty == "double":
-            # an FMA takes a 64-bit operand from a register or the constant bank, not as an
-            # immediate: from a local array every Horner step cost two uniform moves more
-            out.write(f"  static __device__ __forceinline__ {ty} eval({ty} t);\n}};\n")
-            out.write("// In constant memory: each Horner step's FMA reads its coefficient from the constant\n")
-            out.write("// bank (a 64-bit immediate would take two uniform moves per step; docs/performance.md §8.11).\n")
-            out.write(f"__constant__ {ty} parki_erfc_f64[{n}] = {{\n")
-            for v in mono:
-                out.write(f"    ({ty}){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")
-            out.write("};\n")
-            out.write(f"__device__ __forceinline__ {ty} ErfcPoly<{ty}>::eval({ty} t) {{\n")
-            out.write(f"  {ty} r = parki_erfc_f64[{n - 1}];\n  PARKI_UNROLL\n")
-            out.write(f"  for (int k = {n - 2}; k >= 0; --k) r = {fma}(r, t, parki_erfc_f64[k]);\n")
-            out.write("  return r;\n}\n")
-            continue
-        out.write(f"  static __device__ __forceinline__ {ty} eval({ty} t) {{\n")
-        out.write("    // 32-bit coefficients: immediates of the FMAs\n")
-        out.write(f"    const {ty} c[{n}] = {{\n")
+    for name, mono in (("parki_erfc_f64", m64), ("parki_erfc_f64_medium", m64m)):
+        out.write(f"__constant__ double {name}[{len(mono)}] = {{\n")
         for v in mono:
-            out.write(f"        ({ty}){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")
-        out.write("    };\n")
-        out.write(f"    {ty} r = c[{n - 1}];\n    PARKI_UNROLL\n")
-        out.write(f"    for (int k = {n - 2}; k >= 0; --k) r = {fma}(r, t, c[k]);\n")
-        out.write("    return r;\n  }\n};\n")
+            out.write(f"    (double){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")
+        out.write("};\n")
+    out.write("\ntemplate <typename T, int E>\nstruct ErfcPoly;\n")
+    out.write("template <int E>\nstruct ErfcPoly<double, E> {\n")
+    out.write("  static __device__ __forceinline__ double eval(double t) {\n")
+    out.write("    if constexpr (E == 2) {\n")
+    horner(out, "double", "fma", "parki_erfc_f64_medium", len(m64m), "      ")
+    out.write("    } else {\n")
+    horner(out, "double", "fma", "parki_erfc_f64", len(m64), "      ")
+    out.write("    }\n  }\n};\n")
+    n = len(m32)
+    out.write("template <int E>\nstruct ErfcPoly<float, E> {\n")
+    out.write("  static __device__ __forceinline__ float eval(float t) {\n")
+    out.write(f"    const float c[{n}] = {{\n")
+    for v in m32:
+        out.write(f"        (float){mp.nstr(v, 20, min_fixed=-1, max_fixed=1)},\n")
+    out.write("    };\n")
+    horner(out, "float", "fmaf", "c", n, "    ")
+    out.write("  }\n};\n")
     out.write(CUDA_FOOTER)
 
 
@@ -122,11 +125,11 @@ def main():
     out = sys.stdout
     m64 = monomial(24)
     m32 = monomial(11)
-    if "--cuda" in sys.argv[1:]:
-        cuda(out, m64, m32)
-        return
     # the medium pair accuracy's (f64): 17 terms, the shortest below 1e-11 (16 give 2.6e-11)
     m64m = monomial(17)
+    if "--cuda" in sys.argv[1:]:
+        cuda(out, m64, m64m, m32)
+        return
     e64 = check(m64, np.float64)
     e64m = check(m64m, np.float64)
     e32 = check(m32, np.float32)

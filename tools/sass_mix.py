@@ -18,8 +18,10 @@ Usage:
 --cubin defaults to the newest ~/.cache/parki/kernels/parki-sm_90-*.cubin (the kernel cache of
 crates/gpu/src/cuda.rs). cuobjdump comes from PyPI's nvidia-cuda-cuobjdump wheel
 (`pip download --no-deps nvidia-cuda-cuobjdump`, unzip: nvidia/cu13/bin/cuobjdump) or a CUDA
-toolkit. --nominal: the flops one trip counts (P2pFlops::per_pair, FMA = 2); then the ceiling
-of the FP64 (FP32) rate against the FMA peak, nominal / max(issue, 2 x FP64).
+toolkit. --nominal: the flops one pair counts (P2pFlops::per_pair, FMA = 2); then the ceiling
+of the FP64 (FP32) rate against the FMA peak, nominal / max(issue, 2 x FP64) per pair. The
+pairs per loop trip (the compiler may unroll) are counted by the trip's reciprocal square
+roots (`MUFU.RSQ*`, one per pair in P2P).
 """
 import argparse
 import collections
@@ -127,14 +129,17 @@ def main():
         c = collections.Counter(opcode(t) for _, t in fast)
         fp64 = sum(c[k] for k in FP64)
         fp32 = sum(c[k] for k in FP32)
+        # the compiler may unroll the pair loop: one reciprocal square root per pair
+        pairs = max(1, sum(v for k, v in c.items() if k.startswith("MUFU.RSQ")))
         pipe = 2 * fp64 if fp64 else fp32  # FP32: 32 lanes per scheduler, one cycle a warp
         cycles = max(len(fast), pipe)
-        line = (f"{f}: {regs.get(f, '?')} registers; loop {body[0][0]:#x}..{body[-1][0]:#x}, fast path "
-                f"{len(fast)} issue slots, FP64 {fp64} (DFMA {c['DFMA']}), FP32 {fp32}, loads {c['LDG'] + c['LDS']}, "
-                f"uniform moves {c['UMOV']}; >= {cycles} cycles per warp trip "
-                f"({'issue' if len(fast) >= pipe else 'FP pipe'}-bound)")
+        line = (f"{f}: {regs.get(f, '?')} registers; loop {body[0][0]:#x}..{body[-1][0]:#x}, {pairs} pair(s) "
+                f"per trip; per pair: {len(fast) / pairs:g} issue slots, FP64 {fp64 / pairs:g} (DFMA "
+                f"{c['DFMA'] / pairs:g}), FP32 {fp32 / pairs:g}, loads {(c['LDG'] + c['LDS']) / pairs:g}, uniform "
+                f"moves {c['UMOV'] / pairs:g}, local (spills) {c['LDL'] + c['STL']}; >= {cycles / pairs:g} cycles "
+                f"per warp ({'issue' if len(fast) >= pipe else 'FP pipe'}-bound)")
         if a.nominal:
-            line += f"; ceiling {a.nominal / cycles:.0%} of the FMA peak"
+            line += f"; ceiling {a.nominal * pairs / cycles:.0%} of the FMA peak"
         print(line)
         print("    " + ", ".join(f"{k} {v}" for k, v in c.most_common()))
 

@@ -4,20 +4,29 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// One exported entry point: `(name, uses barriers, both precisions)`.
-fn exports(source: &str) -> Vec<(String, bool, bool)> {
+/// One exported entry point: `(name, uses barriers, its precisions)` (no precisions: one
+/// precision-independent entry point).
+fn exports(source: &str) -> Vec<(String, bool, &'static [&'static str])> {
+    const BOTH: &[&str] = &["f32", "f64"];
+    const F64: &[&str] = &["f64"];
     let mut out = Vec::new();
     for line in source.lines() {
         let line = line.trim_start();
-        for (prefix, sync, both) in [
-            ("PARKI_EXPORT_BOTH_SYNC(", true, true),
-            ("PARKI_EXPORT_BOTH(", false, true),
-            ("PARKI_EXPORT_SYNC(", true, false),
-            ("PARKI_EXPORT(", false, false),
+        for (prefix, sync, precisions) in [
+            ("PARKI_EXPORT_BOTH_LB_SYNC(", true, BOTH),
+            ("PARKI_EXPORT_BOTH_LB(", false, BOTH),
+            ("PARKI_EXPORT_F64_LB_SYNC(", true, F64),
+            ("PARKI_EXPORT_F64_LB(", false, F64),
+            ("PARKI_EXPORT_BOTH_SYNC(", true, BOTH),
+            ("PARKI_EXPORT_BOTH(", false, BOTH),
+            ("PARKI_EXPORT_F64_SYNC(", true, F64),
+            ("PARKI_EXPORT_F64(", false, F64),
+            ("PARKI_EXPORT_SYNC(", true, &[][..]),
+            ("PARKI_EXPORT(", false, &[][..]),
         ] {
             if let Some(rest) = line.strip_prefix(prefix) {
                 let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                out.push((name, sync, both));
+                out.push((name, sync, precisions));
                 break;
             }
         }
@@ -55,9 +64,9 @@ fn main() {
         let file = f.file_name().unwrap().to_string_lossy().to_string();
         writeln!(sources, "    ({:?}, include_str!({:?})),", file, f.display().to_string()).unwrap();
         let text = std::fs::read_to_string(f).unwrap();
-        for (name, sync, both) in exports(&text) {
-            if both {
-                for p in ["f32", "f64"] {
+        for (name, sync, precisions) in exports(&text) {
+            if !precisions.is_empty() {
+                for p in precisions {
                     writeln!(registry, "PARKI_REGISTER(parki_{p}::{name}_{p}, \"{name}_{p}\", {sync})").unwrap();
                     writeln!(names, "    \"{name}_{p}\",").unwrap();
                 }

@@ -62,9 +62,10 @@ run.toml (relative paths are relative to the file):
                               # free-axis and distributed FFTs); \"measure\": every plan (seconds);
                               # measured plans are saved as FFTW wisdom ([run] fftw_wisdom)
   isa = \"avx512\"              # P2P instruction set: \"avx512\", \"avx2\", \"scalar\"
-  pair_accuracy = \"auto\"      # P2P's exp/erfc on the CPU: \"auto\" (in f64 \"loose\", about
+  pair_accuracy = \"auto\"      # P2P's exp/erfc: \"auto\" (in f64 \"loose\", about
                               # 1e-6 per pair, from tolerance 1e-5 on; \"medium\", about 1e-11,
-                              # from 1e-10), \"full\", \"medium\" or \"loose\"
+                              # from 1e-10), \"full\", \"medium\" or \"loose\" (on a device
+                              # \"loose\" runs as \"medium\")
   near_cutoff = \"sphere\"      # P2P's pairs: those within the cut-off sphere the selection
                               # picks (where the error estimate does not grow), or \"cells\"
                               # (every pair of the 27 colleague cells)

@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 use crate::backend::{Choice, DeviceReport, Request};
 use crate::input::Problem;
 use crate::verify::Check;
-use parki_dist::{EwaldOptions, EwaldStage};
+use parki_dist::{DeviceErfc, EwaldOptions, EwaldStage};
+use parki_nearfield::PairAccuracy;
 
 /// Everything a report states, gathered at the end of a run (reduced over ranks already).
 pub struct ReportInputs<'a> {
@@ -217,7 +218,7 @@ pub fn build(r: &ReportInputs) -> Value {
             "p2g": r.opts.p2g.name(),
             "g2p": r.opts.g2p.name(),
             "pair_accuracy": if r.compute.compute.name() != "cpu" {
-                "device"
+                device_pair_accuracy(r.opts, r.precision)
             } else if r.precision == "f32" {
                 r.opts.pair_accuracy_for::<f32>().name()
             } else {
@@ -277,6 +278,18 @@ pub fn build(r: &ReportInputs) -> Value {
 }
 
 /// The report's `device` object.
+/// P2P's pair functions on a device: CUDA's (`"library"`, `DeviceErfc::Library`), else full or,
+/// in f64, medium (a loose accuracy runs as medium there: the device has no loose functions).
+fn device_pair_accuracy(opts: &EwaldOptions, precision: &str) -> &'static str {
+    if opts.device.erfc == DeviceErfc::Library {
+        return "library";
+    }
+    match (precision, opts.pair_accuracy_for::<f64>()) {
+        ("f64", PairAccuracy::Medium | PairAccuracy::Loose) => "medium",
+        _ => "full",
+    }
+}
+
 fn device_json(d: &DeviceReport) -> Value {
     let i = &d.info;
     json!({

@@ -32,6 +32,7 @@ void* dynamic_shared();
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __shared__ static
 #define __constant__ static const
@@ -39,6 +40,11 @@ void* dynamic_shared();
 #define PARKI_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(parki_emu::dynamic_shared())
 
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline double __longlong_as_double(long long x) {
+  double d;
+  std::memcpy(&d, &x, sizeof d);
+  return d;
+}
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
 template <typename T>

@@ -32,7 +32,7 @@ use parki_dist::{
 };
 use parki_farfield::{Cnv, FieldMethod, FreeCnv, G2pVariant, KaiserBessel};
 use parki_fft3d::{DistFft, DistFftOptions, R2rMethod};
-use parki_nearfield::{CellGrid, NearCutoff};
+use parki_nearfield::{CellGrid, NearCutoff, PairAccuracy};
 
 use crate::buffer::{bytes_of, DeviceBuffer, PinnedBuffer};
 use crate::device::{Args, Device, DevicePtr, Precision};
@@ -41,15 +41,17 @@ use crate::params::{kernel_code, CellParams, WindowParams};
 /// Threads per block of the one-thread-per-item kernels.
 const BLOCK: u32 = 256;
 
-/// Threads per block of GM-1D's P2P: with 84 to 96 registers per thread (the Stokes kernels in
+/// Threads per block of GM-1D's P2P: with 84 to 102 registers per thread (the Stokes kernels in
 /// f64) a GH100 SM holds five blocks of 128 threads (20 warps) where it holds two of 256 (16);
-/// the same 24 warps for Laplace (docs/performance.md §8.11).
+/// the same 24 warps for Laplace (docs/performance.md §8.11). kernels/p2p.cu's launch bounds
+/// (`PARKI_P2P_THREADS`) allow no more.
 const P2P_BLOCK: u32 = 128;
 
 /// P2P's entry point for `variant` (`"p2p_gm1d"`, `"p2p_shared"`), the kernel (the Laplace
-/// potential with its field apart) and the erfc: one per combination, each with its own
-/// register allocation (kernels/p2p.cu).
-fn p2p_entry(variant: &str, kernel: Kernel, field: bool, erfc: DeviceErfc) -> String {
+/// potential with its field apart) and the pair functions: CUDA's erfc (`lib`), else the
+/// fitted one at full accuracy (`fit`) or f64's medium pair functions (`med`). One per
+/// combination, each with its own register allocation (kernels/p2p.cu).
+fn p2p_entry(variant: &str, kernel: Kernel, field: bool, erfc: DeviceErfc, medium: bool) -> String {
     let k = match kernel {
         Kernel::Laplace if field => "field",
         Kernel::Laplace => "laplace",
@@ -58,8 +60,9 @@ fn p2p_entry(variant: &str, kernel: Kernel, field: bool, erfc: DeviceErfc) -> St
         Kernel::Stokes => "stokes",
     };
     let e = match erfc {
-        DeviceErfc::Fitted => "fit",
         DeviceErfc::Library => "lib",
+        DeviceErfc::Fitted if medium => "med",
+        DeviceErfc::Fitted => "fit",
     };
     format!("{variant}_{k}_{e}")
 }
@@ -219,6 +222,8 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     p2p: DeviceP2p,
     /// P2P's erfc.
     erfc: DeviceErfc,
+    /// P2P evaluates f64's medium pair functions (`PairAccuracy::Medium`, with the fitted erfc).
+    medium_pairs: bool,
     /// Squared radius P2P's windows are cut to ([`NearCutoff::window_radius2`] of
     /// [`parki_farfield::Params::near_cut`], as on the CPU); negative: every pair of the cells.
     near_r2: f64,
@@ -760,7 +765,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 ("p2p_shared", [self.cells.cells() as u32, 1, 1], [b, 1, 1], b as usize * (3 + dw) * t)
             }
         };
-        let name = p2p_entry(variant, kernel, self.output.field, self.erfc);
+        let name = p2p_entry(variant, kernel, self.output.field, self.erfc, self.medium_pairs);
         a.push(tl.x.ptr()).push(tl.y.ptr()).push(tl.z.ptr()).push(self.src_sort.offsets.ptr());
         a.push(s.x.ptr()).push(s.y.ptr()).push(s.z.ptr()).push(s.dens.ptr()).push(ns as u32);
         a.push(self.near.ptr()).push(self.pairs.ptr());
@@ -1134,6 +1139,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             lanes: Some(1),
             grid_budget: Some(Self::grid_budget(query, free)),
             loose_pairs: false,
+            medium_pairs: true,
             sphere_cutoff: true,
             // one rank: the grid, its transforms and the cell lists live on the device
             device_resident: query.ranks == 1,
@@ -1301,6 +1307,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             dcoeffs,
             p2p: s.device.p2p,
             erfc: s.device.erfc,
+            medium_pairs: precision == Precision::F64 && s.pair_accuracy == PairAccuracy::Medium,
             near_r2: p.near_cut.and_then(|c| NearCutoff::Sphere(c).window_radius2()).unwrap_or(-1.0),
             spread,
             far_cell: s.device.far_cell,

@@ -33,7 +33,7 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(
     let comm = Comm::single();
     let mut s =
         DistEwaldSolver::<T, B>::with_backend(&comm, opts, ParallelOptions::default(), data.pos.len(), n_t).unwrap();
-    let mut u = vec![T::ZERO; n_t * opts.kernel.output_dim()];
+    let mut u = vec![T::ZERO; n_t * (opts.kernel.output_dim() + if opts.field { 3 } else { 0 })];
     for _ in 0..repeat {
         let t = targets.map_or(Targets::Sources, Targets::Points);
         s.evaluate(&data.sources(), t, &mut u, SortMode::default()).unwrap();
@@ -303,22 +303,68 @@ fn cut_off_sphere_pairs_and_values() {
     }
 }
 
-/// kernels/erfc.cu holds the CPU's erfc coefficients (tools/gen_erfc_coeffs.py writes both):
-/// the same numbers once parsed, in both precisions.
+/// kernels/erfc.cu holds the CPU's erfc coefficients (tools/gen_erfc_coeffs.py writes both),
+/// full and medium, and kernels/p2p.cu the CPU's medium exp: the same numbers once parsed.
 #[test]
 fn erfc_coefficients_match_the_cpu() {
     use parki_nearfield::KernelReal;
-    let text = parki_gpu::kernels::SOURCES.iter().find(|(f, _)| *f == "erfc.cu").expect("kernels/erfc.cu").1;
-    for (ty, want) in [("double", <f64 as KernelReal>::ERFC_COEFFS), ("float", <f32 as KernelReal>::ERFC_COEFFS)] {
-        let body = text.split(&format!("struct ErfcPoly<{ty}>")).nth(1).expect("a specialization per precision");
-        let got: Vec<f64> = body
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix(&format!("({ty})")))
+    let file = |name: &str| parki_gpu::kernels::SOURCES.iter().find(|(f, _)| *f == name).expect("a kernels/ file").1;
+    // the `(ty)value,` lines after `start`, up to the first `}` line
+    let parse = |text: &str, start: &str, ty: &str| -> Vec<f64> {
+        let body = text.split(start).nth(1).unwrap_or_else(|| panic!("{start} in kernels/"));
+        body.lines()
+            .skip(1)
+            .map(str::trim)
+            .take_while(|l| !l.starts_with('}'))
+            .filter_map(|l| l.strip_prefix(&format!("({ty})")))
             .map(|v| v.trim_end_matches(',').parse().unwrap())
-            .collect();
-        assert_eq!(got.len(), want.len(), "{ty}");
+            .collect()
+    };
+    let (erfc, p2p) = (file("erfc.cu"), file("p2p.cu"));
+    for (text, start, ty, want) in [
+        (erfc, "__constant__ double parki_erfc_f64[", "double", <f64 as KernelReal>::ERFC_COEFFS),
+        (erfc, "__constant__ double parki_erfc_f64_medium[", "double", <f64 as KernelReal>::ERFC_COEFFS_MEDIUM),
+        (erfc, "struct ErfcPoly<float, E>", "float", <f32 as KernelReal>::ERFC_COEFFS),
+        (p2p, "__constant__ double parki_exp_f64_medium[", "double", <f64 as KernelReal>::EXP_COEFFS_MEDIUM),
+    ] {
+        let got = parse(text, start, ty);
+        assert_eq!(got.len(), want.len(), "{start}");
         for (g, w) in got.iter().zip(want) {
-            assert_eq!(g.to_bits(), w.to_bits(), "{ty}: {g} vs {w}");
+            assert_eq!(g.to_bits(), w.to_bits(), "{start}: {g} vs {w}");
+        }
+    }
+}
+
+/// The device's medium pair functions (f64, `PairAccuracy::Medium`: the default from
+/// tolerance 1e-10 to 1e-5, and where the CPU would take its loose ones) are the CPU's medium
+/// ones: every kernel and the Laplace field, uniform and clustered, against the CPU at medium
+/// accuracy; and they are not the full ones (further from the CPU's full values).
+#[test]
+fn medium_pairs_match_the_cpu() {
+    for (dist, seed) in [(Distribution::Uniform, 3), (Distribution::Normal, 4)] {
+        let data = Particles::<f64>::new(&domain(), dist, 400, seed);
+        for (kernel, field) in Kernel::ALL.map(|k| (k, false)).into_iter().chain([(Kernel::Laplace, true)]) {
+            for tol in [1e-8, 1e-4] {
+                let o = EwaldOptions::new(kernel, domain(), tol).threads(1).field(field);
+                let gpu = solve::<f64, GpuBackend<f64, Emulator>>(&o, &data, None, 1);
+                let medium = solve::<f64, parki_dist::CpuBackend<f64>>(
+                    &o.clone().pair_accuracy(PairAccuracy::Medium),
+                    &data,
+                    None,
+                    1,
+                );
+                let full = solve::<f64, parki_dist::CpuBackend<f64>>(
+                    &o.clone().pair_accuracy(PairAccuracy::Full),
+                    &data,
+                    None,
+                    1,
+                );
+                let (dm, df) = (rel_rms(&gpu, &medium), rel_rms(&gpu, &full));
+                let name = if field { "laplace+field" } else { kernel.name() };
+                println!("{name} {dist:?} tol {tol:.0e}: emulated GPU vs CPU medium {dm:.1e}, vs CPU full {df:.1e}");
+                assert!(dm < 1e-14, "{name} {dist:?} {tol:e}: {dm:e}");
+                assert!(df > 50.0 * dm, "{name} {dist:?} {tol:e}: medium {dm:e}, full {df:e}");
+            }
         }
     }
 }

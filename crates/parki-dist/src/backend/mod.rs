@@ -113,6 +113,9 @@ pub struct PlanningHints {
     /// `PairAccuracy::Loose` on packed rows): the options' pair accuracy applies; otherwise its
     /// pairs are full accuracy.
     pub loose_pairs: bool,
+    /// The backend's P2P has the CPU's medium pair functions but not its loose ones (a CUDA
+    /// device): a medium pair accuracy applies, a loose one runs as medium.
+    pub medium_pairs: bool,
     /// The backend's P2P can drop the colleague cells' pairs beyond a cut-off sphere (the
     /// CPU's, [`parki_nearfield::NearCutoff::Sphere`]): the options' [`NearPairs`] applies;
     /// otherwise it sums every pair of the cells.
