@@ -369,9 +369,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             _ => String::new(),
         };
         format!(
-            "p2p {} (erfc {}, {}{}), p2g {}{cell}, g2p {}{}",
+            "p2p {} (erfc {}{}, {}{}), p2g {}{cell}, g2p {}{}",
             self.p2p.name(),
             self.erfc.name(),
+            if self.medium_pairs && self.erfc == DeviceErfc::Fitted { ", medium" } else { "" },
             if self.near_r2 < 0.0 { "cells" } else { "sphere" },
             if self.overlap == DeviceOverlap::P2p { ", overlapping the far field" } else { "" },
             self.spread.name(),
@@ -1127,8 +1128,9 @@ fn table_offsets(l: &GridLayout) -> [usize; 6] {
 impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
     /// Opens the device for the free memory: the grid budget of [`GpuBackend::grid_budget`],
     /// and source cell lists unpadded (P2P on the device runs a thread per target, not SIMD
-    /// lanes over sources), and P2P's cut-off sphere (the options' `NearPairs`; its windows in
-    /// `p2p_gm1d` and `p2p_shared`). The cost model stays the CPU's: the device's constants
+    /// lanes over sources), P2P's cut-off sphere (the options' `NearPairs`; its windows in
+    /// `p2p_gm1d` and `p2p_shared`), and f64's medium pair functions (not the loose ones: a
+    /// loose accuracy runs medium). The cost model stays the CPU's: the device's constants
     /// (`parki-gpu-bench --modes calibrate`, an H200 in session 33) planned 1-11 % slower
     /// evaluations than the CPU's model (docs/performance.md §8.8).
     fn planning(query: &PlanningQuery) -> Result<PlanningHints> {

@@ -5,7 +5,8 @@
 //! - `eval`: whole evaluations, per case (kernel, tolerance, precision, N): throughput
 //!   (particles/s, best of the repetitions after a warm-up), the stage split, P2P's FP rate
 //!   against the peak (nominal flops per pair of `P2pFlops` without Newton steps, the same count
-//!   as the CPU's), device bytes per particle; and the CPU backend on the same case in the same
+//!   as the CPU's, at the pair accuracy the device ran: medium in f64 from tolerance 1e-10 on),
+//!   device bytes per particle; and the CPU backend on the same case in the same
 //!   process for the ratio (`--cpu N`: only for N up to that);
 //! - `p2g`: the P2G variants side by side (atomic, hybrid, operator: its build and apply times
 //!   and the break-even number of evaluations with fixed positions), uniform and normal;
@@ -43,7 +44,7 @@ use parki_dist::{
 };
 use parki_farfield::FieldMethod;
 use parki_gpu::{Args, Device, DeviceMemory, Emulator, GpuBackend, Precision};
-use parki_nearfield::{KernelReal, P2pFlops};
+use parki_nearfield::{KernelReal, P2pFlops, PairAccuracy};
 use parki_reference::generate::{Distribution, Particles};
 
 struct Opts {
@@ -331,7 +332,14 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                 };
                 let overlapped =
                     g.overlapped_p2p.map_or(String::new(), |t| format!(" in {:.1} ms beside the far field", t * 1e3));
-                let flops = g.pairs as f64 * P2pFlops::per_pair::<T>(kernel, Isa::Avx2);
+                // the flops of the pair functions the device ran: f64's medium ones where the
+                // options' accuracy is medium or loose (docs/performance.md §8.13)
+                let accuracy = match opts.pair_accuracy_for::<T>() {
+                    PairAccuracy::Full => PairAccuracy::Full,
+                    _ if erfc == DeviceErfc::Library => PairAccuracy::Full,
+                    _ => PairAccuracy::Medium,
+                };
+                let flops = g.pairs as f64 * P2pFlops::per_pair_at::<T>(kernel, Isa::Avx2, accuracy);
                 let rate = flops / g.p2p.max(1e-12) / 1e9;
                 let cpu = if n <= o.cpu && ei == 0 {
                     let mut copts = opts.clone();
