@@ -253,7 +253,8 @@ struct P2pGm1d {
 // ~46 targets per cell: blocks of 64 threads, a quarter of them idle.)
 // Launch bounds of both variants' entry points: blocks of at most 128 threads (the backend's
 // P2P_BLOCK and the shared variant's block), and registers few enough for five of them per SM
-// (at most 102 per thread: 20 warps; f64's medium Stokes kernels took 104 otherwise, 16 warps).
+// (at most 96 per thread, the allocation's granularity included: 20 warps; f64's medium Stokes
+// kernels took 104 otherwise, 16 warps).
 #define PARKI_P2P_THREADS 128
 #define PARKI_P2P_BLOCKS 5
 #define PARKI_P2P_GM1D_PARAMS                                                                                      \

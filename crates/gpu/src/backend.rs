@@ -41,7 +41,7 @@ use crate::params::{kernel_code, CellParams, WindowParams};
 /// Threads per block of the one-thread-per-item kernels.
 const BLOCK: u32 = 256;
 
-/// Threads per block of GM-1D's P2P: with 84 to 102 registers per thread (the Stokes kernels in
+/// Threads per block of GM-1D's P2P: with 84 to 96 registers per thread (the Stokes kernels in
 /// f64) a GH100 SM holds five blocks of 128 threads (20 warps) where it holds two of 256 (16);
 /// the same 24 warps for Laplace (docs/performance.md §8.11). kernels/p2p.cu's launch bounds
 /// (`PARKI_P2P_THREADS`) allow no more.

@@ -111,7 +111,7 @@ pub struct PlanningHints {
     pub grid_budget: Option<usize>,
     /// The backend's P2P has the CPU's pair accuracies (`PairAccuracy::Medium`, and
     /// `PairAccuracy::Loose` on packed rows): the options' pair accuracy applies; otherwise its
-    /// pairs are full accuracy.
+    /// pairs are full accuracy, or medium ones with `medium_pairs`.
     pub loose_pairs: bool,
     /// The backend's P2P has the CPU's medium pair functions but not its loose ones (a CUDA
     /// device): a medium pair accuracy applies, a loose one runs as medium.
