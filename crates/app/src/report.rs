@@ -14,7 +14,6 @@ use crate::backend::{Choice, DeviceReport, Request};
 use crate::input::Problem;
 use crate::verify::Check;
 use parki_dist::{DeviceErfc, EwaldOptions, EwaldStage};
-use parki_nearfield::PairAccuracy;
 
 /// Everything a report states, gathered at the end of a run (reduced over ranks already).
 pub struct ReportInputs<'a> {
@@ -277,19 +276,17 @@ pub fn build(r: &ReportInputs) -> Value {
     })
 }
 
-/// The report's `device` object.
 /// P2P's pair functions on a device: CUDA's (`"library"`, `DeviceErfc::Library`), else full or,
 /// in f64, medium (a loose accuracy runs as medium there: the device has no loose functions).
 fn device_pair_accuracy(opts: &EwaldOptions, precision: &str) -> &'static str {
-    if opts.device.erfc == DeviceErfc::Library {
-        return "library";
-    }
-    match (precision, opts.pair_accuracy_for::<f64>()) {
-        ("f64", PairAccuracy::Medium | PairAccuracy::Loose) => "medium",
-        _ => "full",
+    match (opts.device.erfc, precision) {
+        (DeviceErfc::Library, _) => "library",
+        (_, "f32") => opts.medium_pair_accuracy_for::<f32>().name(),
+        _ => opts.medium_pair_accuracy_for::<f64>().name(),
     }
 }
 
+/// The report's `device` object.
 fn device_json(d: &DeviceReport) -> Value {
     let i = &d.info;
     json!({

@@ -67,6 +67,11 @@ fn p2p_entry(variant: &str, kernel: Kernel, field: bool, erfc: DeviceErfc, mediu
     format!("{variant}_{k}_{e}")
 }
 
+/// Copies `from` into `to` (of the same length) on the threads, `chunk` values per task.
+fn par_copy<V: Copy + Send + Sync>(to: &mut [V], from: &[V], chunk: usize) {
+    to.par_chunks_mut(chunk).zip(from.par_chunks(chunk)).for_each(|(a, b)| a.copy_from_slice(b));
+}
+
 /// P2G as the device runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceSpread {
@@ -568,10 +573,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         for p0 in (0..n).step_by(piece) {
             let p1 = (p0 + piece).min(n);
             let (to_pos, to_dens) = (&mut pos[3 * p0..3 * p1], &mut dens[dw * p0..dw * p1]);
-            to_pos
-                .par_chunks_mut(3 * CHUNK)
-                .zip(from[3 * p0..3 * p1].par_chunks(3 * CHUNK))
-                .for_each(|(a, b)| a.copy_from_slice(b));
+            par_copy(to_pos, &from[3 * p0..3 * p1], 3 * CHUNK);
             to_dens.par_chunks_mut(dw * CHUNK).enumerate().for_each(|(c, block)| {
                 for (k, d) in block.chunks_exact_mut(dw).enumerate() {
                     sources.density(kernel, p0 + c * CHUNK + k, d);
@@ -588,9 +590,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             for p0 in (0..nt).step_by(piece) {
                 let p1 = (p0 + piece).min(nt);
                 let to = &mut tgt[3 * p0..3 * p1];
-                to.par_chunks_mut(3 * CHUNK)
-                    .zip(from[3 * p0..3 * p1].par_chunks(3 * CHUNK))
-                    .for_each(|(a, b)| a.copy_from_slice(b));
+                par_copy(to, &from[3 * p0..3 * p1], 3 * CHUNK);
                 self.tgt_pos.upload_at(3 * p0 * t, to)?;
             }
         }
@@ -601,10 +601,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// Uploads the sources' cell keys through the pinned key staging (after
     /// [`upload_particles`](Self::upload_particles), which waited for earlier copies).
     fn upload_keys(&mut self, keys: &[u32]) -> Result<()> {
-        const CHUNK: usize = 1 << 16;
         self.src_keys.ensure(4 * keys.len())?;
         let staged = self.key_staging.slice::<u32>(keys.len())?;
-        staged.par_chunks_mut(CHUNK).zip(keys.par_chunks(CHUNK)).for_each(|(a, b)| a.copy_from_slice(b));
+        par_copy(staged, keys, 1 << 16);
         self.src_keys.upload_at(0, staged)
     }
 

@@ -13,7 +13,6 @@ use parki_dist::{
 use parki_farfield::FieldMethod;
 use parki_gpu::cuda::CudaDevice;
 use parki_gpu::{Device, GpuBackend};
-use parki_nearfield::PairAccuracy;
 use parki_reference::direct::free_space_sum;
 use parki_reference::generate::{Distribution, Particles};
 use parki_reference::ClassicalEwald;
@@ -59,11 +58,7 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(opts: &EwaldOptions, data: &Particle
 /// allow; full below). Both backends sum the pairs of the same cut-off sphere (the options'
 /// `NearPairs`).
 fn cpu_options(o: &EwaldOptions) -> EwaldOptions {
-    let device = match o.pair_accuracy_for::<f64>() {
-        PairAccuracy::Full => PairAccuracy::Full,
-        PairAccuracy::Medium | PairAccuracy::Loose => PairAccuracy::Medium,
-    };
-    o.clone().pair_accuracy(device)
+    o.clone().pair_accuracy(o.medium_pair_accuracy_for::<f64>())
 }
 
 const DISTS: [Distribution; 3] = [Distribution::Uniform, Distribution::Normal, Distribution::Sphere];

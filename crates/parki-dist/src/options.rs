@@ -225,6 +225,16 @@ impl EwaldOptions {
         }
     }
 
+    /// The pair accuracy a backend with the medium pair functions but not the loose ones runs
+    /// (a CUDA device, `PlanningHints::medium_pairs`): [`pair_accuracy_for`](Self::pair_accuracy_for),
+    /// loose taken as medium.
+    pub fn medium_pair_accuracy_for<T: parki_core::Real>(&self) -> PairAccuracy {
+        match self.pair_accuracy_for::<T>() {
+            PairAccuracy::Loose => PairAccuracy::Medium,
+            a => a,
+        }
+    }
+
     /// Chooses the device backends' variants.
     pub fn device(mut self, variants: DeviceVariants) -> Self {
         self.device = variants;

@@ -89,10 +89,12 @@ pub(crate) fn choose<T: SolverReal>(
     // a backend with the CPU's pair accuracies evaluates medium and loose pairs for less
     // (measured: docs/performance.md §7.2, §7.14), the loose ones on packed rows; a device
     // has the medium ones (§8.13)
-    let accuracy = match opts.pair_accuracy_for::<T>() {
-        a if hints.loose_pairs => a,
-        PairAccuracy::Loose | PairAccuracy::Medium if hints.medium_pairs => PairAccuracy::Medium,
-        _ => PairAccuracy::Full,
+    let accuracy = if hints.loose_pairs {
+        opts.pair_accuracy_for::<T>()
+    } else if hints.medium_pairs {
+        opts.medium_pair_accuracy_for::<T>()
+    } else {
+        PairAccuracy::Full
     };
     let loose = accuracy == PairAccuracy::Loose;
     let mut cost = opts.cost.or(hints.cost).unwrap_or_default();

@@ -334,10 +334,9 @@ fn eval<T: SolverReal + KernelReal, D: Device>(o: &Opts, peak: f64, prec: &str) 
                     g.overlapped_p2p.map_or(String::new(), |t| format!(" in {:.1} ms beside the far field", t * 1e3));
                 // the flops of the pair functions the device ran: f64's medium ones where the
                 // options' accuracy is medium or loose (docs/performance.md §8.13)
-                let accuracy = match opts.pair_accuracy_for::<T>() {
-                    PairAccuracy::Full => PairAccuracy::Full,
-                    _ if erfc == DeviceErfc::Library => PairAccuracy::Full,
-                    _ => PairAccuracy::Medium,
+                let accuracy = match erfc {
+                    DeviceErfc::Library => PairAccuracy::Full,
+                    DeviceErfc::Fitted => opts.medium_pair_accuracy_for::<T>(),
                 };
                 let flops = g.pairs as f64 * P2pFlops::per_pair_at::<T>(kernel, Isa::Avx2, accuracy);
                 let rate = flops / g.p2p.max(1e-12) / 1e9;

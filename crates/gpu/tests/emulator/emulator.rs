@@ -42,7 +42,8 @@ fn solve<T: SolverReal, B: EwaldBackend<T>>(
 }
 
 /// The options of the comparisons: P2P's pairs those of the cut-off sphere on both backends
-/// (the default).
+/// (the default), its pair functions the full ones on both (medium_pairs_match_the_cpu
+/// compares the medium ones).
 fn opts(kernel: Kernel, tol: f64) -> EwaldOptions {
     EwaldOptions::new(kernel, domain(), tol).threads(1).pair_accuracy(PairAccuracy::Full)
 }
