@@ -2,7 +2,8 @@
 # The CUDA backend on a lent GPU machine (H100/H200: 16 cores, a driver, no internet, no CUDA
 # toolkit guaranteed), in two steps:
 #
-#   bash bench/gpu.sh prepare   # HERE: builds, fills target/gpu-carry/ (ignored, < 64 MiB)
+#   bash bench/gpu.sh prepare   # HERE: builds, fills target/gpu-carry/ (ignored, < 64 MiB:
+#                               # packed, pack.tar.gz; `bash bench/gpu.sh unpack` unpacks it)
 #   bash bench/gpu.sh run       # THERE (run tool, carry ["target/gpu-carry"]): device tests,
 #                               # then the benchmarks; everything written under $OUT
 #
@@ -12,7 +13,8 @@
 # binaries (feature "cuda"; the emulator's only with EMULATOR_TESTS=1), and every shared
 # library they link beyond the C/C++ runtime (FFTW; Zoltan, for the treecode's RCB, with the
 # Open MPI libraries it links even in a build without the "mpi" feature), debug info stripped:
-# 45 MiB with the working tree (session 20).
+# 45 MiB with the working tree (session 20), 69 MiB at ba2fc24 (over the run tool's 64), so
+# prepare packs it into pack.tar.gz (22 MiB) and run unpacks it in place (`unpack` alone too).
 #
 # CUDA's libraries: the binaries link none (cudarc opens libcuda, NVRTC and cuFFT at run time).
 # The driver is on the machine. NVRTC (libnvrtc.so.13: 141 MB) and cuFFT (libcufft.so.12:
@@ -60,7 +62,7 @@ carry=target/gpu-carry
 mode=${1:-}
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -185,6 +187,11 @@ PY
     (cd "$carry" && find . -type f ! -name MANIFEST -printf '%s\t%p\n' | sort -k2)
   } > "$carry/MANIFEST"
   rm -rf "$stage"
+  # packed: the binaries, libraries and cubin compress about 3x (67 MiB to 22 at ba2fc24, over
+  # the run tool's 64 MiB unpacked); run unpacks them in place on the lent machine
+  echo "+ packing $carry into $carry/pack.tar.gz"
+  tar -C "$carry" -czf "$carry/pack.tar.gz.tmp" $(cd "$carry" && ls -d bin tests lib kernel-cache 2>/dev/null)
+  (cd "$carry" && rm -rf bin tests lib kernel-cache && mv pack.tar.gz.tmp pack.tar.gz)
   local total tree
   total=$(du -sb "$carry" | cut -f1)
   # what travels besides: tracked and untracked-not-ignored files
@@ -432,8 +439,18 @@ PY
   done
 }
 
+# Unpacks prepare's pack.tar.gz in place, once per machine (a later run on the same warm
+# machine finds it unpacked).
+unpack() {
+  [ -f "$carry/pack.tar.gz" ] || return 0
+  [ -f "$carry/.unpacked" ] && [ "$carry/.unpacked" -nt "$carry/pack.tar.gz" ] && return 0
+  echo "+ unpacking $carry/pack.tar.gz"
+  (cd "$carry" && rm -rf bin tests lib kernel-cache && tar -xzf pack.tar.gz && touch .unpacked)
+}
+
 run() {
   [ -d "$carry" ] || { echo "no $carry: run 'bash bench/gpu.sh prepare' here first, then carry it"; exit 1; }
+  unpack
   local out=${OUT:-bench/results/gpu-$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$out"
   local log="$out/gpu.log"
@@ -554,5 +571,6 @@ run() {
 case "$mode" in
   prepare) prepare ;;
   run) run ;;
+  unpack) unpack ;;
   *) usage ;;
 esac

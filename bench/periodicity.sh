@@ -17,7 +17,8 @@
 # prices the plan over REPEAT evaluations (`EwaldOptions::evaluations`), so REPEAT also changes
 # the parameters chosen: few evaluations favour coarser grids, whose tables are cheaper.
 # FFT_PLAN=measure plans the transforms with FFTW_MEASURE, FFT_PLAN=measure-lines only the y and
-# z passes' blocks (`[ewald] fft_plan`); NEAR_CUTOFF=cells makes P2P sum every
+# z passes' blocks (`[ewald] fft_plan`); FFT_LINES=fftw runs the strided passes' complex lines on
+# FFTW's plans instead of RustFFT's (`[ewald] fft_lines`); NEAR_CUTOFF=cells makes P2P sum every
 # pair of the colleague cells (default sphere, `[ewald] near_cutoff`); KEEP=1 keeps the run.toml files and
 # reports (the folder is printed on stderr). WISDOM sets `[run] fftw_wisdom` ("auto" by default:
 # runs import this CPU's saved FFTW wisdom, and measured runs save theirs, so that later
@@ -41,6 +42,7 @@ work=$(mktemp -d)
 if [ -n "${KEEP:-}" ]; then echo "run files and reports kept in $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 COST_MODEL=${COST_MODEL:-auto}
 FFT_PLAN=${FFT_PLAN:-estimate}
+FFT_LINES=${FFT_LINES:-rustfft}
 NEAR_CUTOFF=${NEAR_CUTOFF:-sphere}
 WISDOM=${WISDOM:-auto}
 case "$WISDOM" in auto|off) ;; *) WISDOM=$(realpath -m "$WISDOM") ;; esac
@@ -60,6 +62,7 @@ generate = { distribution = "$DIST", count = $N, seed = 3 }
 [ewald]
 cost_model = "$COST_MODEL"
 fft_plan = "$FFT_PLAN"
+fft_lines = "$FFT_LINES"
 near_cutoff = "$NEAR_CUTOFF"
 [run]
 repeat = $REPEAT

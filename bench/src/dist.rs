@@ -36,7 +36,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use parki_comm::{Backend, Comm, ReduceOp, Universe};
 use parki_decomp::{Decomposition, ProcGrid};
-use parki_fft3d::{AxisSpec, DistFft, DistFftOptions, PlanRigor, R2rKind, R2rMethod};
+use parki_fft3d::{AxisSpec, DistFft, DistFftOptions, LineEngine, PlanRigor, R2rKind, R2rMethod};
 use serde_json::json;
 
 use crate::fftw_mpi::FftwMpi;
@@ -70,6 +70,9 @@ enum Cmd {
         /// Our plans' rigor: estimate, measure-lines (FFTW-MPI's then estimated) or measure.
         #[arg(long, default_value = "estimate")]
         plan: String,
+        /// What transforms our strided passes' complex lines: rustfft or fftw.
+        #[arg(long, default_value = "rustfft")]
+        lines: String,
         /// Append a JSON line with the results to this file (rank 0).
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -192,7 +195,7 @@ fn bench_fft(
     comps: usize,
     reps: usize,
     layout: &str,
-    rigor: PlanRigor,
+    (rigor, lines): (PlanRigor, LineEngine),
     json_path: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let [mx, my, mz] = grid;
@@ -202,7 +205,7 @@ fn bench_fft(
     let measure = rigor == PlanRigor::Measure;
     let scale = 1.0 / (mx * my * mz) as f64;
     let plan = |backend: Backend| -> Result<DistFft<f64>, String> {
-        let opts = DistFftOptions { backend, rigor, threads: 1, ..DistFftOptions::new(comps) };
+        let opts = DistFftOptions { backend, rigor, lines, threads: 1, ..DistFftOptions::new(comps) };
         let mut f = DistFft::<f64>::new(world, grid, pg, opts).map_err(|e| e.to_string())?;
         f.data_mut().iter_mut().enumerate().for_each(|(i, v)| *v = ((i % 977) as f64).sin());
         Ok(f)
@@ -276,13 +279,14 @@ fn bench_fft(
     let base = median(&times[2]);
     if world.rank() == 0 {
         println!(
-            "distributed FFT r2c+c2r round trip, grid {}x{}x{} x {comps} components, {r} rank{}, process grid {:?}, {} plans",
+            "distributed FFT r2c+c2r round trip, grid {}x{}x{} x {comps} components, {r} rank{}, process grid {:?}, {} plans, lines on {}",
             mx,
             my,
             mz,
             if r == 1 { "" } else { "s" },
             pg.dims,
-            rigor.name()
+            rigor.name(),
+            lines.name()
         );
         println!("{:<18} {:>10} {:>10} {:>14}", "transform", "median s", "min s", "vs FFTW-MPI");
         for k in 0..3 {
@@ -312,6 +316,7 @@ fn bench_fft(
                 "components": comps,
                 "process_grid": pg.dims,
                 "plans": rigor.name(),
+                "lines": lines.name(),
                 "seconds_median": {"alltoallv": median(&times[0]), "persistent": median(&times[1]), "fftw_mpi": base},
                 "seconds_min": {"alltoallv": min(&times[0]), "persistent": min(&times[1]), "fftw_mpi": min(&times[2])},
                 "ratio_to_fftw_mpi": {"alltoallv": median(&times[0]) / base, "persistent": median(&times[1]) / base},
@@ -673,12 +678,25 @@ fn main() -> std::process::ExitCode {
     let world = universe.world();
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Fft { grid, comps, reps, layout, measure, plan, json } => {
+        Cmd::Fft { grid, comps, reps, layout, measure, plan, lines, json } => {
             let rigor = if measure { Some(PlanRigor::Measure) } else { PlanRigor::parse(&plan) };
             if grid.len() != 3 {
                 Err("--grid: expected mx,my,mz".to_string())
             } else if let Some(rigor) = rigor {
-                bench_fft(&world, [grid[0], grid[1], grid[2]], comps, reps.max(1), &layout, rigor, json.as_deref())
+                LineEngine::parse(&lines).ok_or(format!("--lines {lines:?}: expected {}", LineEngine::NAMES)).and_then(
+                    |lines| {
+                        let plans = (rigor, lines);
+                        bench_fft(
+                            &world,
+                            [grid[0], grid[1], grid[2]],
+                            comps,
+                            reps.max(1),
+                            &layout,
+                            plans,
+                            json.as_deref(),
+                        )
+                    },
+                )
             } else {
                 Err(format!("--plan {plan:?}: expected {}", PlanRigor::NAMES))
             }

@@ -20,7 +20,7 @@ use parki_dist::{
     Evaluation, EwaldOptions, EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
-use parki_fft3d::PlanRigor;
+use parki_fft3d::{LineEngine, PlanRigor};
 use parki_nearfield::{Isa, PairAccuracy};
 use serde_json::Value;
 
@@ -346,6 +346,8 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     o.output()?;
     o.fft_rigor =
         word("ewald.fft_plan", e.fft_plan.as_deref(), PlanRigor::parse, PlanRigor::NAMES)?.unwrap_or_default();
+    o.fft_lines =
+        word("ewald.fft_lines", e.fft_lines.as_deref(), LineEngine::parse, LineEngine::NAMES)?.unwrap_or_default();
     o.isa = word("ewald.isa", e.isa.as_deref(), Isa::from_name, "\"avx512\", \"avx2\" or \"scalar\"")?;
     o.threads = args.threads.or(cfg.run.threads).unwrap_or(0);
     let p2p = word("run.p2p", cfg.run.p2p.as_deref(), DeviceP2p::parse, "\"gm1d\" or \"shared\"")?;

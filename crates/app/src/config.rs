@@ -153,8 +153,10 @@ pub struct EwaldSection {
     /// The field's far part: `"window"` (default, the window's derivative in G2P) or
     /// `"spectral"` (`-i k` in CNV).
     pub field_method: Option<String>,
-    /// `"estimate"` (default) or `"measure"`.
+    /// `"estimate"` (default), `"measure-lines"` or `"measure"`.
     pub fft_plan: Option<String>,
+    /// `"rustfft"` (default) or `"fftw"`: what transforms the strided passes' complex lines.
+    pub fft_lines: Option<String>,
     /// `"avx512"`, `"avx2"` or `"scalar"` (default: the best available).
     pub isa: Option<String>,
     /// The particles' occupancy of the cells in the parameter choice: `"measured"` (default)

@@ -224,6 +224,8 @@ pub fn build(r: &ReportInputs) -> Value {
                 r.opts.pair_accuracy_for::<f64>().name()
             },
             "near_cutoff": if p.near_cut.is_some() { "sphere" } else { "cells" },
+            "fft_plan": r.opts.fft_rigor.name(),
+            "fft_lines": r.opts.fft_lines.name(),
         },
         "parameters": {
             "xi": p.xi,

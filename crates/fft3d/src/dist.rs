@@ -43,7 +43,7 @@ use crate::lines::{BlockedLines, Lines};
 use crate::planes::{PlaneGeometry, PlanePasses, RowSpec};
 use crate::ptr::Ptr;
 use crate::r2r_fft::{self, FftR2r, LineSet};
-use crate::{FftReal, PlanRigor};
+use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Options of a distributed transform.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +62,8 @@ pub struct DistFftOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub rigor: PlanRigor,
+    /// What transforms the strided passes' complex lines.
+    pub lines: LineEngine,
     /// How the DCT-II/III and DST-II/III are computed.
     pub r2r: R2rMethod,
     /// Where the process grid has one part along a1, run the a0 and a1 passes (and the
@@ -108,6 +110,7 @@ impl DistFftOptions {
             backend: Backend::Alltoallv,
             threads: 1,
             rigor: PlanRigor::Estimate,
+            lines: LineEngine::default(),
             r2r: R2rMethod::default(),
             fuse_planes: true,
         }
@@ -517,45 +520,49 @@ impl<T: FftReal> DistFft<T> {
 
         crate::ensure_fftw_threads();
         let periodic = user_axes.iter().all(|a| *a == AxisSpec::periodic(a.n));
-        let engine = if grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) {
-            // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
-            // where FFTW's 3-D plans beat three passes of 1-D transforms
-            let layout = parki_decomp::GridLayout { global: n, stride: None };
-            debug_assert_eq!(cs, layout.real_len());
-            let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
-            let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
-            Engine::Whole { forward, backward }
-        } else if let Some(kinds) =
-            whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_fft_r2r(&axes, opts.r2r))
-        {
-            // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
-            let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
-            let plan = |k: [R2rKind; 3], comps: usize| {
-                Plan1d::r2r_nd(&dims, &[k[2], k[1], k[0]], &[(comps, cs, cs)], ptr, threads, opts.rigor)
+        let engine =
+            if grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) && whole_plan(n, opts.lines) {
+                // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
+                // where FFTW's 3-D plans beat three passes of FFTW's 1-D transforms (and of
+                // RustFFT's lines on small power-of-two grids, `whole_plan`)
+                let layout = parki_decomp::GridLayout { global: n, stride: None };
+                debug_assert_eq!(cs, layout.real_len());
+                let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
+                let backward =
+                    crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
+                Engine::Whole { forward, backward }
+            } else if let Some(kinds) =
+                whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_fft_r2r(&axes, opts.r2r))
+            {
+                // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
+                let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
+                let plan = |k: [R2rKind; 3], comps: usize| {
+                    Plan1d::r2r_nd(&dims, &[k[2], k[1], k[0]], &[(comps, cs, cs)], ptr, threads, opts.rigor)
+                };
+                let forward = plan(kinds[0], opts.forward_components)?;
+                let backward = plan(kinds[1], opts.backward_components)?;
+                Engine::WholeR2r { forward, backward }
+            } else {
+                let planner = Planner {
+                    axes: &axes,
+                    r2c,
+                    nf,
+                    cs,
+                    t0,
+                    t1,
+                    t2,
+                    ptr,
+                    threads,
+                    rigor: opts.rigor,
+                    lines: opts.lines,
+                    r2r: opts.r2r,
+                    classes: &classes,
+                    fuse: opts.fuse_planes && py == 1,
+                };
+                let forward = Box::new(planner.plans(opts.forward_components, true)?);
+                let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
+                Engine::Pencils { forward, backward }
             };
-            let forward = plan(kinds[0], opts.forward_components)?;
-            let backward = plan(kinds[1], opts.backward_components)?;
-            Engine::WholeR2r { forward, backward }
-        } else {
-            let planner = Planner {
-                axes: &axes,
-                r2c,
-                nf,
-                cs,
-                t0,
-                t1,
-                t2,
-                ptr,
-                threads,
-                rigor: opts.rigor,
-                r2r: opts.r2r,
-                classes: &classes,
-                fuse: opts.fuse_planes && py == 1,
-            };
-            let forward = Box::new(planner.plans(opts.forward_components, true)?);
-            let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
-            Engine::Pencils { forward, backward }
-        };
 
         // switches: sub-communicators of the ranks sharing an a2 part (T0 <-> T1) and an a0 part
         let sub1 = comm.split(iz, iy);
@@ -1027,6 +1034,16 @@ fn check_classes(axes: &[AxisSpec; 3], order: [usize; 3], l0: usize, classes: &[
 }
 
 /// What the 1-D plans of a [`DistFft`] are made from.
+/// Whether a periodic grid of `n` points on one rank runs as FFTW's 3-D plan rather than as
+/// three passes: always with FFTW's lines; with RustFFT's (round trips of three components,
+/// one thread, FFTW_ESTIMATE, `parki-bench-dist fft`; design.md, "The strided passes' lines
+/// on RustFFT") only on power-of-two grids of at most 128 points per axis, where FFTW's 3-D
+/// plan ran 0.60-0.81x the passes' time (64^3, 128^3), against 1.2-1.8x everywhere else
+/// measured (96^3 to 256^3).
+fn whole_plan(n: [usize; 3], lines: LineEngine) -> bool {
+    lines == LineEngine::Fftw || n.iter().all(|&m| m.is_power_of_two() && m <= 128)
+}
+
 struct Planner<'a, T: FftReal> {
     axes: &'a [AxisSpec; 3],
     r2c: bool,
@@ -1038,6 +1055,7 @@ struct Planner<'a, T: FftReal> {
     ptr: *mut T,
     threads: usize,
     rigor: PlanRigor,
+    lines: LineEngine,
     r2r: R2rMethod,
     /// The a1 and a2 lengths per a0 slot (covering every slot).
     classes: &'a [ModeClass],
@@ -1076,7 +1094,7 @@ impl<T: FftReal> Planner<'_, T> {
             let stride = if j == 1 { xl } else { xl * yl };
             let lines =
                 Lines { n: c.len[j - 1], start: a - xs.start, stride, width: b - a, outer: (comps, comp), inner };
-            sets.push(BlockedLines::new(kind, lines, self.ptr, self.rigor)?);
+            sets.push(BlockedLines::new(kind, lines, self.ptr, self.rigor, self.lines)?);
         }
         Ok(Pass::Classes(sets))
     }
@@ -1146,7 +1164,7 @@ impl<T: FftReal> Planner<'_, T> {
         // forward: the reals of a row outside the data are zeroed first (clear_row_padding)
         let data = if self.r2c { 0..a0.n } else { 2 * a0.data_offset..2 * (a0.data_offset + a0.n) };
         let row_data = (forward && !(data.start == 0 && data.end >= 2 * l0)).then_some(data);
-        Ok(Some(PlanePasses::new(geo, forward, row, (k1, lines), row_data, self.ptr, self.rigor)?))
+        Ok(Some(PlanePasses::new(geo, forward, row, (k1, lines), row_data, self.ptr, (self.rigor, self.lines))?))
     }
 
     /// The a0, a1 and a2 passes of `comps` components in direction `forward`.
@@ -1207,7 +1225,7 @@ impl<T: FftReal> Planner<'_, T> {
             };
             match self.fft_r2r(kind, set)? {
                 Some(pass) => Ok(pass),
-                None => Ok(Pass::Lines(BlockedLines::new(kind, lines, self.ptr, self.rigor)?)),
+                None => Ok(Pass::Lines(BlockedLines::new(kind, lines, self.ptr, self.rigor, self.lines)?)),
             }
         };
         let a1 = match self.kind(1, forward) {
@@ -1275,23 +1293,28 @@ mod tests {
     /// the backward ones, both precisions, FFTW_ESTIMATE and FFTW_MEASURE.
     #[test]
     fn planes_fused_equal_the_passes_one_by_one() {
-        fn case<T: crate::FftReal>(axes: [AxisSpec; 3], complex: bool, rigor: crate::PlanRigor, tol: f64) {
-            let opts = |fuse_planes: bool| DistFftOptions {
+        type Plans = (crate::PlanRigor, crate::LineEngine);
+        fn case<T: crate::FftReal>(axes: [AxisSpec; 3], complex: bool, plans: [Plans; 2], tol: f64) {
+            // the first plan fused, the second pass by pass
+            let opts = |fuse_planes: bool, (rigor, lines): Plans| DistFftOptions {
                 forward_components: 3,
                 backward_components: 2,
                 complex,
                 threads: 2,
                 rigor,
+                lines,
                 fuse_planes,
                 ..DistFftOptions::new(3)
             };
-            let plan = |fuse| {
-                DistFft::<T>::with_axes_in_order(&Comm::single(), axes, [0, 1, 2], ProcGrid::slab(1), opts(fuse))
+            let plan = |fuse, p: Plans| {
+                DistFft::<T>::with_axes_in_order(&Comm::single(), axes, [0, 1, 2], ProcGrid::slab(1), opts(fuse, p))
                     .unwrap()
             };
-            let (mut fused, mut passes) = (plan(true), plan(false));
+            let (mut fused, mut passes) = (plan(true, plans[0]), plan(false, plans[1]));
             let periodic_real = !complex && axes.iter().all(|a| *a == AxisSpec::periodic(a.n));
-            assert_eq!(fused.fuses_planes(), !periodic_real, "{axes:?}");
+            let whole = periodic_real && super::whole_plan(axes.map(|a| a.n), plans[0].1);
+            // one rank's periodic grid runs as one 3-D plan only where `whole_plan` says so
+            assert_eq!(fused.fuses_planes(), !whole, "{axes:?}");
             assert!(!passes.fuses_planes());
             let n = axes.map(|a| a.n);
             let (cs, nf) = (fused.component_stride(), if complex { 2 } else { 1 });
@@ -1356,15 +1379,22 @@ mod tests {
             [pad(6, 14), pad(7, 13), p(9)],
             [p(8), shifted, pad(4, 9)],
             [p(10), p(7), p(5)],
+            [p(8), p(4), p(16)],
         ];
-        for rigor in [crate::PlanRigor::Estimate, crate::PlanRigor::MeasureLines, crate::PlanRigor::Measure] {
-            for axes in cases {
-                case::<f64>(axes, false, rigor, 1e-14);
-                case::<f32>(axes, false, rigor, 1e-5);
+        use crate::{LineEngine, PlanRigor};
+        let x = AxisSpec { data_offset: 1, backward_data_offset: 1, ..pad(5, 12) };
+        for rigor in [PlanRigor::Estimate, PlanRigor::MeasureLines, PlanRigor::Measure] {
+            // each engine fused against itself pass by pass, then RustFFT's lines fused
+            // against FFTW's pass by pass
+            for lines in [[LineEngine::RustFft; 2], [LineEngine::Fftw; 2], [LineEngine::RustFft, LineEngine::Fftw]] {
+                let plans = lines.map(|l| (rigor, l));
+                for axes in cases {
+                    case::<f64>(axes, false, plans, 1e-14);
+                    case::<f32>(axes, false, plans, 1e-5);
+                }
+                case::<f64>([pad(5, 11), pad(7, 15), p(6)], true, plans, 1e-14);
+                case::<f64>([x, shifted, p(4)], true, plans, 1e-14);
             }
-            case::<f64>([pad(5, 11), pad(7, 15), p(6)], true, rigor, 1e-14);
-            let x = AxisSpec { data_offset: 1, backward_data_offset: 1, ..pad(5, 12) };
-            case::<f64>([x, shifted, p(4)], true, rigor, 1e-14);
         }
     }
 

@@ -29,6 +29,10 @@ pub trait FftReal: Real + parki_comm::Pod + Default {
     /// Opaque plan pointer.
     #[doc(hidden)]
     type RawPlan: Copy;
+    /// RustFFT's complex transform of `n` points (`forward`: `e^{-i k x}`), for contiguous
+    /// lines of interleaved complex values.
+    #[doc(hidden)]
+    fn native_lines(n: usize, forward: bool) -> Box<dyn NativeLines<Self>>;
     /// Plans `howmany` in-place transforms.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -171,11 +175,49 @@ pub unsafe fn init_threads() {
     }
 }
 
+/// Complex transforms of one length over contiguous lines of interleaved complex values
+/// (`re, im` pairs of `T`), in place.
+#[doc(hidden)]
+pub trait NativeLines<T>: Send + Sync {
+    /// Scratch values (reals: twice the complex points) that [`process`](Self::process) needs.
+    fn scratch_len(&self) -> usize;
+    /// Transforms each line of `lines` (a multiple of the length, in complex points), using
+    /// `scratch` (at least [`scratch_len`](Self::scratch_len) reals).
+    fn process(&self, lines: &mut [T], scratch: &mut [T]);
+}
+
+/// [`NativeLines`] through a RustFFT plan.
+struct RustFftLines<U: rustfft::FftNum>(std::sync::Arc<dyn rustfft::Fft<U>>);
+
+impl<U: rustfft::FftNum> NativeLines<U> for RustFftLines<U> {
+    fn scratch_len(&self) -> usize {
+        2 * self.0.get_inplace_scratch_len()
+    }
+
+    fn process(&self, lines: &mut [U], scratch: &mut [U]) {
+        use rustfft::num_complex::Complex;
+        // SAFETY: `Complex<U>` is `repr(C)` with fields `re, im`: pairs of `U` are its layout,
+        // and the halved lengths lie within the slices.
+        let (l, s) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(lines.as_mut_ptr() as *mut Complex<U>, lines.len() / 2),
+                std::slice::from_raw_parts_mut(scratch.as_mut_ptr() as *mut Complex<U>, scratch.len() / 2),
+            )
+        };
+        self.0.process_with_scratch(l, s);
+    }
+}
+
 macro_rules! impl_fft_real {
     ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident,
      $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident, $g_r2r:ident, $exec_r2r:ident, $import:ident, $export:ident) => {
         impl FftReal for $t {
             type RawPlan = $plan;
+            fn native_lines(n: usize, forward: bool) -> Box<dyn NativeLines<$t>> {
+                let mut planner = rustfft::FftPlanner::<$t>::new();
+                let fft = if forward { planner.plan_fft_forward(n) } else { planner.plan_fft_inverse(n) };
+                Box::new(RustFftLines(fft))
+            }
             #[allow(clippy::too_many_arguments)]
             unsafe fn plan_many(
                 n: &[c_int; 3],

@@ -32,6 +32,41 @@ pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes, R2rMethod};
 pub use ffi::{FftReal, R2rKind};
 pub use local::LocalR2r;
 
+/// What transforms the complex lines of the strided passes (a1 and a2 complex DFTs; the
+/// a0 pass, real-to-complex or contiguous, and real-to-real lines always run on FFTW).
+/// design.md, "The strided passes' lines on RustFFT".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LineEngine {
+    /// RustFFT (its AVX algorithms where the CPU has them) on each block's lines gathered
+    /// into contiguous lines in cache, then scattered back: no planning cost, the same plan in
+    /// every process, and 1.5-2x FFTW_ESTIMATE's strided plans on lengths that are not powers
+    /// of two. On one rank a periodic grid then runs as three passes rather than FFTW's 3-D
+    /// plan, except on the small power-of-two grids where that plan is faster.
+    #[default]
+    RustFft,
+    /// FFTW's plans, in place or gathered per [`PlanRigor`]; on one rank a periodic grid runs
+    /// as one FFTW 3-D plan.
+    Fftw,
+}
+
+impl LineEngine {
+    /// Name in run.toml and reports: `"rustfft"` or `"fftw"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LineEngine::RustFft => "rustfft",
+            LineEngine::Fftw => "fftw",
+        }
+    }
+
+    /// Parses a run.toml name (the inverse of [`LineEngine::name`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        [LineEngine::RustFft, LineEngine::Fftw].into_iter().find(|v| v.name() == s)
+    }
+
+    /// The names [`parse`](Self::parse) accepts, for error messages.
+    pub const NAMES: &'static str = "\"rustfft\" or \"fftw\"";
+}
+
 /// How hard FFTW searches for a fast plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PlanRigor {

@@ -9,10 +9,19 @@
 //! complex values, about 64 KiB) is read from memory once and transformed in cache, FFTW
 //! vectorising across its contiguous columns. Blocks are independent and run in parallel.
 //!
-//! Two ways to run a block (design.md, "Measured block plans"):
-//! - *in place* ([`PlanRigor::Estimate`]): one FFTW_ESTIMATE plan, FFTW_UNALIGNED, executed at
+//! Three ways to run a block (design.md, "Measured block plans", "The strided passes' lines on
+//! RustFFT"):
+//! - *native* ([`LineEngine::RustFft`], complex lines; the default): the block's `B` lines
+//!   gathered into `B` contiguous lines of a scratch (the padding points written as zeros),
+//!   transformed there by one RustFFT plan of the line length, and scattered back. RustFFT plans
+//!   instantly and the same in every process, and its AVX algorithms run contiguous lines of
+//!   every length at 16-31 GFLOP/s in cache on this project's AVX-512 Xeon (210 points: 16, 216:
+//!   24, 256: 31), where FFTW_ESTIMATE's strided block plans run 5-9 on lengths other than
+//!   powers of two (and FFTW_MEASURE's 12-17).
+//! - *in place* ([`LineEngine::Fftw`], [`PlanRigor::Estimate`]; real-to-real lines): one FFTW_ESTIMATE plan, FFTW_UNALIGNED, executed at
 //!   each block's offset of the buffer; no planning cost, the same plan in every process;
-//! - *gathered* ([`PlanRigor::MeasureLines`], [`PlanRigor::Measure`]): the block's `n` rows of
+//! - *gathered* ([`LineEngine::Fftw`], [`PlanRigor::MeasureLines`], [`PlanRigor::Measure`];
+//!   real-to-real lines): the block's `n` rows of
 //!   `B` columns are copied into a contiguous, aligned scratch (the padding rows of
 //!   [`zeroing`](BlockedLines::zeroing) written as zeros, never read), transformed there by plans
 //!   FFTW_MEASURE made on that scratch, and copied back. The problem FFTW measures is a small
@@ -26,10 +35,10 @@
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{Kind, Plan1d};
+use crate::ffi::{Kind, NativeLines, Plan1d};
 use crate::ptr::Ptr;
 use crate::scratch::{Scratch, ScratchPool};
-use crate::{FftReal, PlanRigor};
+use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Bytes of one block's lines: `n x B` complex values, kept within L2.
 const BLOCK_BYTES: usize = 64 * 1024;
@@ -48,15 +57,21 @@ pub(crate) struct Lines {
     pub(crate) inner: (usize, usize),
 }
 
+/// How a block runs (module documentation).
+enum BlockRun<T: FftReal> {
+    /// FFTW in place: the plan of a full block, and of each group's last, narrower block.
+    InPlace { full: Plan1d<T>, rest: Option<Plan1d<T>> },
+    /// FFTW on a gathered copy (`n` rows of `block` columns; a narrower last block's missing
+    /// columns are zeros there).
+    Gathered { plan: Plan1d<T>, pool: ScratchPool<T> },
+    /// RustFFT on contiguous lines: the scratch holds `block` lines of `n` points, then
+    /// `work` reals of the transform's own scratch.
+    Native { fft: Box<dyn NativeLines<T>>, pool: ScratchPool<T>, work: usize },
+}
+
 /// Transforms along [`Lines`], in blocks of adjacent columns.
 pub(crate) struct BlockedLines<T: FftReal> {
-    /// The plan of a full block, and in place the plan of each group's last, narrower block
-    /// (gathered, the full plan runs it on a scratch whose missing columns are zeros).
-    full: Plan1d<T>,
-    rest: Option<Plan1d<T>>,
-    /// Where the plans run: `None` in place, else the gathered blocks' scratch buffers (`n`
-    /// rows of `block` columns each).
-    gathered: Option<ScratchPool<T>>,
+    run: BlockRun<T>,
     /// Reals per element of the transform (2 complex, 1 real).
     unit: usize,
     /// Points per line.
@@ -75,10 +90,11 @@ pub(crate) struct BlockedLines<T: FftReal> {
 
 impl<T: FftReal> BlockedLines<T> {
     /// Plans the block transforms of `kind` (c2c or r2r) on `data` (a buffer that holds every
-    /// line): in place under [`PlanRigor::Estimate`], gathered and measured otherwise (module
-    /// documentation). With [`PlanRigor::Estimate`] FFTW only reads `data`'s address; otherwise
-    /// `data` is not touched.
-    pub(crate) fn new(kind: Kind, lines: Lines, data: *mut T, rigor: PlanRigor) -> Result<Self> {
+    /// line): complex lines on RustFFT under [`LineEngine::RustFft`]; otherwise FFTW's plans in
+    /// place under [`PlanRigor::Estimate`], gathered and measured under the other rigors
+    /// (module documentation). In place FFTW only reads `data`'s address; otherwise `data` is
+    /// not touched.
+    pub(crate) fn new(kind: Kind, lines: Lines, data: *mut T, rigor: PlanRigor, engine: LineEngine) -> Result<Self> {
         let Lines { n, start, stride, width, outer, inner } = lines;
         let unit = match kind {
             Kind::R2r(_) => 1,
@@ -86,25 +102,30 @@ impl<T: FftReal> BlockedLines<T> {
         };
         let per_column = n.max(1) * unit * T::BYTES;
         let widest = (BLOCK_BYTES / per_column).clamp(4, 64).min(width.max(1));
-        let (full, rest, gathered, block) = if !rigor.measures() {
+        // the groups' columns in blocks of equal width (the last one narrower by less than the
+        // number of blocks), so that one plan runs them all
+        let even = width.max(1).div_ceil(width.max(1).div_ceil(widest));
+        let complex = matches!(kind, Kind::C2cForward | Kind::C2cBackward);
+        let (run, block) = if complex && engine == LineEngine::RustFft {
+            let fft = T::native_lines(n, kind == Kind::C2cForward);
+            let work = fft.scratch_len();
+            let len = 2 * n * even + work;
+            (BlockRun::Native { fft, pool: ScratchPool::new(len, Scratch::new(len)), work }, even)
+        } else if !rigor.measures() {
             // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`.
             // Plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md, "Strided
             // plans stay unaligned").
             let plan = |b: usize| Plan1d::single(kind, n, (stride, stride), &[(b, 1, 1)], data, rigor, false);
             let rest = if width % widest > 0 { Some(plan(width % widest)?) } else { None };
-            (plan(widest)?, rest, None, widest)
+            (BlockRun::InPlace { full: plan(widest)?, rest }, widest)
         } else {
-            // the groups' columns in blocks of equal width (the last one narrower by less than
-            // the number of blocks), so that one measured plan runs them all: the last block's
-            // missing columns are zeros in the scratch
-            let block = width.max(1).div_ceil(width.max(1).div_ceil(widest));
-            let len = n * block * unit;
+            let len = n * even * unit;
             let mut first = Scratch::new(len);
             let at = first.ptr();
-            let plan = Plan1d::single(kind, n, (block, block), &[(block, 1, 1)], at, PlanRigor::Measure, true)?;
-            (plan, None, Some(ScratchPool::new(len, first)), block)
+            let plan = Plan1d::single(kind, n, (even, even), &[(even, 1, 1)], at, PlanRigor::Measure, true)?;
+            (BlockRun::Gathered { plan, pool: ScratchPool::new(len, first) }, even)
         };
-        Ok(Self { full, rest, gathered, unit, n, stride, zero: 0..0, start, block, width, outer, inner })
+        Ok(Self { run, unit, n, stride, zero: 0..0, start, block, width, outer, inner })
     }
 
     /// The same transforms, each block's lines first set to zero at points `zero` (the padding
@@ -138,58 +159,72 @@ impl<T: FftReal> BlockedLines<T> {
         }
         let shared = Ptr(data);
         let tasks = self.tasks();
-        if let Some(pool) = &self.gathered {
-            // contiguous runs of blocks, one scratch each
-            let runs = match par {
-                Par::Rayon(threads) => threads.clamp(1, tasks),
-                Par::Seq => 1,
-            };
-            let per_run = tasks.div_ceil(runs);
-            let run = |r: usize| {
-                let mut scratch = pool.take();
-                for task in r * per_run..((r + 1) * per_run).min(tasks) {
-                    // SAFETY: as for the blocks in place below; the scratch is this run's own.
-                    unsafe { self.gathered_block(shared.get(), task, scratch.ptr()) };
+        let pool = match &self.run {
+            BlockRun::InPlace { full, rest } => {
+                let run = |task: usize| {
+                    let (column, columns) = self.column(task);
+                    // SAFETY: element `column` (real `unit * column`) lies inside the caller's
+                    // buffer.
+                    let p = unsafe { shared.get().add(self.unit * column) };
+                    let plan = match rest {
+                        Some(rest) if columns < self.block => rest,
+                        _ => full,
+                    };
+                    // SAFETY: the block's lines lie inside the caller's buffer (the planned
+                    // layout), no other task touches its columns, and the unaligned plan runs at
+                    // any offset.
+                    unsafe {
+                        for j in self.zero.clone() {
+                            std::ptr::write_bytes(p.add(self.unit * j * self.stride), 0, self.unit * columns);
+                        }
+                        plan.execute(p)
+                    };
+                };
+                match par {
+                    Par::Rayon(_) => (0..tasks).into_par_iter().for_each(run),
+                    Par::Seq => (0..tasks).for_each(run),
                 }
-                pool.give(scratch);
-            };
-            match par {
-                Par::Rayon(_) => (0..runs).into_par_iter().for_each(run),
-                Par::Seq => run(0),
+                return;
             }
-            return;
-        }
-        let run = |task: usize| {
-            let (column, columns) = self.column(task);
-            // SAFETY: element `column` (real `unit * column`) lies inside the caller's buffer.
-            let p = unsafe { shared.get().add(self.unit * column) };
-            let plan = match &self.rest {
-                Some(rest) if columns < self.block => rest,
-                _ => &self.full,
-            };
-            // SAFETY: the block's lines lie inside the caller's buffer (the planned layout), no
-            // other task touches its columns, and the unaligned plan runs at any offset.
-            unsafe {
-                for j in self.zero.clone() {
-                    std::ptr::write_bytes(p.add(self.unit * j * self.stride), 0, self.unit * columns);
+            BlockRun::Gathered { pool, .. } | BlockRun::Native { pool, .. } => pool,
+        };
+        // contiguous runs of blocks, one scratch each
+        let runs = match par {
+            Par::Rayon(threads) => threads.clamp(1, tasks),
+            Par::Seq => 1,
+        };
+        let per_run = tasks.div_ceil(runs);
+        let run = |r: usize| {
+            let mut scratch = pool.take();
+            for task in r * per_run..((r + 1) * per_run).min(tasks) {
+                // SAFETY: the block's columns are this task's alone (as in place above); the
+                // scratch is this run's own, a pool buffer of the planned length.
+                unsafe {
+                    match &self.run {
+                        BlockRun::Native { fft, work, .. } => {
+                            self.native_block(shared.get(), task, scratch.ptr(), fft.as_ref(), *work)
+                        }
+                        BlockRun::Gathered { plan, .. } => self.gathered_block(shared.get(), task, scratch.ptr(), plan),
+                        BlockRun::InPlace { .. } => unreachable!("in-place blocks returned above"),
+                    }
                 }
-                plan.execute(p)
-            };
+            }
+            pool.give(scratch);
         };
         match par {
-            Par::Rayon(_) => (0..tasks).into_par_iter().for_each(run),
-            Par::Seq => (0..tasks).for_each(run),
+            Par::Rayon(_) => (0..runs).into_par_iter().for_each(run),
+            Par::Seq => run(0),
         }
     }
 
     /// Block `task` copied into `scratch` (`n` rows of `block` columns; the zeroed points and
-    /// the columns a narrower last block lacks written as zeros), transformed there, and its
-    /// columns copied back.
+    /// the columns a narrower last block lacks written as zeros), transformed there by `plan`,
+    /// and its columns copied back.
     ///
     /// # Safety
     /// `data` must hold every line of the planned layout, no other thread may touch the block's
     /// columns, and `scratch` must be a pool buffer (`n x block` elements, aligned as planned).
-    unsafe fn gathered_block(&self, data: *mut T, task: usize, scratch: *mut T) {
+    unsafe fn gathered_block(&self, data: *mut T, task: usize, scratch: *mut T, plan: &Plan1d<T>) {
         let (column, columns) = self.column(task);
         let values = self.unit * columns;
         let missing = self.unit * (self.block - columns);
@@ -214,9 +249,48 @@ impl<T: FftReal> BlockedLines<T> {
                     std::ptr::write_bytes(slot(j).add(values), 0, missing);
                 }
             }
-            self.full.execute(scratch);
+            plan.execute(scratch);
             for j in 0..self.n {
                 std::ptr::copy_nonoverlapping(slot(j), row(j), values);
+            }
+        }
+    }
+
+    /// Block `task`'s complex lines gathered into contiguous lines of `scratch` (line `c` of
+    /// the block at `c * n`; the zeroed points written as zeros), transformed there by `fft`,
+    /// and scattered back. A narrower last block transforms only its own lines.
+    ///
+    /// # Safety
+    /// As [`gathered_block`](Self::gathered_block); `scratch` holds `2 n block + work` reals.
+    unsafe fn native_block(&self, data: *mut T, task: usize, scratch: *mut T, fft: &dyn NativeLines<T>, work: usize) {
+        let (column, columns) = self.column(task);
+        let n = self.n;
+        // complex values as pairs of reals (the layout of the caller's buffer and of RustFFT's
+        // `Complex<T>`)
+        let (src, lines) = (data as *mut [T; 2], scratch as *mut [T; 2]);
+        // SAFETY: the block's points lie in the caller's buffer (its columns this task's alone);
+        // the scratch holds `block` lines of `n` complex values and then `work` reals.
+        unsafe {
+            for j in 0..n {
+                if self.zero.contains(&j) {
+                    for c in 0..columns {
+                        *lines.add(c * n + j) = [T::ZERO; 2];
+                    }
+                } else {
+                    let row = src.add(column + j * self.stride);
+                    for c in 0..columns {
+                        *lines.add(c * n + j) = *row.add(c);
+                    }
+                }
+            }
+            let values = std::slice::from_raw_parts_mut(scratch, 2 * columns * n);
+            let rest = std::slice::from_raw_parts_mut(scratch.add(2 * self.block * n), work);
+            fft.process(values, rest);
+            for j in 0..n {
+                let row = src.add(column + j * self.stride);
+                for c in 0..columns {
+                    *row.add(c) = *lines.add(c * n + j);
+                }
             }
         }
     }

@@ -27,7 +27,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 use crate::ffi::{ClassPlans, Kind, Plan1d};
 use crate::lines::{BlockedLines, Lines};
 use crate::ptr::Ptr;
-use crate::{FftReal, PlanRigor};
+use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Where the planes are, in reals of the data buffer.
 #[derive(Clone, Copy, Debug)]
@@ -138,7 +138,7 @@ impl<T: FftReal> PlanePasses<T> {
         lines: (Kind, Lines),
         row_data: Option<Range<usize>>,
         data: *mut T,
-        rigor: PlanRigor,
+        (rigor, engine): (PlanRigor, LineEngine),
     ) -> Result<Self> {
         let starts = (0..geo.comps * geo.planes).map(|u| {
             // SAFETY: every plane's layout lies inside the buffer (the T0 block).
@@ -146,7 +146,7 @@ impl<T: FftReal> PlanePasses<T> {
         });
         let rows =
             ClassPlans::new(starts, |p| Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true))?;
-        let lines = BlockedLines::new(lines.0, lines.1, data, rigor)?;
+        let lines = BlockedLines::new(lines.0, lines.1, data, rigor, engine)?;
         Ok(Self { geo, forward, rows, row_offset: row.offset, lines, row_data, waves: geo.waves(forward) })
     }
 

@@ -1242,6 +1242,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
                 backend: s.switches,
                 threads,
                 rigor: s.fft_rigor,
+                lines: s.fft_lines,
                 r2r: R2rMethod::default(),
                 fuse_planes: true,
             };

@@ -33,7 +33,7 @@ pub use parki_decomp::{Decomposition, ProcGrid, SortMode};
 pub use parki_farfield::{
     CostModel, ErrorEstimate, FieldMethod, G2pVariant, Occupancy, P2gVariant, PairStatistics, Params,
 };
-pub use parki_fft3d::PlanRigor;
+pub use parki_fft3d::{LineEngine, PlanRigor};
 pub use parki_nearfield::Isa;
 pub use pipeline::{DistEwaldSolver, Evaluation};
 pub use plan::{node_rank, MemoryEstimate};

@@ -6,7 +6,7 @@ use parki_comm::Backend;
 use parki_core::{Domain, Kernel, Output, Result};
 use parki_decomp::Decomposition;
 use parki_farfield::{CostModel, FieldMethod, G2pVariant, Occupancy, P2gVariant};
-use parki_fft3d::PlanRigor;
+use parki_fft3d::{LineEngine, PlanRigor};
 use parki_nearfield::{Isa, PairAccuracy};
 
 use crate::statistics::SourceStatistics;
@@ -60,6 +60,8 @@ pub struct EwaldOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub fft_rigor: PlanRigor,
+    /// What transforms the strided passes' complex lines (CPU; default RustFFT).
+    pub fft_lines: LineEngine,
     /// Largest grid memory, bytes (default: half the available memory); per rank for the
     /// distributed solver (default there: half the node's available memory over the ranks on
     /// the node).
@@ -106,6 +108,7 @@ impl EwaldOptions {
             device: DeviceVariants::default(),
             threads: 0,
             fft_rigor: PlanRigor::Estimate,
+            fft_lines: LineEngine::RustFft,
             max_grid_bytes: None,
             cost: None,
             isa: None,
@@ -250,6 +253,12 @@ impl EwaldOptions {
     /// FFTW planning effort.
     pub fn fft_rigor(mut self, rigor: PlanRigor) -> Self {
         self.fft_rigor = rigor;
+        self
+    }
+
+    /// What transforms the strided passes' complex lines ([`LineEngine`]).
+    pub fn fft_lines(mut self, lines: LineEngine) -> Self {
+        self.fft_lines = lines;
         self
     }
 

@@ -445,6 +445,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             pgrid,
             switches: popts.backend,
             fft_rigor: opts.fft_rigor,
+            fft_lines: opts.fft_lines,
             p2g: opts.p2g,
             g2p: opts.g2p,
             isa,

@@ -16,7 +16,8 @@ use parki_comm::{Backend, Comm};
 use parki_core::{Error, Result};
 use parki_decomp::{Decomposition, ProcGrid};
 use parki_fft3d::{
-    memory_order_by, proc_grid_limits_in_order, AxisSpec, DistFft, DistFftOptions, FftTimes, PlanRigor, R2rMethod,
+    memory_order_by, proc_grid_limits_in_order, AxisSpec, DistFft, DistFftOptions, FftTimes, LineEngine, PlanRigor,
+    R2rMethod,
 };
 
 use crate::bc::{AxisClass, Bc, Centering};
@@ -430,6 +431,7 @@ impl PoissonSolver {
                 backend: opts.backend,
                 threads: opts.threads.max(1),
                 rigor: opts.rigor,
+                lines: LineEngine::default(),
                 r2r: opts.r2r,
                 fuse_planes: true,
             };
@@ -540,6 +542,7 @@ impl PoissonSolver {
             backend: self.opts.backend,
             threads: self.opts.threads.max(1),
             rigor: PlanRigor::Estimate,
+            lines: LineEngine::default(),
             r2r: self.opts.r2r,
             fuse_planes: true,
         };

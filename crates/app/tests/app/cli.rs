@@ -300,7 +300,7 @@ fn box_and_periodic_need_exactly_three_entries() {
 fn configuration_words_say_what_is_allowed() {
     let dir = Dir::new("words");
     write_inputs(&dir, 40);
-    let cases: [(&str, &str, &[&str]); 6] = [
+    let cases: [(&str, &str, &[&str]); 7] = [
         (
             "[output]",
             "[parallel]\ngrid = [1, 3, 7]\n[output]",
@@ -310,6 +310,11 @@ fn configuration_words_say_what_is_allowed() {
         ("[output]", "[parallel]\ngrid = [0, 1]\n[output]", &["parallel.grid = [0, 1]", "positive integers"]),
         ("[output]", "[ewald]\ng2p = \"fast\"\n[output]", &["ewald.g2p = \"fast\"", "\"sorted\" or \"base\""]),
         ("[output]", "[ewald]\nfft_plan = \"patient\"\n[output]", &["ewald.fft_plan", parki_fft3d::PlanRigor::NAMES]),
+        (
+            "[output]",
+            "[ewald]\nfft_lines = \"mkl\"\n[output]",
+            &["ewald.fft_lines = \"mkl\"", parki_fft3d::LineEngine::NAMES],
+        ),
         ("[output]", "[run]\nrepeat = 0\n[output]", &["run.repeat = 0", "at least 1"]),
     ];
     for (from, to, needles) in cases {

@@ -1,6 +1,7 @@
 //! `[run] fftw_wisdom`: a measured run (`"measure"` or `"measure-lines"`) saves its FFTW wisdom,
 //! a later run (estimated too) imports it and gives the same values; `"off"`,
 //! `$PARKI_FFTW_WISDOM`, an unwritable folder (a warning, not a failure) and the Poisson run.
+//! `[ewald] fft_lines`: RustFFT's lines and FFTW's give the same values.
 
 use std::path::Path;
 use std::process::Command;
@@ -114,4 +115,35 @@ fn measured_line_plans_give_the_estimated_values_and_are_saved() {
     // a second run imports them
     let r = report(&config(&dir, "measure-lines", Some("w")), None);
     assert!(r["fftw_wisdom"]["loaded"]["imported_bytes"].as_u64().unwrap() > 0, "{}", r["fftw_wisdom"]);
+}
+
+/// The strided passes' lines on RustFFT (the default) and on FFTW give the same potential in
+/// 3P (one rank: RustFFT's passes against FFTW's 3-D plan, on a grid that is not a power of
+/// two) and 1P (padded free axes), and the report names the engine.
+#[test]
+fn line_engines_give_the_same_values() {
+    let dir = Dir::new("fft-lines");
+    for periodic in ["true, true, true", "true, false, false"] {
+        let mut values = Vec::new();
+        for lines in ["rustfft", "fftw"] {
+            let cfg = dir.file(
+                "run.toml",
+                &format!(
+                    "[problem]\nkernel = \"stokeslet\"\nbox = [1.0, 1.0, 1.0]\nperiodic = [{periodic}]\n\
+                     tolerance = 1e-9\n[sources]\ngenerate = {{ distribution = \"uniform\", count = 3000, seed = 5 }}\n\
+                     [ewald]\nfft_lines = \"{lines}\"\n[run]\nfftw_wisdom = \"off\"\n[output]\npotential = \"u.npy\"\n"
+                ),
+            );
+            let r = report(&cfg, None);
+            assert_eq!(r["variants"]["fft_lines"], lines, "{}", r["variants"]);
+            let grid = r["parameters"]["grid"][0].as_u64().unwrap();
+            if periodic.starts_with("true, true") {
+                assert!(!grid.is_power_of_two(), "3P grid {grid}: RustFFT's passes run only off powers of two");
+            }
+            values.push(potential(&dir));
+        }
+        let scale = values[1].iter().map(|v| v * v).sum::<f64>().sqrt();
+        let diff = values[0].iter().zip(&values[1]).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+        assert!(diff <= 1e-13 * scale, "[{periodic}] rustfft against fftw: {diff:.2e} of {scale:.2e}");
+    }
 }

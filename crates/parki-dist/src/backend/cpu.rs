@@ -97,6 +97,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             backend: s.switches,
             threads,
             rigor: s.fft_rigor,
+            lines: s.fft_lines,
             r2r: R2rMethod::default(),
             fuse_planes: true,
         };

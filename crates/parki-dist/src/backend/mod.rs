@@ -22,7 +22,7 @@ use parki_comm::{Backend as SwitchBackend, Comm};
 use parki_core::{Kernel, Output, Result, SourceSet};
 use parki_decomp::{HaloPlan, ProcGrid};
 use parki_farfield::{CostModel, FieldMethod, G2pVariant, GridWindow, P2gVariant, Params};
-use parki_fft3d::PlanRigor;
+use parki_fft3d::{LineEngine, PlanRigor};
 use parki_nearfield::{CellGrid, Isa};
 
 use crate::SolverReal;
@@ -54,6 +54,8 @@ pub struct BackendSetup<'a, T> {
     pub switches: SwitchBackend,
     /// FFTW planning effort (CPU).
     pub fft_rigor: PlanRigor,
+    /// What transforms the strided passes' complex lines (CPU).
+    pub fft_lines: LineEngine,
     /// P2G variant.
     pub p2g: P2gVariant,
     /// G2P variant.
