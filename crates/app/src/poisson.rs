@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use parki_comm::{Comm, StageStats, TrafficStats};
 use parki_core::{Error, Result, StageKind, StageName};
-use parki_fft3d::{FftStage, PlanRigor, R2rMethod};
+use parki_fft3d::{FftStage, LineEngine, PlanRigor, R2rMethod};
 use parki_poisson::fields::{curl, Manufactured, Sample, COMPONENT_AMPLITUDES};
 use parki_poisson::{Bc, Centering, Differentiation, FieldMode, GreenKind, PoissonOptions, PoissonSolver};
 use serde::Deserialize;
@@ -111,8 +111,10 @@ pub struct PoissonRun {
     pub threads: Option<usize>,
     /// Solves with one plan (timings of the last).
     pub repeat: Option<usize>,
-    /// FFTW planning: `"estimate"` (default) or `"measure"`.
+    /// FFTW planning: `"estimate"` (default), `"measure-lines"` or `"measure"`.
     pub fft_plan: Option<String>,
+    /// `"rustfft"` (default) or `"fftw"`: what transforms the strided passes' complex lines.
+    pub fft_lines: Option<String>,
     /// DCT/DST-II, III and IV: `"fft"` (default, through FFTs) or `"fftw"` (FFTW's r2r).
     pub r2r: Option<String>,
     /// FFTW wisdom folder: `"auto"` (default), `"off"` or a folder ([`crate::wisdom`]).
@@ -199,6 +201,8 @@ impl PoissonConfig {
         o.threads = threads.or(self.run.threads).unwrap_or(1).max(1);
         o.rigor =
             word("run.fft_plan", self.run.fft_plan.as_deref(), PlanRigor::parse, PlanRigor::NAMES)?.unwrap_or_default();
+        o.lines = word("run.fft_lines", self.run.fft_lines.as_deref(), LineEngine::parse, LineEngine::NAMES)?
+            .unwrap_or_default();
         o.r2r = word("run.r2r", self.run.r2r.as_deref(), R2rMethod::parse, "\"fft\" or \"fftw\"")?.unwrap_or_default();
         let popts = parallel_options(&self.parallel)?;
         o.decomposition = popts.decomposition;
@@ -527,6 +531,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         "transforms": solver.transforms(),
         "switch_backend": opts.backend.name(),
         "fft_plan": opts.rigor.name(),
+        "fft_lines": opts.lines.name(),
         "fftw_wisdom": wisdom.report(),
         "r2r": opts.r2r.name(),
         "plan_seconds": plan_seconds,

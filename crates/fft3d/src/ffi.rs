@@ -33,6 +33,10 @@ pub trait FftReal: Real + parki_comm::Pod + Default {
     /// lines of interleaved complex values.
     #[doc(hidden)]
     fn native_lines(n: usize, forward: bool) -> Box<dyn NativeLines<Self>>;
+    /// RustFFT's real-to-complex (`forward`) or complex-to-real transform of `n` real points
+    /// (`n` even), through the `realfft` crate, for rows in FFTW's in-place r2c layout.
+    #[doc(hidden)]
+    fn native_rows(n: usize, forward: bool) -> Box<dyn NativeRows<Self>>;
     /// Plans `howmany` in-place transforms.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -208,11 +212,84 @@ impl<U: rustfft::FftNum> NativeLines<U> for RustFftLines<U> {
     }
 }
 
+/// Real-to-complex or complex-to-real transforms of one even length `n` on rows in FFTW's
+/// in-place layout (`2 (n/2 + 1)` reals: `n` reals in, `n/2 + 1` complex values out, or back).
+#[doc(hidden)]
+pub trait NativeRows<T>: Send + Sync {
+    /// Scratch reals that [`process`](Self::process) needs.
+    fn scratch_len(&self) -> usize;
+    /// Transforms one row (`row` holds at least `2 (n/2 + 1)` reals) in place, through
+    /// `scratch` (at least [`scratch_len`](Self::scratch_len) reals). Backward, the imaginary
+    /// parts of the zero and Nyquist modes are ignored, as FFTW's complex-to-real ignores them.
+    fn process(&self, row: &mut [T], scratch: &mut [T]);
+}
+
+/// [`NativeRows`] through a `realfft` plan.
+enum RealFftRows<U: rustfft::FftNum> {
+    Forward(std::sync::Arc<dyn realfft::RealToComplex<U>>),
+    Backward(std::sync::Arc<dyn realfft::ComplexToReal<U>>),
+}
+
+/// `v`'s pairs of reals as complex values (`Complex<U>` is `repr(C)`, `re` then `im`).
+fn as_complex<U: rustfft::FftNum>(v: &mut [U]) -> &mut [rustfft::num_complex::Complex<U>] {
+    // SAFETY: the layout of `Complex<U>` is two `U`s; the length is halved (rounded down).
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut rustfft::num_complex::Complex<U>, v.len() / 2) }
+}
+
+impl<U: rustfft::FftNum> NativeRows<U> for RealFftRows<U> {
+    fn scratch_len(&self) -> usize {
+        match self {
+            RealFftRows::Forward(p) => p.len() + 2 * p.get_scratch_len(),
+            RealFftRows::Backward(p) => 2 * (p.len() / 2 + 1) + 2 * p.get_scratch_len(),
+        }
+    }
+
+    fn process(&self, row: &mut [U], scratch: &mut [U]) {
+        match self {
+            RealFftRows::Forward(p) => {
+                let n = p.len();
+                let (input, rest) = scratch.split_at_mut(n);
+                input.copy_from_slice(&row[..n]);
+                let work = 2 * p.get_scratch_len();
+                let result = p.process_with_scratch(
+                    input,
+                    as_complex(&mut row[..2 * (n / 2 + 1)]),
+                    as_complex(&mut rest[..work]),
+                );
+                // the lengths are the plan's by construction: no error is possible
+                debug_assert!(result.is_ok(), "{result:?}");
+            }
+            RealFftRows::Backward(p) => {
+                let (n, h) = (p.len(), 2 * (p.len() / 2 + 1));
+                let (input, rest) = scratch.split_at_mut(h);
+                input.copy_from_slice(&row[..h]);
+                // realfft refuses non-zero imaginary parts of the zero and Nyquist modes;
+                // FFTW ignores them, and so do we
+                input[1] = U::zero();
+                if n.is_multiple_of(2) {
+                    input[h - 1] = U::zero();
+                }
+                let work = 2 * p.get_scratch_len();
+                let result = p.process_with_scratch(as_complex(input), &mut row[..n], as_complex(&mut rest[..work]));
+                debug_assert!(result.is_ok(), "{result:?}");
+            }
+        }
+    }
+}
+
 macro_rules! impl_fft_real {
     ($t:ty, $plan:ty, $complex:ty, $r2c:ident, $c2r:ident, $exec_r2c:ident, $exec_c2r:ident, $destroy:ident, $threads:ident,
      $iodim:ident, $g_r2c:ident, $g_c2r:ident, $g_dft:ident, $exec_dft:ident, $g_r2r:ident, $exec_r2r:ident, $import:ident, $export:ident) => {
         impl FftReal for $t {
             type RawPlan = $plan;
+            fn native_rows(n: usize, forward: bool) -> Box<dyn NativeRows<$t>> {
+                let mut planner = realfft::RealFftPlanner::<$t>::new();
+                Box::new(if forward {
+                    RealFftRows::Forward(planner.plan_fft_forward(n))
+                } else {
+                    RealFftRows::Backward(planner.plan_fft_inverse(n))
+                })
+            }
             fn native_lines(n: usize, forward: bool) -> Box<dyn NativeLines<$t>> {
                 let mut planner = rustfft::FftPlanner::<$t>::new();
                 let fft = if forward { planner.plan_fft_forward(n) } else { planner.plan_fft_inverse(n) };

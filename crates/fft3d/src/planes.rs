@@ -24,9 +24,10 @@ use std::ops::Range;
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{ClassPlans, Kind, Plan1d};
+use crate::ffi::{ClassPlans, Kind, NativeRows, Plan1d};
 use crate::lines::{BlockedLines, Lines};
 use crate::ptr::Ptr;
+use crate::scratch::{Scratch, ScratchPool};
 use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Where the planes are, in reals of the data buffer.
@@ -100,13 +101,22 @@ impl PlaneGeometry {
     }
 }
 
+/// How a plane's a0 rows are transformed.
+enum RowRun<T: FftReal> {
+    /// FFTW's plans, one per address class of the plane starts.
+    Fftw(ClassPlans<T>),
+    /// RustFFT's real rows (`realfft`), `rows` rows `dist` reals apart, one scratch per
+    /// executor from the pool.
+    Native { fft: Box<dyn NativeRows<T>>, pool: ScratchPool<T>, rows: usize, dist: usize },
+}
+
 /// The fused a0 and a1 passes of one direction (see the module documentation).
 pub(crate) struct PlanePasses<T: FftReal> {
     geo: PlaneGeometry,
     forward: bool,
-    /// One plane's a0 transform per address class of the planes it runs on (SIMD at every
-    /// plane).
-    rows: ClassPlans<T>,
+    /// One plane's a0 transform: FFTW's, per address class of the planes it runs on (SIMD at
+    /// every plane), or RustFFT's real rows.
+    rows: RowRun<T>,
     /// First real of the a0 transform's layout within a plane.
     row_offset: usize,
     /// The a1 lines of one T1 plane (planned on plane 0).
@@ -144,8 +154,18 @@ impl<T: FftReal> PlanePasses<T> {
             // SAFETY: every plane's layout lies inside the buffer (the T0 block).
             unsafe { data.add(geo.t0(u / geo.planes, u % geo.planes) + row.offset) }
         });
-        let rows =
-            ClassPlans::new(starts, |p| Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true))?;
+        let real = matches!(row.kind, Kind::R2c | Kind::C2r) && row.stride == (1, 1) && row.n.is_multiple_of(2);
+        let rows = if real && engine == LineEngine::RustFft {
+            let fft = T::native_rows(row.n, row.kind == Kind::R2c);
+            let len = fft.scratch_len();
+            // the rows' distance in reals (the input's for r2c, the output's for c2r)
+            let dist = if row.kind == Kind::R2c { row.rows.1 } else { row.rows.2 };
+            RowRun::Native { fft, pool: ScratchPool::new(len, Scratch::new(len)), rows: row.rows.0, dist }
+        } else {
+            RowRun::Fftw(ClassPlans::new(starts, |p| {
+                Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true)
+            })?)
+        };
         let lines = BlockedLines::new(lines.0, lines.1, data, rigor, engine)?;
         Ok(Self { geo, forward, rows, row_offset: row.offset, lines, row_data, waves: geo.waves(forward) })
     }
@@ -172,9 +192,31 @@ impl<T: FftReal> PlanePasses<T> {
         }
     }
 
-    /// The a0 plan of the plane at `p`: every plane start's class was planned in `new`.
-    fn row_plan(&self, p: *mut T) -> &Plan1d<T> {
-        self.rows.at(p).expect("an a0 plan per address class of the plane starts")
+    /// The a0 transform of the plane's rows at `p`.
+    ///
+    /// # Safety
+    /// `p` is a plane start of the planned layout, its rows this thread's alone.
+    unsafe fn rows(&self, p: *mut T) {
+        match &self.rows {
+            // every plane start's class was planned in `new`
+            RowRun::Fftw(plans) => {
+                let plan = plans.at(p).expect("an a0 plan per address class of the plane starts");
+                // SAFETY: the caller's plane, planned layout
+                unsafe { plan.execute(p) }
+            }
+            RowRun::Native { fft, pool, rows, dist } => {
+                let mut scratch = pool.take();
+                let len = fft.scratch_len();
+                // SAFETY: the pool's buffers hold `len` reals
+                let work = unsafe { std::slice::from_raw_parts_mut(scratch.ptr(), len) };
+                for r in 0..*rows {
+                    // SAFETY: each row of the plane holds `dist >= 2 (n/2 + 1)` reals
+                    let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * dist), *dist) };
+                    fft.process(row, work);
+                }
+                pool.give(scratch);
+            }
+        }
     }
 
     /// One plane of one component.
@@ -196,8 +238,7 @@ impl<T: FftReal> PlanePasses<T> {
                         std::ptr::write_bytes(at.add(d.end), 0, g.row - d.end);
                     }
                 }
-                let p = data.add(t0 + self.row_offset);
-                self.row_plan(p).execute(p);
+                self.rows(data.add(t0 + self.row_offset));
                 let dst = t1 + g.d1 * g.row;
                 if dst != t0 {
                     std::ptr::copy(data.add(t0), data.add(dst), rows_len);
@@ -212,8 +253,7 @@ impl<T: FftReal> PlanePasses<T> {
                 if src != t0 {
                     std::ptr::copy(data.add(src), data.add(t0), rows_len);
                 }
-                let p = data.add(t0 + self.row_offset);
-                self.row_plan(p).execute(p);
+                self.rows(data.add(t0 + self.row_offset));
             }
         }
     }

@@ -105,6 +105,8 @@ pub struct PoissonOptions {
     pub threads: usize,
     /// FFTW planning effort.
     pub rigor: PlanRigor,
+    /// What transforms the strided passes' complex lines (RustFFT by default).
+    pub lines: LineEngine,
     /// How the DCT-II/III and DST-II/III are computed (through real FFTs by default).
     pub r2r: R2rMethod,
 }
@@ -126,6 +128,7 @@ impl PoissonOptions {
             backend: Backend::Alltoallv,
             threads: 1,
             rigor: PlanRigor::Estimate,
+            lines: LineEngine::default(),
             r2r: R2rMethod::default(),
         }
     }
@@ -431,7 +434,7 @@ impl PoissonSolver {
                 backend: opts.backend,
                 threads: opts.threads.max(1),
                 rigor: opts.rigor,
-                lines: LineEngine::default(),
+                lines: opts.lines,
                 r2r: opts.r2r,
                 fuse_planes: true,
             };
@@ -542,7 +545,7 @@ impl PoissonSolver {
             backend: self.opts.backend,
             threads: self.opts.threads.max(1),
             rigor: PlanRigor::Estimate,
-            lines: LineEngine::default(),
+            lines: self.opts.lines,
             r2r: self.opts.r2r,
             fuse_planes: true,
         };
