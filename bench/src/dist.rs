@@ -683,20 +683,13 @@ fn main() -> std::process::ExitCode {
             if grid.len() != 3 {
                 Err("--grid: expected mx,my,mz".to_string())
             } else if let Some(rigor) = rigor {
-                LineEngine::parse(&lines).ok_or(format!("--lines {lines:?}: expected {}", LineEngine::NAMES)).and_then(
-                    |lines| {
-                        let plans = (rigor, lines);
-                        bench_fft(
-                            &world,
-                            [grid[0], grid[1], grid[2]],
-                            comps,
-                            reps.max(1),
-                            &layout,
-                            plans,
-                            json.as_deref(),
-                        )
-                    },
-                )
+                match LineEngine::parse(&lines) {
+                    Some(l) => {
+                        let grid = [grid[0], grid[1], grid[2]];
+                        bench_fft(&world, grid, comps, reps.max(1), &layout, (rigor, l), json.as_deref())
+                    }
+                    None => Err(format!("--lines {lines:?}: expected {}", LineEngine::NAMES)),
+                }
             } else {
                 Err(format!("--plan {plan:?}: expected {}", PlanRigor::NAMES))
             }

@@ -520,49 +520,49 @@ impl<T: FftReal> DistFft<T> {
 
         crate::ensure_fftw_threads();
         let periodic = user_axes.iter().all(|a| *a == AxisSpec::periodic(a.n));
-        let engine =
-            if grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) && whole_plan(n, opts.lines) {
-                // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
-                // where FFTW's 3-D plans beat three passes of FFTW's 1-D transforms (and of
-                // RustFFT's lines on small power-of-two grids, `whole_plan`)
-                let layout = parki_decomp::GridLayout { global: n, stride: None };
-                debug_assert_eq!(cs, layout.real_len());
-                let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
-                let backward =
-                    crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
-                Engine::Whole { forward, backward }
-            } else if let Some(kinds) =
-                whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_fft_r2r(&axes, opts.r2r))
-            {
-                // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
-                let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
-                let plan = |k: [R2rKind; 3], comps: usize| {
-                    Plan1d::r2r_nd(&dims, &[k[2], k[1], k[0]], &[(comps, cs, cs)], ptr, threads, opts.rigor)
-                };
-                let forward = plan(kinds[0], opts.forward_components)?;
-                let backward = plan(kinds[1], opts.backward_components)?;
-                Engine::WholeR2r { forward, backward }
-            } else {
-                let planner = Planner {
-                    axes: &axes,
-                    r2c,
-                    nf,
-                    cs,
-                    t0,
-                    t1,
-                    t2,
-                    ptr,
-                    threads,
-                    rigor: opts.rigor,
-                    lines: opts.lines,
-                    r2r: opts.r2r,
-                    classes: &classes,
-                    fuse: opts.fuse_planes && py == 1,
-                };
-                let forward = Box::new(planner.plans(opts.forward_components, true)?);
-                let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
-                Engine::Pencils { forward, backward }
+        let whole =
+            grid.ranks() == 1 && !opts.complex && periodic && n[0].is_multiple_of(2) && whole_plan(n, opts.lines);
+        let engine = if whole {
+            // one rank: the layouts of T0 and T2 are the padded r2c layout of the whole grid,
+            // where FFTW's 3-D plans beat three passes of FFTW's 1-D transforms (and of
+            // RustFFT's lines on small power-of-two grids, `whole_plan`)
+            let layout = parki_decomp::GridLayout { global: n, stride: None };
+            debug_assert_eq!(cs, layout.real_len());
+            let forward = crate::ffi::Plan::many(&layout, opts.forward_components, ptr, true, threads, opts.rigor)?;
+            let backward = crate::ffi::Plan::many(&layout, opts.backward_components, ptr, false, threads, opts.rigor)?;
+            Engine::Whole { forward, backward }
+        } else if let Some(kinds) =
+            whole_r2r_kinds(&axes, grid.ranks(), opts.complex).filter(|_| !uses_fft_r2r(&axes, opts.r2r))
+        {
+            // FFTW's guru layout, slowest axis first: (n, stride, stride) in reals
+            let dims = [(n[2], n[1] * l0, n[1] * l0), (n[1], l0, l0), (l0, 1, 1)];
+            let plan = |k: [R2rKind; 3], comps: usize| {
+                Plan1d::r2r_nd(&dims, &[k[2], k[1], k[0]], &[(comps, cs, cs)], ptr, threads, opts.rigor)
             };
+            let forward = plan(kinds[0], opts.forward_components)?;
+            let backward = plan(kinds[1], opts.backward_components)?;
+            Engine::WholeR2r { forward, backward }
+        } else {
+            let planner = Planner {
+                axes: &axes,
+                r2c,
+                nf,
+                cs,
+                t0,
+                t1,
+                t2,
+                ptr,
+                threads,
+                rigor: opts.rigor,
+                lines: opts.lines,
+                r2r: opts.r2r,
+                classes: &classes,
+                fuse: opts.fuse_planes && py == 1,
+            };
+            let forward = Box::new(planner.plans(opts.forward_components, true)?);
+            let backward = Box::new(planner.plans(opts.backward_components.max(1), false)?);
+            Engine::Pencils { forward, backward }
+        };
 
         // switches: sub-communicators of the ranks sharing an a2 part (T0 <-> T1) and an a0 part
         let sub1 = comm.split(iz, iy);
@@ -1033,7 +1033,6 @@ fn check_classes(axes: &[AxisSpec; 3], order: [usize; 3], l0: usize, classes: &[
     Ok(())
 }
 
-/// What the 1-D plans of a [`DistFft`] are made from.
 /// Whether a periodic grid of `n` points on one rank runs as FFTW's 3-D plan rather than as
 /// three passes: always with FFTW's lines; with RustFFT's (round trips of three components,
 /// one thread, FFTW_ESTIMATE, `parki-bench-dist fft`; design.md, "The strided passes' lines
@@ -1044,6 +1043,7 @@ fn whole_plan(n: [usize; 3], lines: LineEngine) -> bool {
     lines == LineEngine::Fftw || n.iter().all(|&m| m.is_power_of_two() && m <= 128)
 }
 
+/// What the 1-D plans of a [`DistFft`] are made from.
 struct Planner<'a, T: FftReal> {
     axes: &'a [AxisSpec; 3],
     r2c: bool,

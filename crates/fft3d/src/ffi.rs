@@ -199,16 +199,7 @@ impl<U: rustfft::FftNum> NativeLines<U> for RustFftLines<U> {
     }
 
     fn process(&self, lines: &mut [U], scratch: &mut [U]) {
-        use rustfft::num_complex::Complex;
-        // SAFETY: `Complex<U>` is `repr(C)` with fields `re, im`: pairs of `U` are its layout,
-        // and the halved lengths lie within the slices.
-        let (l, s) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(lines.as_mut_ptr() as *mut Complex<U>, lines.len() / 2),
-                std::slice::from_raw_parts_mut(scratch.as_mut_ptr() as *mut Complex<U>, scratch.len() / 2),
-            )
-        };
-        self.0.process_with_scratch(l, s);
+        self.0.process_with_scratch(as_complex(lines), as_complex(scratch));
     }
 }
 

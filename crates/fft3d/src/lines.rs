@@ -64,9 +64,9 @@ enum BlockRun<T: FftReal> {
     /// FFTW on a gathered copy (`n` rows of `block` columns; a narrower last block's missing
     /// columns are zeros there).
     Gathered { plan: Plan1d<T>, pool: ScratchPool<T> },
-    /// RustFFT on contiguous lines: the scratch holds `block` lines of `n` points, then
-    /// `work` reals of the transform's own scratch.
-    Native { fft: Box<dyn NativeLines<T>>, pool: ScratchPool<T>, work: usize },
+    /// RustFFT on contiguous lines: the scratch holds `block` lines of `n` points, then the
+    /// transform's own scratch (`fft.scratch_len()` reals).
+    Native { fft: Box<dyn NativeLines<T>>, pool: ScratchPool<T> },
 }
 
 /// Transforms along [`Lines`], in blocks of adjacent columns.
@@ -108,9 +108,8 @@ impl<T: FftReal> BlockedLines<T> {
         let complex = matches!(kind, Kind::C2cForward | Kind::C2cBackward);
         let (run, block) = if complex && engine == LineEngine::RustFft {
             let fft = T::native_lines(n, kind == Kind::C2cForward);
-            let work = fft.scratch_len();
-            let len = 2 * n * even + work;
-            (BlockRun::Native { fft, pool: ScratchPool::new(len, Scratch::new(len)), work }, even)
+            let len = 2 * n * even + fft.scratch_len();
+            (BlockRun::Native { fft, pool: ScratchPool::new(len, Scratch::new(len)) }, even)
         } else if !rigor.measures() {
             // FFTW_UNALIGNED (scalar codelets): the blocks execute at many offsets of `data`.
             // Plans allowed SIMD were 3x slower at 128^3 and 256^3 (docs/design.md, "Strided
@@ -201,8 +200,8 @@ impl<T: FftReal> BlockedLines<T> {
                 // scratch is this run's own, a pool buffer of the planned length.
                 unsafe {
                     match &self.run {
-                        BlockRun::Native { fft, work, .. } => {
-                            self.native_block(shared.get(), task, scratch.ptr(), fft.as_ref(), *work)
+                        BlockRun::Native { fft, .. } => {
+                            self.native_block(shared.get(), task, scratch.ptr(), fft.as_ref())
                         }
                         BlockRun::Gathered { plan, .. } => self.gathered_block(shared.get(), task, scratch.ptr(), plan),
                         BlockRun::InPlace { .. } => unreachable!("in-place blocks returned above"),
@@ -261,8 +260,9 @@ impl<T: FftReal> BlockedLines<T> {
     /// and scattered back. A narrower last block transforms only its own lines.
     ///
     /// # Safety
-    /// As [`gathered_block`](Self::gathered_block); `scratch` holds `2 n block + work` reals.
-    unsafe fn native_block(&self, data: *mut T, task: usize, scratch: *mut T, fft: &dyn NativeLines<T>, work: usize) {
+    /// As [`gathered_block`](Self::gathered_block); `scratch` holds `2 n block` reals and then
+    /// `fft`'s scratch.
+    unsafe fn native_block(&self, data: *mut T, task: usize, scratch: *mut T, fft: &dyn NativeLines<T>) {
         let (column, columns) = self.column(task);
         let n = self.n;
         // complex values as pairs of reals (the layout of the caller's buffer and of RustFFT's
@@ -284,7 +284,7 @@ impl<T: FftReal> BlockedLines<T> {
                 }
             }
             let values = std::slice::from_raw_parts_mut(scratch, 2 * columns * n);
-            let rest = std::slice::from_raw_parts_mut(scratch.add(2 * self.block * n), work);
+            let rest = std::slice::from_raw_parts_mut(scratch.add(2 * self.block * n), fft.scratch_len());
             fft.process(values, rest);
             for j in 0..n {
                 let row = src.add(column + j * self.stride);
