@@ -20,6 +20,12 @@
 //! the largest difference between the tables, and the peak memory of the process per rank.
 //! `--only split|whole` makes one of them alone, for its memory.
 //!
+//! `lines`: RustFFT's complex lines by length, one thread: for each even `2^a 3^b 5^c 7^d`
+//! length in `[--from, --to]`, the forward transform of contiguous lines in cache (about 512
+//! KiB), the best of 3 timings; prints ns per point and `log2`, the rate over the median of the
+//! lengths without a slow factor, and the cost models' weight (`parki_decomp::fft_line_work`
+//! over `n log2 n`), so that the weight can be checked against the machine.
+//!
 //! `planes`: the Ewald grid's transform with free axes (Hockney-Eastwood padded DFTs of the
 //! extended grid, `FreeGrid`), its a0 and a1 passes fused per a2 plane in cache (the default,
 //! `fft3d::planes`) against the same transform pass by pass, alternating in the same process;
@@ -110,6 +116,15 @@ enum Cmd {
         /// The periodic axes, `t` or `f` per axis (`fff`: 0P).
         #[arg(long, default_value = "fff")]
         periodic: String,
+    },
+    /// RustFFT's complex lines by length, against the cost models' weight per length.
+    Lines {
+        /// Shortest length.
+        #[arg(long, default_value_t = 64)]
+        from: usize,
+        /// Longest length.
+        #[arg(long, default_value_t = 512)]
+        to: usize,
     },
     /// The free-axis Ewald transform: a0 and a1 fused per plane against pass by pass.
     Planes {
@@ -665,6 +680,45 @@ fn bench_tables(
     Ok(())
 }
 
+/// `lines`: the forward transform's time per point and `log2` for every even 7-smooth length
+/// in `[from, to]` (rank 0 only; one thread).
+fn bench_lines(rank: usize, from: usize, to: usize) {
+    use rustfft::num_complex::Complex64;
+    if rank != 0 {
+        return;
+    }
+    let mut planner = rustfft::FftPlanner::<f64>::new();
+    let mut rows = Vec::new();
+    for n in (from..=to).filter(|&n| n % 2 == 0 && parki_decomp::fft_friendly_size(n) == n) {
+        let fft = planner.plan_fft_forward(n);
+        let lines = (32768 / n).max(4);
+        let mut data = vec![Complex64::new(1.0, 0.5); n * lines];
+        let mut scratch = vec![Complex64::default(); fft.get_inplace_scratch_len()];
+        let work = (n * lines) as f64 * (n as f64).log2();
+        let reps = ((2e8 / work) as usize).max(3);
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for _ in 0..reps {
+                fft.process_with_scratch(&mut data, &mut scratch);
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let weight = parki_decomp::fft_line_work(n) / (n as f64 * (n as f64).log2());
+        rows.push((n, best * 1e9 / (reps as f64 * work), weight));
+    }
+    let mut plain: Vec<f64> = rows.iter().filter(|r| r.2 == 1.0).map(|r| r.1).collect();
+    plain.sort_by(f64::total_cmp);
+    let median = plain.get(plain.len() / 2).copied().unwrap_or(f64::NAN);
+    println!(
+        "RustFFT forward lines, one thread, in cache; rate over the median of the unweighted lengths ({median:.3} ns)"
+    );
+    println!("{:>6} {:>10} {:>8} {:>7}", "length", "ns/pt/log2", "rate", "weight");
+    for (n, ns, w) in rows {
+        println!("{n:>6} {ns:>10.3} {:>8.2} {w:>7.2}", ns / median);
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let universe = match Universe::init() {
         Ok(u) => u,
@@ -719,6 +773,10 @@ fn main() -> std::process::ExitCode {
                 let plans = (rigor(&plan)?, against.as_deref().map(rigor).transpose()?);
                 bench_planes(&world, grid, p, per, comps.max(1), back, reps.max(1), plans, threads.max(1))
             })
+        }
+        Cmd::Lines { from, to } => {
+            bench_lines(world.rank(), from.max(2), to);
+            Ok(())
         }
         Cmd::R2r { grid, kind, comps, reps, measure, threads } => {
             if grid.len() != 3 {

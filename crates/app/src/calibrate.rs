@@ -311,7 +311,6 @@ pub fn measure(threads: usize, particles: usize, progress: &mut dyn FnMut(&str))
             solver.evaluate(&src, Targets::Sources, &mut u)?;
             let ev = solver.evaluate(&src, Targets::Sources, &mut u)?;
             let par = solver.params();
-            let ng = par.grid.iter().product::<usize>() as f64;
             let p3 = (par.p * par.p * par.p) as f64;
             let (ncomp, dim) = (kernel.grid_components() as f64, kernel.output_dim() as f64);
             let half = ((par.grid[0] / 2 + 1) * par.grid[1] * par.grid[2]) as f64;
@@ -319,7 +318,9 @@ pub fn measure(threads: usize, particles: usize, progress: &mut dyn FnMut(&str))
             p2p[k] += 0.5 * t(EwaldStage::P2P) / ev.pairs.max(1) as f64;
             p2g[k] += 0.5 * t(EwaldStage::P2G) / (n * p3 * ncomp);
             g2p[k] += 0.5 * t(EwaldStage::G2P) / (n * p3 * dim);
-            fft.push((t(EwaldStage::FFT) + t(EwaldStage::IFFT)) / (ng * ng.log2() * (ncomp + dim)));
+            fft.push(
+                (t(EwaldStage::FFT) + t(EwaldStage::IFFT)) / (parki_decomp::fft_grid_work(par.grid) * (ncomp + dim)),
+            );
             cnv.push(t(EwaldStage::CNV) / half);
             progress(&format!(
                 "{} tol {tol:.0e}: grid {:?}, P {}, {:.3e} pairs; P2P {:.3} s, P2G {:.3} s, FFT+IFFT {:.3} s, CNV {:.3} s, G2P {:.3} s",

@@ -177,9 +177,41 @@ pub fn fft_friendly_size(n: usize) -> usize {
     }
 }
 
+/// Cost weight of the slow transform lengths over other FFT-friendly lengths, per point and
+/// `log2`: lengths `n = s r` with `r = 5^c 7^d >= 25` (5^2, 7^2 or 5 x 7 among the factors) and
+/// a small `s = 2^a 3^b <= 8`. RustFFT's lines (and `realfft`'s rows over half their length)
+/// ran 1.15-2.1x slower per point and `log2` than the median length in 1-D on those (50, 70, 98,
+/// 100, 140, 150, 196, 200, 210, 250, 294, 350, 490, 500) and whole grids of them 1.2-1.45x,
+/// while with a larger `s` (300, 400, 420, 450) they ran as fast as the others
+/// (docs/performance.md §7.16, `parki-bench-dist lines`).
+pub const SLOW_LINE_WEIGHT: f64 = 1.3;
+
+/// Relative work of one transform line of length `n`: `n log2 n`, times [`SLOW_LINE_WEIGHT`]
+/// on the slow lengths (see there). The cost models sum it over the lines of each pass instead
+/// of `N log2 N` over the grid, so that a grid one friendly size longer wins where its lines are
+/// that much faster.
+pub fn fft_line_work(n: usize) -> f64 {
+    let mut r = n.max(1);
+    for p in [2, 3] {
+        while r.is_multiple_of(p) {
+            r /= p;
+        }
+    }
+    let slow = r >= 25 && n / r <= 8;
+    let nf = n as f64;
+    nf * nf.log2() * if slow { SLOW_LINE_WEIGHT } else { 1.0 }
+}
+
+/// Transform work of a whole grid of one component: `sum over axes d of (N / n_d)
+/// fft_line_work(n_d)`, which is `N log2 N` where no length is slow.
+pub fn fft_grid_work(grid: [usize; 3]) -> f64 {
+    let points: f64 = grid.iter().map(|&n| n as f64).product();
+    grid.iter().map(|&n| points / n as f64 * fft_line_work(n)).sum()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{fft_friendly_size, GridLayout};
+    use super::{fft_friendly_size, fft_grid_work, fft_line_work, GridLayout};
 
     #[test]
     fn friendly_sizes() {
@@ -188,6 +220,20 @@ mod tests {
         assert_eq!(fft_friendly_size(97), 98);
         assert_eq!(fft_friendly_size(127), 128);
         assert_eq!(fft_friendly_size(129), 140);
+    }
+
+    #[test]
+    fn slow_lines_weigh_more() {
+        for n in [64, 96, 108, 126, 128, 160, 162, 180, 224, 270, 300, 320, 400, 420, 450] {
+            assert_eq!(fft_line_work(n), n as f64 * (n as f64).log2(), "{n}");
+        }
+        for n in [50, 70, 98, 100, 140, 150, 196, 200, 210, 250, 280, 350, 392, 490, 500] {
+            let plain = n as f64 * (n as f64).log2();
+            assert!((fft_line_work(n) / plain - 1.3).abs() < 1e-12, "{n}");
+        }
+        let n = 180.0f64.powi(3);
+        assert!((fft_grid_work([180; 3]) - n * n.log2()).abs() < 1e-6 * n);
+        assert!(fft_grid_work([150, 160, 160]) > fft_grid_work([160, 160, 160]) * 150.0 / 160.0);
     }
 
     #[test]

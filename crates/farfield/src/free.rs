@@ -35,7 +35,7 @@ use std::f64::consts::PI;
 
 use parki_comm::Comm;
 use parki_core::{Error, Kernel, Par, Real, Result};
-use parki_decomp::{fft_friendly_size, GridLayout, SpectralBlock};
+use parki_decomp::{fft_friendly_size, fft_line_work, GridLayout, SpectralBlock};
 use parki_fft3d::{AxisSpec, LocalR2r, ModeClass, R2rKind};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSliceMut,
@@ -111,16 +111,17 @@ impl FreeGrid {
         ModeClass::cover(&self.classes, self.grid[0] / 2 + 1, [self.fft_len[1], self.fft_len[2]])
     }
 
-    /// Transform work of one component, `sum over passes of lines x length x log2(length)`:
-    /// `x` over the data rows, `y` over the data `z` planes, then `z` over everything (with
-    /// padding per periodic mode each class's lines on its lengths). Lines along `y` and `z`
-    /// are counted per real of the `x` axis (`M_x` for its `M_x/2 + 1` complex slots), as the
-    /// periodic grid's `N log2 N`.
+    /// Transform work of one component, `sum over passes of lines x fft_line_work(length)`
+    /// (`length log2 length`, more on slow lengths: [`fft_line_work`]): `x` over the data rows,
+    /// `y` over the data `z` planes, then `z` over everything (with padding per periodic mode
+    /// each class's lines on its lengths). Lines along `y` and `z` are counted per real of the
+    /// `x` axis (`M_x` for its `M_x/2 + 1` complex slots), as the periodic grid's `N log2 N`.
     pub fn fft_work(&self) -> f64 {
         let (n, d) = (self.fft_len.map(|v| v as f64), self.data.map(|v| v as f64));
-        let x = d[1] * d[2] * n[0] * n[0].log2();
+        let w = self.fft_len.map(fft_line_work);
+        let x = d[1] * d[2] * w[0];
         if self.classes.is_empty() {
-            return x + n[0] * d[2] * n[1] * n[1].log2() + n[0] * n[1] * n[2] * n[2].log2();
+            return x + n[0] * d[2] * w[1] + n[0] * n[1] * w[2];
         }
         let per_slot = n[0] / (self.grid[0] / 2 + 1) as f64;
         x + self
@@ -128,8 +129,7 @@ impl FreeGrid {
             .iter()
             .map(|c| {
                 let lines = c.slots.len() as f64 * per_slot;
-                let [ly, lz] = c.len.map(|v| v as f64);
-                lines * (d[2] * ly * ly.log2() + ly * lz * lz.log2())
+                lines * (d[2] * fft_line_work(c.len[0]) + c.len[0] as f64 * fft_line_work(c.len[1]))
             })
             .sum::<f64>()
     }

@@ -15,7 +15,7 @@
 //! The user may fix `r_c` (or the mean particles per cell) and `P`.
 
 use parki_core::{Domain, Error, Kernel, Result};
-use parki_decomp::{fft_friendly_size, GridLayout};
+use parki_decomp::{fft_friendly_size, fft_grid_work, GridLayout};
 
 use crate::error_model::ErrorModel;
 use crate::stats::PairStatistics;
@@ -34,7 +34,8 @@ pub struct CostModel {
     pub p2p_visit: [f64; 4],
     /// P2G per source, per `P^3`, per grid component.
     pub p2g: [f64; 4],
-    /// FFT per grid point, per `log2` of the grid size, per transformed component.
+    /// FFT per grid point, per `log2` of the grid size, per transformed component (on lengths
+    /// of 5^2, 7^2 or 5 x 7 times `parki_decomp::SLOW_LINE_WEIGHT`: `parki_decomp::fft_line_work`).
     pub fft: f64,
     /// CNV per half-spectrum mode.
     pub cnv: f64,
@@ -482,14 +483,14 @@ fn evaluate(
         // the grid's output components: the potential's, and the field's when CNV computes it
         let dim_out = crate::FieldMethod::grid_outputs(req.field, req.kernel);
         let spectral_field = req.field == Some(crate::FieldMethod::Spectral);
-        let (fft_points, fft_real, data_points, tables) = match &free {
-            None => (layout.points(), layout.real_len(), layout.points(), 0),
+        let (fft_real, data_points, tables) = match &free {
+            None => (layout.real_len(), layout.points(), 0),
             Some(f) => {
                 let n = f.fft_len;
                 let half = 2 * (n[0] / 2 + 1) * n[1] * n[2];
                 let count = crate::free::table_count(req.kernel, spectral_field);
                 // the tables on the folded block, counted as by a decomposition's ranks
-                (f.padded_points(), half, f.data.iter().product(), count * crate::fold::stored_elements_bound(n))
+                (half, f.data.iter().product(), count * crate::fold::stored_elements_bound(n))
             }
         };
         let gather = if dim_out > 1 { dim_out * data_points } else { 0 };
@@ -506,15 +507,12 @@ fn evaluate(
         let pairs =
             req.targets as f64 * runs * (27.0 / runs * per_cell * occupancy * covered + 0.5 * (req.lanes as f64 - 1.0));
         let kidx = Kernel::ALL.iter().position(|&k| k == req.kernel).unwrap_or(0);
-        // FFT work: sum over the passes of lines x length x log2(length); with free axes the
+        // FFT work: sum over the passes of lines x fft_line_work(length); with free axes the
         // passes before an axis is padded skip its padding (x first over the data rows, then
         // y over the data z planes, then z over everything), per class of periodic modes with
         // padding per mode
         let fft_work = match &free {
-            None => {
-                let ng = fft_points as f64;
-                ng * ng.log2()
-            }
+            None => fft_grid_work(grid),
             Some(f) => f.fft_work(),
         };
         let cnv_elements = free.as_ref().map_or((fft_real / 2) as f64, |f| f.spectral_elements());

@@ -519,13 +519,15 @@ fn calibrate<T: SolverReal + KernelReal, D: Device>(o: &Opts, prec: &str) -> Res
         let (mut p2g, mut g2p) = (0.0, 0.0);
         for s in &mine {
             let par = &s.timing.params;
-            let ng = par.grid.iter().product::<usize>() as f64;
             let p3 = (par.p * par.p * par.p) as f64;
             let (ncomp, dim) = (kernel.grid_components() as f64, kernel.output_dim() as f64);
             let half = ((par.grid[0] / 2 + 1) * par.grid[1] * par.grid[2]) as f64;
             p2g += 1e9 * s.stage(EwaldStage::P2G) / (s.n as f64 * p3 * ncomp) / mine.len() as f64;
             g2p += 1e9 * s.stage(EwaldStage::G2P) / (s.n as f64 * p3 * dim) / mine.len() as f64;
-            fft.push(1e9 * (s.stage(EwaldStage::FFT) + s.stage(EwaldStage::IFFT)) / (ng * ng.log2() * (ncomp + dim)));
+            fft.push(
+                1e9 * (s.stage(EwaldStage::FFT) + s.stage(EwaldStage::IFFT))
+                    / (parki_decomp::fft_grid_work(par.grid) * (ncomp + dim)),
+            );
             cnv.push(1e9 * s.stage(EwaldStage::CNV) / half);
             println!(
                 "calibrate {:<9} {prec} N {}: cells {:?} ({:.1} sources per cell), P {}, grid {:?}: total {:.4} s, cell lists {:.4}, P2P {:.4} ({:.3e} pairs), P2G {:.4}, FFT+IFFT {:.4}, CNV {:.4}, G2P {:.4}",
