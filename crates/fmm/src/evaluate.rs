@@ -307,6 +307,15 @@ pub(crate) fn validate(sources: &[[f64; 3]], charges: &[f64], targets: &[[f64; 3
     Ok(())
 }
 
+/// Mean of `q^3 / p^3` over the M2L translations of order `q` (eq. (24)'s saving); 0 without
+/// translations (not the empty float sum's -0).
+fn m2l_work(m2l: &[crate::traversal::M2lEntry], p: usize) -> f64 {
+    if m2l.is_empty() {
+        return 0.0;
+    }
+    m2l.iter().map(|e| (e.order as f64 / p as f64).powi(3)).sum::<f64>() / m2l.len() as f64
+}
+
 /// Rayon's minimum split length: no split for [`Par::Seq`].
 fn min_len(par: Par) -> usize {
     match par {
@@ -682,8 +691,7 @@ pub(crate) fn device_far_and_near(
     stats.device_variants = Some(session.variants());
     stats.m2l = lists.m2l.len();
     stats.betas = lists.betas.len();
-    stats.m2l_work =
-        lists.m2l.iter().map(|e| (e.order as f64 / p as f64).powi(3)).sum::<f64>() / lists.m2l.len().max(1) as f64;
+    stats.m2l_work = m2l_work(&lists.m2l, p);
     times.time(FmmStage::M2L, || {
         let yrots: Vec<YRotation> =
             lists.betas.par_chunks(8).with_min_len(split.div_ceil(8)).flat_map_iter(|b| ops.y_rotations(b)).collect();
@@ -859,8 +867,7 @@ fn far_and_near<T: FreeReal>(
     let txyz: [Vec<T>; 3] = [0, 1, 2].map(|a| ttree.points.iter().map(|y| T::from_f64(y[a])).collect());
     stats.m2l = lists.m2l.len();
     stats.betas = lists.betas.len();
-    stats.m2l_work =
-        lists.m2l.iter().map(|e| (e.order as f64 / p as f64).powi(3)).sum::<f64>() / lists.m2l.len().max(1) as f64;
+    stats.m2l_work = m2l_work(&lists.m2l, p);
 
     // M2L by classes of one geometry (the same levels, offset and order): eight box pairs of a
     // class per translation, every operation eight lanes wide. Within a class every target box
@@ -1068,4 +1075,19 @@ pub(crate) fn m2l_classes(lists: &Lists, ttree: &Octree, sboxes: &[OctBox]) -> V
         }
     }
     classes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::m2l_work;
+    use crate::traversal::M2lEntry;
+
+    #[test]
+    fn m2l_work_is_the_mean_cube_ratio_and_zero_without_translations() {
+        let w = m2l_work(&[], 22);
+        assert!(w == 0.0 && w.is_sign_positive(), "{w}");
+        let e = |order| M2lEntry { source: 0, beta: 0, order };
+        let w = m2l_work(&[e(10), e(20)], 20);
+        assert!((w - (0.125 + 1.0) / 2.0).abs() < 1e-15, "{w}");
+    }
 }
