@@ -689,7 +689,7 @@ fn bench_lines(rank: usize, from: usize, to: usize) {
     }
     let mut planner = rustfft::FftPlanner::<f64>::new();
     let mut rows = Vec::new();
-    for n in (from..=to).filter(|&n| n % 2 == 0 && parki_decomp::fft_friendly_size(n) == n) {
+    for n in (from..=to).filter(|&n| parki_decomp::fft_friendly_size(n) == n) {
         let fft = planner.plan_fft_forward(n);
         let lines = (32768 / n).max(4);
         let mut data = vec![Complex64::new(1.0, 0.5); n * lines];

@@ -34,8 +34,8 @@ pub struct CostModel {
     pub p2p_visit: [f64; 4],
     /// P2G per source, per `P^3`, per grid component.
     pub p2g: [f64; 4],
-    /// FFT per grid point, per `log2` of the grid size, per transformed component (on lengths
-    /// of 5^2, 7^2 or 5 x 7 times `parki_decomp::SLOW_LINE_WEIGHT`: `parki_decomp::fft_line_work`).
+    /// FFT per grid point, per `log2` of the grid size, per transformed component (the slow
+    /// lengths' lines weigh `parki_decomp::SLOW_LINE_WEIGHT` times more: `parki_decomp::fft_line_work`).
     pub fft: f64,
     /// CNV per half-spectrum mode.
     pub cnv: f64,

@@ -22,7 +22,9 @@ fn the_grid_fits_the_device() {
         return;
     }
     let domain = Domain::triply_periodic([1.0, 1.2, 0.9]).unwrap();
-    let (kernel, tol, n) = (Kernel::Stokeslet, 1e-8, 3000);
+    // enough particles that the cells are not at their minimum of 3 per axis: a grid half the
+    // cost model's choice then needs a larger cut-off
+    let (kernel, tol, n) = (Kernel::Stokeslet, 1e-8, 20000);
     let data = Particles::<f64>::new(&domain, Distribution::Uniform, n, 8);
     let opts = EwaldOptions::new(kernel, domain, tol).threads(1);
     let comm = Comm::single();
@@ -34,8 +36,7 @@ fn the_grid_fits_the_device() {
     };
     // unbounded: the cost model's choice
     let (u0, p0) = solve().unwrap();
-    // a device whose budget is three quarters of that grid (half of it is below the smallest
-    // grid that meets the tolerance)
+    // a device whose budget is half that grid
     let query = PlanningQuery {
         kernel,
         field: false,
@@ -46,7 +47,7 @@ fn the_grid_fits_the_device() {
         device: Default::default(),
         free_axes: false,
     };
-    let target = p0.grid_bytes / 4 * 3;
+    let target = p0.grid_bytes / 2;
     let mut memory = 269u64 << 20;
     while Gpu::grid_budget(&query, memory) < target {
         memory += 1 << 16;
@@ -58,10 +59,7 @@ fn the_grid_fits_the_device() {
         p0.grid, p0.grid_bytes, p0.cells, p1.grid, p1.grid_bytes, p1.cells
     );
     assert!(p1.grid_bytes <= target, "{} > {target}", p1.grid_bytes);
-    assert!(p1.grid_bytes < p0.grid_bytes && p1.grid.iter().zip(&p0.grid).all(|(a, b)| a <= b), "{p1:?}");
-    // a coarser grid never comes with a smaller cut-off (here the cells stay at 3 x 4 x 3:
-    // the oversampling and the window take up the difference)
-    assert!(p1.rc >= p0.rc, "a coarser grid with a smaller cut-off: {} vs {}", p1.rc, p0.rc);
+    assert!(p1.rc > p0.rc, "a coarser grid needs a larger cut-off: {} vs {}", p1.rc, p0.rc);
     let d = rel_rms(&u1, &u0);
     println!("the two plans differ by {d:.2e} (tolerance {tol:e} each)");
     assert!(d < 2.0 * tol, "{d:e}");
