@@ -149,6 +149,32 @@ pub fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
+/// Asks the memory system for the cache lines of `bytes` bytes from `p` (x86_64 `prefetcht0`
+/// per 64-byte line; nothing on other targets). A hint: `p` need not point into an
+/// allocation, nothing is read architecturally and nothing faults. Loops over rows far apart
+/// in memory (a strided FFT pass reads each row of a block from another page, which the
+/// hardware's prefetchers do not follow) call it some rows ahead.
+#[inline(always)]
+pub fn prefetch_bytes<T>(p: *const T, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let first = p as usize & !63;
+        let last = (p as usize).wrapping_add(bytes.max(1) - 1);
+        let mut line = first;
+        while line <= last {
+            // SAFETY: a prefetch is a hint; it reads nothing architecturally and cannot fault.
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(line as *const i8)
+            };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
+}
+
 /// How many elements ahead an indexed loop prefetches (see [`prefetch`]): enough loads in
 /// flight to cover a DRAM latency at a few nanoseconds per element.
 pub const PREFETCH_AHEAD: usize = 16;

@@ -43,6 +43,7 @@ use crate::lines::{BlockedLines, Lines};
 use crate::planes::{PlaneGeometry, PlanePasses, RowSpec};
 use crate::ptr::Ptr;
 use crate::r2r_fft::{self, FftR2r, LineSet};
+use crate::rows::{NativeRowPass, RowSet};
 use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Options of a distributed transform.
@@ -225,6 +226,8 @@ struct RowPlan<T: FftReal> {
 enum Pass<T: FftReal> {
     /// Contiguous a0 rows, one FFTW plan (threaded by FFTW).
     Row(RowPlan<T>),
+    /// Contiguous a0 rows on RustFFT (`realfft` for real rows), in runs over the threads.
+    NativeRows(NativeRowPass<T>),
     /// Strided lines in cache-sized blocks.
     Lines(BlockedLines<T>),
     /// A DCT/DST-II, III or IV through FFTs on per-thread scratch.
@@ -242,6 +245,7 @@ impl<T: FftReal> Pass<T> {
         unsafe {
             match self {
                 Pass::Row(x) => x.plan.execute(p.add(x.offset)),
+                Pass::NativeRows(r) => r.execute(p, par),
                 Pass::Lines(l) => l.execute(p, par),
                 Pass::FftR2r(m) => m.execute(p, par),
                 Pass::Classes(c) => c.iter().for_each(|l| l.execute(p, par)),
@@ -1185,7 +1189,17 @@ impl<T: FftReal> Planner<'_, T> {
                 } else {
                     LineSet { n: a.fft_len, stride: 2, start: 2 * start, loops: [(comps, cs), (rows, 2 * l0), (2, 1)] }
                 };
-                match self.fft_r2r(kind, lines)? {
+                let native = match kind {
+                    Kind::R2c | Kind::C2r | Kind::C2cForward | Kind::C2cBackward
+                        if self.lines == LineEngine::RustFft && nf == 2 =>
+                    {
+                        let offset = if matches!(kind, Kind::R2c | Kind::C2r) { 0 } else { 2 * start };
+                        let layout = RowSet { n: a.fft_len, rows: (rows, 2 * l0), comps: (comps, cs), offset };
+                        NativeRowPass::new(kind, layout).map(Pass::NativeRows)
+                    }
+                    _ => None,
+                };
+                match native.map_or_else(|| self.fft_r2r(kind, lines), |pass| Ok(Some(pass)))? {
                     Some(pass) => Some(pass),
                     None => {
                         // (stride, loops (count, input stride, output stride), first real)

@@ -16,6 +16,7 @@ pub mod local;
 mod planes;
 mod ptr;
 mod r2r_fft;
+mod rows;
 mod scratch;
 pub mod wisdom;
 
@@ -32,13 +33,15 @@ pub use dist::{DistFft, DistFftOptions, FftStage, FftTimes, R2rMethod};
 pub use ffi::{FftReal, R2rKind};
 pub use local::LocalR2r;
 
-/// What transforms the complex lines of the strided passes (a1 and a2 complex DFTs; the
-/// a0 pass, real-to-complex or contiguous, and real-to-real lines always run on FFTW).
-/// design.md, "The strided passes' lines on RustFFT".
+/// What transforms the complex lines of the strided passes (a1 and a2 complex DFTs) and the
+/// a0 pass's contiguous rows (real-to-complex of even length, or complex); real-to-real lines
+/// always run on FFTW or through FFTs ([`R2rMethod`]). design.md, "The strided passes' lines on
+/// RustFFT".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LineEngine {
     /// RustFFT (its AVX algorithms where the CPU has them) on each block's lines gathered
-    /// into contiguous lines in cache, then scattered back: no planning cost, the same plan in
+    /// into contiguous lines in cache, then scattered back, and on the a0 rows (`realfft` for
+    /// real rows) fused per plane or as a pass of their own: no planning cost, the same plan in
     /// every process, and 1.5-2x FFTW_ESTIMATE's strided plans on lengths that are not powers
     /// of two. On one rank a periodic grid then runs as three passes rather than FFTW's 3-D
     /// plan, except on the small power-of-two grids where that plan is faster.
