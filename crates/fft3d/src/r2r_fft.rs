@@ -114,7 +114,10 @@ impl<T: FftReal> FftR2r<T> {
         let four = matches!(kind, R2rKind::Dct4 | R2rKind::Dst4);
         let h = if four { n / 2 } else { n / 2 + 1 };
         let align = (LINE_ALIGN_BYTES / T::BYTES).max(2);
-        let ld = (2 * h).div_ceil(align) * align;
+        // an odd number of cache lines per line, so that the permutations' values of one grid
+        // row spread over L1's sets (as `lines::native_line_distance`)
+        let lines_per = (2 * h).div_ceil(align);
+        let ld = (lines_per + 1 - lines_per % 2) * align;
         let block = (BLOCK_BYTES / (ld * T::BYTES)).clamp(4, MAX_BLOCK).min(lines.count().max(1));
         let threads = threads.max(1);
         let mut scratch = HugeBuffer::try_new(threads * block * ld, T::ZERO, 1, "real-to-real scratch")?;
