@@ -1189,17 +1189,17 @@ impl<T: FftReal> Planner<'_, T> {
                 } else {
                     LineSet { n: a.fft_len, stride: 2, start: 2 * start, loops: [(comps, cs), (rows, 2 * l0), (2, 1)] }
                 };
-                let native = match kind {
-                    Kind::R2c | Kind::C2r | Kind::C2cForward | Kind::C2cBackward
-                        if self.lines == LineEngine::RustFft && nf == 2 =>
-                    {
-                        let offset = if matches!(kind, Kind::R2c | Kind::C2r) { 0 } else { 2 * start };
-                        let layout = RowSet { n: a.fft_len, rows: (rows, 2 * l0), comps: (comps, cs), offset };
-                        NativeRowPass::new(kind, layout).map(Pass::NativeRows)
-                    }
-                    _ => None,
+                // RustFFT's rows where it runs the kind (not real-to-real, not odd real rows)
+                let offset = if matches!(kind, Kind::R2c | Kind::C2r) { 0 } else { 2 * start };
+                let layout = RowSet { n: a.fft_len, rows: (rows, 2 * l0), comps: (comps, cs), offset };
+                let native = (self.lines == LineEngine::RustFft && nf == 2)
+                    .then(|| NativeRowPass::new(kind, layout).map(Pass::NativeRows))
+                    .flatten();
+                let pass = match native {
+                    Some(pass) => Some(pass),
+                    None => self.fft_r2r(kind, lines)?,
                 };
-                match native.map_or_else(|| self.fft_r2r(kind, lines), |pass| Ok(Some(pass)))? {
+                match pass {
                     Some(pass) => Some(pass),
                     None => {
                         // (stride, loops (count, input stride, output stride), first real)

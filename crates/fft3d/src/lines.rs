@@ -38,24 +38,19 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, NativeLines, Plan1d};
 use crate::ptr::Ptr;
-use crate::scratch::{Scratch, ScratchPool};
+use crate::scratch::{odd_cache_lines, Scratch, ScratchPool};
 use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Bytes of one block's lines: `n x B` complex values, kept within L2.
 const BLOCK_BYTES: usize = 64 * 1024;
 
 /// The distance, in complex points, between the lines of a native block's scratch: `n`
-/// rounded up to a whole, odd number of 64-byte cache lines. The gather writes one value to
-/// each of the block's lines per grid row, and the scatter reads them back: lines a multiple
-/// of 4 KiB apart (256 complex `f64` points) put all those values into one set of L1 (whose 64
-/// sets repeat every 4 KiB), and its 12 ways hold fewer than the block's 16 lines. With an odd
-/// number of cache lines between them, consecutive lines' values fall into different sets.
-/// Measured on this project's Xeon (performance.md §7.17): the one-rank round trip of 256^3
-/// from 0.80 to 0.58 s.
+/// rounded up to an odd number of cache lines ([`odd_cache_lines`]). The gather writes one
+/// value to each of the block's lines per grid row, and the scatter reads them back. Measured
+/// on this project's Xeon (performance.md §7.17): the one-rank round trip of 256^3 from 0.78 to
+/// 0.53 s, with `n` points between the lines before.
 pub(crate) fn native_line_distance<T: FftReal>(n: usize) -> usize {
-    let per_line = 64 / (2 * T::BYTES);
-    let lines = n.div_ceil(per_line);
-    (lines + 1 - lines % 2) * per_line
+    odd_cache_lines(n, 64 / (2 * T::BYTES))
 }
 
 /// How many rows ahead a native block's gather prefetches the grid's row. Each of a block's

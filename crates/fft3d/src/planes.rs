@@ -24,10 +24,10 @@ use std::ops::Range;
 use parki_core::{Par, Result};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::ffi::{ClassPlans, Kind, NativeRows, Plan1d};
+use crate::ffi::{ClassPlans, Kind, Plan1d};
 use crate::lines::{BlockedLines, Lines};
 use crate::ptr::Ptr;
-use crate::scratch::{Scratch, ScratchPool};
+use crate::rows::{NativeRowPass, RowSet};
 use crate::{FftReal, LineEngine, PlanRigor};
 
 /// Where the planes are, in reals of the data buffer.
@@ -105,9 +105,8 @@ impl PlaneGeometry {
 enum RowRun<T: FftReal> {
     /// FFTW's plans, one per address class of the plane starts.
     Fftw(ClassPlans<T>),
-    /// RustFFT's real rows (`realfft`), `rows` rows `dist` reals apart, one scratch per
-    /// executor from the pool.
-    Native { fft: Box<dyn NativeRows<T>>, pool: ScratchPool<T>, rows: usize, dist: usize },
+    /// RustFFT's real rows (`realfft`) of one plane, run on the calling thread.
+    Native(NativeRowPass<T>),
 }
 
 /// The fused a0 and a1 passes of one direction (see the module documentation).
@@ -154,17 +153,17 @@ impl<T: FftReal> PlanePasses<T> {
             // SAFETY: every plane's layout lies inside the buffer (the T0 block).
             unsafe { data.add(geo.t0(u / geo.planes, u % geo.planes) + row.offset) }
         });
-        let real = matches!(row.kind, Kind::R2c | Kind::C2r) && row.stride == (1, 1) && row.n.is_multiple_of(2);
-        let rows = if real && engine == LineEngine::RustFft {
-            let fft = T::native_rows(row.n, row.kind == Kind::R2c);
-            let len = fft.scratch_len();
-            // the rows' distance in reals (the input's for r2c, the output's for c2r)
-            let dist = if row.kind == Kind::R2c { row.rows.1 } else { row.rows.2 };
-            RowRun::Native { fft, pool: ScratchPool::new(len, Scratch::new(len)), rows: row.rows.0, dist }
-        } else {
-            RowRun::Fftw(ClassPlans::new(starts, |p| {
+        let real = matches!(row.kind, Kind::R2c | Kind::C2r) && row.stride == (1, 1);
+        // the rows' distance in reals (the input's for r2c, the output's for c2r)
+        let dist = if row.kind == Kind::R2c { row.rows.1 } else { row.rows.2 };
+        let set = RowSet { n: row.n, rows: (row.rows.0, dist), comps: (1, 0), offset: 0 };
+        // odd lengths: `NativeRowPass` declines, FFTW's plans run them
+        let native = (real && engine == LineEngine::RustFft).then(|| NativeRowPass::new(row.kind, set)).flatten();
+        let rows = match native {
+            Some(pass) => RowRun::Native(pass),
+            None => RowRun::Fftw(ClassPlans::new(starts, |p| {
                 Plan1d::single(row.kind, row.n, row.stride, &[row.rows], p, rigor, true)
-            })?)
+            })?),
         };
         let lines = BlockedLines::new(lines.0, lines.1, data, rigor, engine)?;
         Ok(Self { geo, forward, rows, row_offset: row.offset, lines, row_data, waves: geo.waves(forward) })
@@ -204,18 +203,8 @@ impl<T: FftReal> PlanePasses<T> {
                 // SAFETY: the caller's plane, planned layout
                 unsafe { plan.execute(p) }
             }
-            RowRun::Native { fft, pool, rows, dist } => {
-                let mut scratch = pool.take();
-                let len = fft.scratch_len();
-                // SAFETY: the pool's buffers hold `len` reals
-                let work = unsafe { std::slice::from_raw_parts_mut(scratch.ptr(), len) };
-                for r in 0..*rows {
-                    // SAFETY: each row of the plane holds `dist >= 2 (n/2 + 1)` reals
-                    let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * dist), *dist) };
-                    fft.process(row, work);
-                }
-                pool.give(scratch);
-            }
+            // SAFETY: the caller's plane holds the set's rows, this thread's alone
+            RowRun::Native(pass) => unsafe { pass.execute(p, Par::Seq) },
         }
     }
 

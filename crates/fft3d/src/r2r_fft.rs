@@ -37,6 +37,7 @@ use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
 use crate::ffi::{Kind, Plan1d, R2rKind};
 use crate::ptr::Ptr;
+use crate::scratch::odd_cache_lines;
 use crate::{FftReal, PlanRigor};
 
 /// Bytes of one block's scratch, kept within L2 (64 KiB measured fastest at 64^3 and 256^3
@@ -114,10 +115,9 @@ impl<T: FftReal> FftR2r<T> {
         let four = matches!(kind, R2rKind::Dct4 | R2rKind::Dst4);
         let h = if four { n / 2 } else { n / 2 + 1 };
         let align = (LINE_ALIGN_BYTES / T::BYTES).max(2);
-        // an odd number of cache lines per line, so that the permutations' values of one grid
-        // row spread over L1's sets (as `lines::native_line_distance`)
-        let lines_per = (2 * h).div_ceil(align);
-        let ld = (lines_per + 1 - lines_per % 2) * align;
+        // an odd number of cache lines per line: the permutations' values of one grid row
+        // spread over L1's sets
+        let ld = odd_cache_lines(2 * h, align);
         let block = (BLOCK_BYTES / (ld * T::BYTES)).clamp(4, MAX_BLOCK).min(lines.count().max(1));
         let threads = threads.max(1);
         let mut scratch = HugeBuffer::try_new(threads * block * ld, T::ZERO, 1, "real-to-real scratch")?;

@@ -1,5 +1,6 @@
 //! The a0 pass of an unfused [`DistFft`](crate::DistFft) on RustFFT: its contiguous rows,
-//! real-to-complex (`realfft`) or complex, transformed in place row by row.
+//! real-to-complex (`realfft`) or complex, transformed in place row by row. The fused passes
+//! (module `planes`) run each plane's real rows through the same pass, on the plane's thread.
 //!
 //! Where the a0 and a1 passes cannot run fused per plane (module `planes`: pencils with several
 //! parts along a1, or mode classes), the a0 pass is a batch of contiguous rows of the T0 block:

@@ -16,6 +16,17 @@ use std::sync::Mutex;
 use crate::ffi::SIMD_ALIGN;
 use crate::FftReal;
 
+/// `len` values rounded up to a whole, odd number of 64-byte cache lines of `per_line` values
+/// each: the distance between the lines of a scratch that a gather fills one value per line at
+/// a time. Lines a multiple of 4 KiB apart (256 complex `f64` points) put those values into one
+/// set of L1, whose 64 sets repeat every 4 KiB, and its 12 ways hold fewer than a block's 16
+/// lines; an odd number of cache lines between them puts consecutive lines' values into
+/// different sets (design.md, "The scratch's lines lie an odd number of cache lines apart").
+pub(crate) fn odd_cache_lines(len: usize, per_line: usize) -> usize {
+    let lines = len.div_ceil(per_line);
+    (lines + 1 - lines % 2) * per_line
+}
+
 /// One buffer of `len` values starting at a [`SIMD_ALIGN`]-byte boundary.
 pub(crate) struct Scratch<T> {
     buf: Vec<T>,
