@@ -31,6 +31,7 @@ use crate::input::{load_problem, neutralise, prepare, Problem};
 use crate::npy;
 use crate::outputs::{self, Staged};
 use crate::report::{self, EvaluationTimes, Provenance, ReportInputs};
+use crate::units::Units;
 use crate::verify;
 use crate::wisdom::Wisdom;
 
@@ -153,6 +154,12 @@ fn run_ewald(args: &RunArgs, comm: &Comm, started: SystemTime, t0: Instant, log:
         prob.precision,
         prob.tolerance
     ));
+    // from here on the run computes in units near 1 (exact powers of two; `units`)
+    let units = Units::for_ewald(comm, &prob);
+    comm.agree(units.apply_ewald(&mut prob))?;
+    if let Some(line) = units.line() {
+        log.line(&line);
+    }
     let provenance = Provenance::new(&args.config, &args.command_line, started, comm.size());
     let run = Run {
         cfg: &cfg,
@@ -164,6 +171,7 @@ fn run_ewald(args: &RunArgs, comm: &Comm, started: SystemTime, t0: Instant, log:
         provenance: &provenance,
         staged: &staged,
         backend: &choice,
+        units,
     };
     let summary = match (prob.precision.as_str(), choice.compute) {
         ("f32", Compute::Cpu) => run.typed::<f32, CpuBackend<f32>>(),
@@ -320,10 +328,18 @@ pub fn measured_occupancy(cfg: &RunConfig) -> Result<bool> {
 /// The solver options a run.toml asks for.
 pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     let kernel = parki_core::Kernel::from_name(&cfg.problem.kernel)?;
-    let domain = parki_core::Domain::new(cfg.problem.lengths(), cfg.problem.periodic_axes())?;
-    let mut o = EwaldOptions::new(kernel, domain, cfg.problem.tolerance);
+    let lengths = cfg.problem.lengths();
+    let domain = parki_core::Domain::new(lengths, cfg.problem.periodic_axes())?;
     let e = &cfg.ewald;
-    o.rc = e.rc;
+    if let Some(rc) = e.rc {
+        // checked in the input's units before the solver sees it in the run's
+        parki_farfield::params::check_fixed_rc(rc, &domain)?;
+    }
+    // the box and the fixed cut-off in the units the run computes in (`Units::box_length`)
+    let s = Units::box_length(lengths);
+    let domain = parki_core::Domain::new(lengths.map(|l| l / s), cfg.problem.periodic_axes())?;
+    let mut o = EwaldOptions::new(kernel, domain, cfg.problem.tolerance);
+    o.rc = e.rc.map(|rc| rc / s);
     o.cell_size = e.cell_size;
     o.window_support = e.window_support;
     o.oversampling = e.oversampling;
@@ -373,6 +389,16 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
     Ok(o)
 }
 
+/// `x` with 6 decimals where that shows it (`1e-3 <= |x| < 1e6`), else in scientific notation:
+/// a box of `1e-9` has a cut-off of `3e-11` and `xi` of `4e10`.
+fn length_like(x: f64) -> String {
+    if (1e-3..1e6).contains(&x.abs()) {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.6e}")
+    }
+}
+
 fn convert3<T: Real>(v: &[[f64; 3]]) -> Vec<[T; 3]> {
     v.iter().map(|p| p.map(T::from_f64)).collect()
 }
@@ -388,6 +414,8 @@ struct Run<'a> {
     provenance: &'a Provenance,
     staged: &'a Staged,
     backend: &'a Choice,
+    /// The units the run computes in (`prob` is in them).
+    units: Units,
 }
 
 impl Run<'_> {
@@ -466,6 +494,8 @@ impl Run<'_> {
             .statistics(Some(stats))
             .occupancy(occupancy.is_measured().then_some(occupancy))
             .evaluations(repeat);
+        // `options` rescales the box as `Units::for_ewald` rescaled the problem's
+        debug_assert_eq!(opts.domain, prob.domain);
         // relative paths of the run.toml (the cost model's file, the FFTW wisdom folder)
         let base = args.config.parent().unwrap_or(Path::new("."));
         // the CPU's cost constants: calibrated on this machine, or built in (a device has its own)
@@ -496,14 +526,15 @@ impl Run<'_> {
         let device = engine.backend().device_report();
         // P2P runs on the device with the CUDA backend
         let isa = if device.is_some() { engine.backend_name() } else { engine.isa().name() };
-        let p = engine.params().clone();
+        // the parameters in the input's units
+        let p = engine.params().in_length_unit(self.units.length);
         let pg = engine.proc_grid();
         log.line(&format!(
-            "planned in {:.2} s: xi = {:.6}, rc = {:.6} ({}x{}x{} cells, {:.1} sources/cell), grid {}x{}x{}, P = {}, \
+            "planned in {:.2} s: xi = {}, rc = {} ({}x{}x{} cells, {:.1} sources/cell), grid {}x{}x{}, P = {}, \
              estimated error {:.2e}, {} threads per rank, P2P {}",
             plan_seconds,
-            p.xi,
-            p.rc_effective,
+            length_like(p.xi),
+            length_like(p.rc_effective),
             p.cells[0],
             p.cells[1],
             p.cells[2],
@@ -561,7 +592,7 @@ impl Run<'_> {
             comm.all_reduce_f64(&mut m, ReduceOp::Max);
             [-m[0], comm.sum(t) / comm.size() as f64, m[1]]
         });
-        let u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
+        let mut u64v: Vec<f64> = u.iter().map(|v| v.to_f64()).collect();
 
         let check_count = args.check.or(self.cfg.run.check).unwrap_or(0);
         let check = if check_count > 0 {
@@ -585,8 +616,15 @@ impl Run<'_> {
                 ));
             }
         }
-        // the potential's and the field's columns of the results
+        // the potential's and the field's columns of the results, in the input's units
         let kdim = kernel.output_dim();
+        if self.units.is_rescaled() {
+            let (fu, fe) = (self.units.potential_factor(), self.units.field_factor());
+            for row in u64v.chunks_exact_mut(dim) {
+                row[..kdim].iter_mut().for_each(|v| *v *= fu);
+                row[kdim..].iter_mut().for_each(|v| *v *= fe);
+            }
+        }
         let columns = |range: std::ops::Range<usize>| -> Vec<f64> {
             u64v.chunks_exact(dim).flat_map(|row| row[range.clone()].iter().copied()).collect()
         };
@@ -636,6 +674,7 @@ impl Run<'_> {
             cost_model: &cost_model,
             fftw_wisdom: &wisdom.report(),
             provenance: self.provenance,
+            units: self.units,
         };
         let report = report::build(&inputs);
         if let Some(path) = self.staged.report() {

@@ -54,6 +54,7 @@ use crate::config::{ParticleSection, RunConfig};
 use crate::fmm::FmmConfig;
 use crate::report;
 use crate::treecode::{particles, TreecodeConfig};
+use crate::units::Units;
 
 /// Most sampled particles (sources and targets each).
 pub const SAMPLE: usize = 200_000;
@@ -587,11 +588,16 @@ fn ewald_estimate(
         return Err(format!("particles outside problem.box {lengths:?} (its corner is the origin)"));
     }
     let (ns, nt) = (shape.ns, shape.nt);
-    let domain = Domain::new(lengths, [false; 3]).map_err(|e| e.to_string())?;
+    Domain::new(lengths, [false; 3]).map_err(|e| e.to_string())?;
+    // priced in the units the run would compute in (`Units::box_length`)
+    let s = Units::box_length(lengths);
+    let domain = Domain::new(lengths.map(|l| l / s), [false; 3]).map_err(|e| e.to_string())?;
+    let unit = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { v.iter().map(|p| p.map(|x| x / s)).collect() };
+    let (xs, xt) = (unit(xs), xt.map(unit));
     let mut opts = EwaldOptions::new(kernel, domain, shape.tol);
     opts.field = shape.field;
     // the sample's occupancy of the cells stands for the whole set's (as the run measures it)
-    opts.occupancy = Some(Occupancy::measure(&domain, xs, ns, xt.unwrap_or(xs), xt.is_none()));
+    opts.occupancy = Some(Occupancy::measure(&domain, &xs, ns, xt.as_deref().unwrap_or(&xs), xt.is_none()));
     opts.evaluations = shape.repeat;
     let params = planner(comm, &opts, shape.f32_run, ns, nt).map_err(|e| e.to_string())?;
     let plan = params.plan_seconds;

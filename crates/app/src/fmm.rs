@@ -56,6 +56,7 @@ use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, min_avg_max, Provenance};
 use crate::treecode::{check_error, particles, TreeRun};
+use crate::units::Units;
 
 /// An FMM run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -306,14 +307,20 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         FmmKernel::Stokeslet => TreeKernel::Stokeslet,
     };
     let src = comm.agree(particles(&cfg.sources, "sources", &args.config, Some(tk), rank, ranks))?;
-    let (ns, sources, q) = (src.total, src.positions, src.inputs);
-    let (nt, trows, targets) = match &cfg.targets {
+    let (ns, mut sources, mut q) = (src.total, src.positions, src.inputs);
+    let (nt, trows, mut targets) = match &cfg.targets {
         Some(t) => {
             let r = comm.agree(particles(t, "targets", &args.config, None, rank, ranks))?;
             (r.total, r.rows, Some(r.positions))
         }
         None => (ns, src.rows, None),
     };
+    // from here on the run computes in units near 1 (exact powers of two; `units`)
+    let units = Units::for_free_space(comm, tk, &sources, &q, targets.as_deref());
+    units.apply_free_space(tk, &mut sources, &mut q, targets.as_deref_mut().unwrap_or(&mut []));
+    if let Some(line) = units.line() {
+        log.line(&line);
+    }
     let pool = comm.agree(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -356,7 +363,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         log.line(&format!("evaluation {} of {repeat}: {:.4} s", r + 1, t.elapsed().as_secs_f64()));
         result = Some(out);
     }
-    let (u, field, stats) = result.expect("at least one evaluation");
+    let (mut u, mut field, stats) = result.expect("at least one evaluation");
     let nv = if kernel == FmmKernel::Laplace { 1 } else { 3 };
     let check = args.check.or(cfg.run.check);
     let tgt = targets.as_deref().unwrap_or(&sources);
@@ -377,6 +384,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             );
         }
     }
+    units.restore(&mut u, units.potential_factor());
+    units.restore(field.as_flattened_mut(), units.field_factor());
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
         let offset = outputs::create_npy(comm, path, &shape)?;
@@ -399,6 +408,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let report_json = json!({
         "provenance": provenance.to_json(),
         "method": "fmm",
+        "units": units.to_json(),
         "kernel": p.kernel,
         "sources": ns,
         "targets": nt,

@@ -90,8 +90,8 @@ impl Problem {
             Error::NonFinite { field, index, component, value } => {
                 Error::NonFinite { index: index + shift(&field), field, component, value }
             }
-            Error::OutsideBox { field, index, axis, value, length } => {
-                Error::OutsideBox { index: index + shift(&field), field, axis, value, length }
+            Error::OutsideBox { field, index, axis, value, length, periodic } => {
+                Error::OutsideBox { index: index + shift(&field), field, axis, value, length, periodic }
             }
             other => other,
         }
@@ -331,9 +331,10 @@ const WRAP_LIMIT: f64 = 4_398_046_511_104.0;
 /// Readies this rank's rows for the solver, in f64 as read: with `wrap = true` maps the
 /// coordinates into `[0, L)` along periodic axes (in f64, before any narrowing to f32, so that
 /// a particle many box lengths away keeps its place in the box to `1e-16 |x|`), then checks
-/// the positions against the box and the strengths (present, finite, as many as the positions),
-/// and with `precision = "f32"` that every strength and side length is finite in f32. Local:
-/// call [`Comm::agree`] on the result (after [`Problem::globalise`]).
+/// the positions against the box and the strengths (present, finite, as many as the positions).
+/// Values beyond f32's range need no check: the run computes in units near 1
+/// ([`crate::units::Units`]). Local: call [`Comm::agree`] on the result (after
+/// [`Problem::globalise`]).
 pub fn prepare(prob: &mut Problem) -> Result<()> {
     let domain = prob.domain;
     if prob.wrap {
@@ -373,38 +374,6 @@ pub fn prepare(prob: &mut Problem) -> Result<()> {
         place("targets.positions", t, prob.wrap)?;
     }
     prob.sources().check_densities(prob.kernel)?;
-    if prob.precision == "f32" {
-        let too_big = |field: String, index: usize, component: usize, value: f64| Error::OutOfRange {
-            field: format!("{field}[{index}][{component}]"),
-            value: format!("{value:e}"),
-            allowed: format!(
-                "|value| <= {:e} with precision = \"f32\": the value overflows f32 \
-                 (rescale the input or use precision = \"f64\")",
-                f32::MAX
-            ),
-        };
-        let fits = |v: f64| v.abs() <= f32::MAX as f64;
-        for (d, &l) in domain.lengths().iter().enumerate() {
-            if !fits(l) {
-                return Err(Error::OutOfRange {
-                    field: format!("problem.box[{d}]"),
-                    value: format!("{l:e}"),
-                    allowed: format!("at most {:e} with precision = \"f32\": it overflows f32", f32::MAX),
-                });
-            }
-        }
-        let first = prob.source_rows.start;
-        if let Some((i, &v)) = prob.charges.iter().flatten().enumerate().find(|(_, v)| !fits(**v)) {
-            return Err(too_big("sources.charges".into(), first + i, 0, v));
-        }
-        for (name, set) in [("forces", &prob.forces), ("dipoles", &prob.dipoles), ("normals", &prob.normals)] {
-            for (i, v) in set.iter().flatten().enumerate() {
-                if let Some(c) = (0..3).find(|&c| !fits(v[c])) {
-                    return Err(too_big(format!("sources.{name}"), first + i, c, v[c]));
-                }
-            }
-        }
-    }
     Ok(())
 }
 

@@ -21,5 +21,6 @@ pub mod outputs;
 pub mod poisson;
 pub mod report;
 pub mod treecode;
+pub mod units;
 pub mod verify;
 pub mod wisdom;

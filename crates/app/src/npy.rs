@@ -76,6 +76,8 @@ pub struct Header {
     pub shape: Vec<usize>,
     /// Bytes per value (8: float64, 4: float32).
     pub width: usize,
+    /// Big-endian values (`'>f8'`, `'>f4'`: NumPy's on big-endian machines, or `astype('>f8')`).
+    pub big_endian: bool,
     /// Column-major data.
     pub fortran: bool,
     /// Offset of the first value in the file.
@@ -154,20 +156,29 @@ fn parse_header(bytes: &[u8], field: &str) -> Result<Header> {
         return Err(shape_err(field, "a shape whose size fits in memory addresses", format!("shape {shape:?}")));
     }
     let descr = descr.trim().trim_matches(|c| c == '\'' || c == '"');
-    let width = match descr {
-        "<f8" | "=f8" | "f8" => 8,
-        "<f4" | "=f4" | "f4" => 4,
-        other => return Err(shape_err(field, "float64 ('<f8') or float32 ('<f4') data", format!("dtype '{other}'"))),
+    let (width, big_endian) = match descr {
+        "<f8" | "=f8" | "f8" => (8, false),
+        "<f4" | "=f4" | "f4" => (4, false),
+        ">f8" => (8, true),
+        ">f4" => (4, true),
+        other => {
+            return Err(shape_err(
+                field,
+                "float64 ('<f8', '>f8') or float32 ('<f4', '>f4') data",
+                format!("dtype '{other}'"),
+            ))
+        }
     };
     let fortran = fortran && shape.len() == 2;
-    Ok(Header { shape, width, fortran, data_offset: start + hlen })
+    Ok(Header { shape, width, big_endian, fortran, data_offset: start + hlen })
 }
 
-fn decode(b: &[u8], width: usize) -> f64 {
-    if width == 8 {
-        f64::from_le_bytes(b.try_into().expect("8 bytes"))
-    } else {
-        f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64
+fn decode(b: &[u8], width: usize, big_endian: bool) -> f64 {
+    match (width, big_endian) {
+        (8, false) => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+        (8, true) => f64::from_be_bytes(b.try_into().expect("8 bytes")),
+        (_, false) => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
+        (_, true) => f32::from_be_bytes(b.try_into().expect("4 bytes")) as f64,
     }
 }
 
@@ -179,7 +190,7 @@ pub fn parse(bytes: &[u8], field: &str) -> Result<Array> {
     if (body.len() / h.width) < count {
         return Err(shape_err(field, &format!("{count} values"), format!("{} bytes of data", body.len())));
     }
-    let mut data: Vec<f64> = body.chunks_exact(h.width).take(count).map(|b| decode(b, h.width)).collect();
+    let mut data: Vec<f64> = body.chunks_exact(h.width).take(count).map(|b| decode(b, h.width, h.big_endian)).collect();
     if h.fortran {
         let (n, m) = (h.shape[0], h.shape[1]);
         let mut t = vec![0.0; count];
@@ -271,7 +282,7 @@ pub fn read_rows(path: &Path, field: &str, h: &Header, rows: Range<usize>) -> Re
         bytes.resize(hi - lo, 0);
         f.seek(SeekFrom::Start(lo as u64)).map_err(io)?;
         f.read_exact(&mut bytes).map_err(io)?;
-        let vals = bytes.chunks_exact(h.width).map(|b| decode(b, h.width));
+        let vals = bytes.chunks_exact(h.width).map(|b| decode(b, h.width, h.big_endian));
         match column {
             None => out.iter_mut().zip(vals).for_each(|(o, v)| *o = v),
             Some(j) => out.iter_mut().skip(j).step_by(m).zip(vals).for_each(|(o, v)| *o = v),
@@ -377,7 +388,7 @@ pub fn read_block(path: &Path, field: &str, h: &Header, block: &[Range<usize>; 3
             let first = ((i * n1 + j) * n2 + block[2].start) * comps;
             f.read_exact_at(&mut bytes, (h.data_offset + first * h.width) as u64).map_err(io)?;
             for (o, b) in out[q..q + run].iter_mut().zip(bytes.chunks_exact(h.width)) {
-                *o = decode(b, h.width);
+                *o = decode(b, h.width, h.big_endian);
             }
             q += run;
         }
@@ -481,6 +492,13 @@ mod tests {
         b
     }
 
+    /// `bytes` (a file of 15 values) with each value's bytes reversed.
+    fn big_endian(mut bytes: Vec<u8>, width: usize) -> Vec<u8> {
+        let start = bytes.len() - 15 * width;
+        bytes[start..].chunks_exact_mut(width).for_each(|v| v.reverse());
+        bytes
+    }
+
     #[test]
     fn row_slices_c_fortran_f32_and_truncated() {
         let dir = std::env::temp_dir().join(format!("parki-npy-rows-{}", std::process::id()));
@@ -492,6 +510,8 @@ mod tests {
             ("c.npy", raw("{'descr': '<f8', 'fortran_order': False, 'shape': (5, 3), }", &c, false)),
             ("f.npy", raw("{'descr': '<f8', 'fortran_order': True, 'shape': (5, 3), }", &f, false)),
             ("c4.npy", raw("{'descr': '<f4', 'fortran_order': False, 'shape': (5, 3), }", &c, true)),
+            ("be8.npy", big_endian(raw("{'descr': '>f8', 'fortran_order': False, 'shape': (5, 3), }", &c, false), 8)),
+            ("be4.npy", big_endian(raw("{'descr': '>f4', 'fortran_order': False, 'shape': (5, 3), }", &c, true), 4)),
         ];
         for (name, bytes) in &cases {
             let p = dir.join(name);

@@ -65,6 +65,8 @@ pub struct ReportInputs<'a> {
     pub fftw_wisdom: &'a Value,
     /// Where, when and how the run was made.
     pub provenance: &'a Provenance,
+    /// The units the run computed in (`prob` is in them; the report converts back).
+    pub units: crate::units::Units,
 }
 
 /// Where, when and how a run was made: the report's `provenance`.
@@ -195,7 +197,8 @@ pub fn build(r: &ReportInputs) -> Value {
         "kernel": prob.kernel.name(),
         "field": r.opts.field_request().map(|m| m.name()),
         "precision": r.precision,
-        "box": prob.domain.lengths(),
+        "box": prob.domain.lengths().map(|l| l * r.units.length),
+        "units": r.units.to_json(),
         "periodic": prob.domain.periodic(),
         "tolerance": prob.tolerance,
         "sources": prob.sources_total,

@@ -49,6 +49,7 @@ use crate::config::{repeat_error, resolve, ParticleSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, min_avg_max, Provenance};
+use crate::units::Units;
 
 /// A treecode run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -476,14 +477,20 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let staged = Staged::begin(comm, &paths)?;
     log.line(&format!("reading {}", args.config.display()));
     let src = comm.agree(particles(&cfg.sources, "sources", &args.config, Some(kernel), rank, ranks))?;
-    let (ns, sources, q) = (src.total, src.positions, src.inputs);
-    let (nt, trows, targets) = match &cfg.targets {
+    let (ns, mut sources, mut q) = (src.total, src.positions, src.inputs);
+    let (nt, trows, mut targets) = match &cfg.targets {
         Some(t) => {
             let r = comm.agree(particles(t, "targets", &args.config, None, rank, ranks))?;
             (r.total, r.rows, r.positions)
         }
         None => (ns, src.rows, sources.clone()),
     };
+    // from here on the run computes in units near 1 (exact powers of two; `units`)
+    let units = Units::for_free_space(comm, kernel, &sources, &q, cfg.targets.is_some().then_some(&targets[..]));
+    let kernel = units.apply_free_space(kernel, &mut sources, &mut q, &mut targets);
+    if let Some(line) = units.line() {
+        log.line(&line);
+    }
     log.line(&format!(
         "treecode: {ns} sources, {nt} targets, kernel {}, degree {}, theta {}, leaves of {} sources and {} targets, \
          {ranks} rank{} x {threads} thread{}, {}",
@@ -513,7 +520,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
         log.line(&format!("evaluation {} of {repeat}: {:.4} s", r + 1, t.elapsed().as_secs_f64()));
         result = Some(out);
     }
-    let (u, stats) = result.expect("at least one evaluation");
+    let (mut u, stats) = result.expect("at least one evaluation");
     let nv = kernel.value_width();
     let check = args.check.or(cfg.run.check);
     let error = check.filter(|&k| k > 0).map(|k| {
@@ -533,6 +540,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             );
         }
     }
+    units.restore(&mut u, units.potential_factor());
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
         let offset = outputs::create_npy(comm, path, &shape)?;
@@ -567,6 +575,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
     let report_json = json!({
         "provenance": provenance.to_json(),
         "method": "treecode",
+        "units": units.to_json(),
         "kernel": kernel.name(),
         "kernel_parameters": {"kappa": p.kappa, "epsilon": p.epsilon, "wavenumber": p.wavenumber},
         "sources": ns,

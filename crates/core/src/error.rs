@@ -37,6 +37,8 @@ pub enum Error {
         value: f64,
         /// The side length along that axis.
         length: f64,
+        /// Whether the axis is periodic (`wrap = true` could place the particle) or free.
+        periodic: bool,
     },
     /// Two arrays that must have the same number of rows do not.
     LengthMismatch {
@@ -113,11 +115,14 @@ impl fmt::Display for Error {
             Error::NonFinite { field, index, component, value } => {
                 write!(f, "{field}[{index}][{component}] = {value}: values must be finite (no NaN or inf)")
             }
-            Error::OutsideBox { field, index, axis, value, length } => write!(
+            Error::OutsideBox { field, index, axis, value, length, periodic } => write!(
                 f,
-                "{field}[{index}] lies outside the box: coordinate {axis} is {value}, \
-                 allowed is [0, {length}) (set `wrap = true` in [problem] to map periodic \
-                 coordinates into the box)"
+                "{field}[{index}] lies outside the box: coordinate {axis} is {value}, allowed is [0, {length}) ({})",
+                if *periodic {
+                    "set `wrap = true` in [problem] to map periodic coordinates into the box"
+                } else {
+                    "the axis is free: problem.box must hold every source and target along it"
+                }
             ),
             Error::LengthMismatch { field, found, reference, expected } => {
                 write!(f, "{field} has {found} rows but {reference} has {expected}: they must match")

@@ -58,6 +58,10 @@ impl Rcb {
                 Ok(())
             };
             comm.agree(r)?;
+            if total < 2 {
+                // Zoltan's RCB fails (ZOLTAN_FATAL) on a set of one point or none: rank 0 owns it
+                return Ok((Rcb { zoltan: None }, vec![0; points.len()]));
+            }
             let offset: u64 = counts[..comm.rank()].iter().sum();
             let (handle, owners) = zoltan::partition(comm, points, offset as u32);
             let r = comm.agree(owners.map_err(|message| Error::Resource { message }));

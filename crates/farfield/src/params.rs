@@ -277,6 +277,43 @@ pub struct Params {
     pub free: Option<crate::free::FreeGrid>,
 }
 
+impl Params {
+    /// These parameters for lengths measured in units of `1 / s` of the ones chosen: a solver
+    /// planned on a box rescaled by `1 / s` ([`parki_core::Domain`] sides `L / s`) reports its
+    /// `xi` and wave numbers times `1 / s`, its distances times `s`; the grid, the window in
+    /// grid points, the error estimate (relative) and the costs do not change.
+    pub fn in_length_unit(&self, s: f64) -> Params {
+        let mut p = self.clone();
+        p.xi /= s;
+        p.rc *= s;
+        p.rc_effective *= s;
+        p.near_cut = p.near_cut.map(|c| c * s);
+        p.h = p.h.map(|h| h * s);
+        p.kmax = p.kmax.map(|k| k / s);
+        p.window_half_width = p.window_half_width.map(|a| a * s);
+        if let Some(f) = p.free.as_mut() {
+            f.radius *= s;
+            f.h = f.h.map(|h| h * s);
+        }
+        p
+    }
+}
+
+/// Errors unless a fixed cut-off `rc` is positive, finite and at most a third of the box's
+/// shortest side (the box must hold 3 cells per axis), naming `ewald.rc`.
+pub fn check_fixed_rc(rc: f64, domain: &Domain) -> Result<()> {
+    let lmin = domain.min_length();
+    if rc.is_finite() && rc > 0.0 && rc <= lmin / 3.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange {
+            field: "ewald.rc".into(),
+            value: format!("{rc}"),
+            allowed: format!("(0, {}] (the box must hold 3 cells per axis)", lmin / 3.0),
+        })
+    }
+}
+
 /// Seconds per byte of the grids a plan with free axes allocates and touches (the padded FFT
 /// buffer, the tables, the data grid), on one thread: fresh memory's page faults (the kernel
 /// zeroing the pages) were 20 % of a clustered million's run (plan and one evaluation) and
@@ -773,13 +810,7 @@ pub fn select(req: &Request) -> Result<Params> {
     let lmin = req.domain.min_length();
     let candidates: Vec<f64> = match req.rc {
         Some(rc) => {
-            if !(rc.is_finite() && rc > 0.0 && rc <= lmin / 3.0) {
-                return Err(Error::OutOfRange {
-                    field: "ewald.rc".into(),
-                    value: format!("{rc}"),
-                    allowed: format!("(0, {}] (the box must hold 3 cells per axis)", lmin / 3.0),
-                });
-            }
+            check_fixed_rc(rc, &req.domain)?;
             vec![rc]
         }
         None => {

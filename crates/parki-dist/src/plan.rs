@@ -59,6 +59,7 @@ pub(crate) fn choose<T: SolverReal>(
     hints: &PlanningHints,
 ) -> Result<Choice> {
     parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
+    parki_core::validate::check_length_scale::<T>(&opts.domain)?;
     if opts.rc.is_some() && opts.cell_size.is_some() {
         return Err(Error::OutOfRange {
             field: "ewald.cell_size".into(),

@@ -690,6 +690,21 @@ impl TreeKernel {
         }
     }
 
+    /// The same kernel for lengths measured in units of `s` (`x = s x'`): `kappa s`,
+    /// `epsilon / s`, `k s`, so that `G(s r') = G'(r') / s` for every kernel but the stresslet
+    /// (`T(s r') = T(r') / s^2`), which has no parameter.
+    pub fn in_length_unit(self, s: f64) -> Self {
+        match self {
+            TreeKernel::Yukawa { kappa } => TreeKernel::Yukawa { kappa: kappa * s },
+            TreeKernel::RegularizedCoulomb { epsilon } => TreeKernel::RegularizedCoulomb { epsilon: epsilon / s },
+            TreeKernel::RegularizedYukawa { kappa, epsilon } => {
+                TreeKernel::RegularizedYukawa { kappa: kappa * s, epsilon: epsilon / s }
+            }
+            TreeKernel::SinOverR { wavenumber } => TreeKernel::SinOverR { wavenumber: wavenumber * s },
+            other => other,
+        }
+    }
+
     /// Name for reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -17,4 +17,5 @@ mod poisson;
 mod readme;
 mod report;
 mod treecode;
+mod units;
 mod wisdom;

@@ -246,3 +246,25 @@ report = "report.json"
         println!("{method} at {ranks} ranks: one-sided, messages and the fallback agree bit for bit");
     }
 }
+
+#[test]
+fn fewer_points_than_two_over_several_ranks() {
+    // Zoltan's RCB refuses a set of one point or none; such a set stays on rank 0
+    let dir = Dir::new("treecode-tiny-sets");
+    let cfg = dir.file(
+        "run.toml",
+        "[problem]\nmethod = \"treecode\"\nkernel = \"laplace\"\ntolerance = 1e-6\nperiodic = [false, false, false]\n\
+         [sources]\npositions = \"x.npy\"\ncharges = \"q.npy\"\n[targets]\npositions = \"t.npy\"\n\
+         [output]\npotential = \"u.npy\"\n",
+    );
+    for n in [0usize, 1] {
+        npy::write(&dir.path("x.npy"), &[n, 3], &vec![0.25; 3 * n]).unwrap();
+        npy::write(&dir.path("q.npy"), &[n], &vec![2.0; n]).unwrap();
+        npy::write(&dir.path("t.npy"), &[2, 3], &[0.25, 0.25, 0.25, 0.25, 0.25, 0.75]).unwrap();
+        succeeded(&mpirun(3, &cfg));
+        let u = npy::read(&dir.path("u.npy"), "u").unwrap().data;
+        // the coincident target skips the source; the other sees q / r = 2 / 0.5
+        let expected = if n == 0 { [0.0, 0.0] } else { [0.0, 4.0] };
+        assert!(u.len() == 2 && (u[0] - expected[0]).abs() < 1e-12 && (u[1] - expected[1]).abs() < 1e-12, "{u:?}");
+    }
+}

@@ -33,7 +33,8 @@ fn particle_outside_the_box_names_its_index_and_coordinate() {
                 index,
                 axis,
                 value,
-                length: box_unequal().lengths()[axis]
+                length: box_unequal().lengths()[axis],
+                periodic: true,
             }
         );
         let msg = e.to_string();

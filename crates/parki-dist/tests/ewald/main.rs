@@ -13,4 +13,5 @@ mod field;
 mod free_space;
 mod rc_sweep;
 mod tolerance_sweep;
+mod units;
 mod variants;

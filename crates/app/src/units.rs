@@ -1,0 +1,257 @@
+//! The units a run computes in: the user's lengths and strengths rescaled by powers of two when
+//! they lie far from 1.
+//!
+//! Every kernel parki-dist sums is homogeneous in the distance. The Laplace kernel, the
+//! Stokeslet, and the Yukawa, regularised and `sin(kr)/r` kernels with their parameters rescaled
+//! (`kappa s`, `epsilon / s`, `k s`) satisfy `G(s r) = G(r) / s`; the stresslet
+//! `T(s r) = T(r) / s^2`. With lengths `x = s x'`, charges and forces `w` times the primed ones
+//! and dipoles `w s` times theirs,
+//!
+//! ```text
+//! u(x) = (w / s) u'(x'),        E(x) = -grad u = (w / s^2) E'(x'),
+//! ```
+//!
+//! so a run may compute the primed problem and scale its results back. With `s` and `w` powers of
+//! two every one of these multiplications is exact in binary floating point (the exponent moves,
+//! the significand does not), so the primed run makes exactly the roundings of the original one,
+//! and the values it returns are the original problem's values; but its parameter selection, its
+//! error model and its kernel arithmetic only meet numbers near 1. Without this, a box of
+//! `1e-60` made the error model's powers of `xi` overflow (a wrong answer, silently), one of
+//! `1e-200` never finished planning, and in f32 the stresslet's `1/r^5` overflowed for a box of
+//! `1e-6` (a micrometre in SI units).
+//!
+//! Lengths within [`LENGTH_COMFORT`] and strengths within [`STRENGTH_COMFORT`] of 1 are left as
+//! they are (`s = w = 1`), so that every message and parameter a run prints is in the user's units
+//! in every ordinary case; a rescaled run says so on its first lines and converts the parameters
+//! it reports back (docs/design.md, "Units").
+
+use parki_comm::Comm;
+use parki_core::{Domain, Result};
+use parki_treecode::TreeKernel;
+
+use crate::input::Problem;
+
+/// Lengths from `1 / LENGTH_COMFORT` to `LENGTH_COMFORT` are not rescaled (`2^10`: the library's
+/// solvers hold the tolerance from `1e-4` to `1e4` in f32 and far beyond in f64,
+/// [`parki_core::validate::check_length_scale`]).
+pub const LENGTH_COMFORT: f64 = 1024.0;
+
+/// Strengths from `1 / STRENGTH_COMFORT` to `STRENGTH_COMFORT` are not rescaled (`2^40`,
+/// about `1e12`: squared and summed over a billion sources they stay far inside f32's range).
+pub const STRENGTH_COMFORT: f64 = 1_099_511_627_776.0;
+
+/// The length unit `s` and strength unit `w` a run computes in (both powers of two).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Units {
+    /// Length unit `s`: a computed length `x'` is `x / s`.
+    pub length: f64,
+    /// Strength unit `w`: a computed charge or force is `q / w`, a computed dipole `d / (w s)`.
+    pub strength: f64,
+}
+
+/// `2^e` for `e` in `[-1000, 1000]`, built from its bits (exact).
+fn two_to(e: i32) -> f64 {
+    f64::from_bits(((e.clamp(-1000, 1000) + 1023) as u64) << 52)
+}
+
+/// The power of two nearest `x` in the logarithm (`1` for zero, negative or non-finite `x`).
+pub fn power_of_two_near(x: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) {
+        return 1.0;
+    }
+    two_to(x.log2().round() as i32)
+}
+
+/// `1` where `x` lies within `[1 / comfort, comfort]` (or is zero or not finite), else the power
+/// of two nearest `x`.
+fn unit_for(x: f64, comfort: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) || (1.0 / comfort..=comfort).contains(&x) {
+        1.0
+    } else {
+        power_of_two_near(x)
+    }
+}
+
+impl Units {
+    /// No rescaling.
+    pub const ONE: Units = Units { length: 1.0, strength: 1.0 };
+
+    /// The length unit of a box with sides `lengths`: `1` when the longest side lies within
+    /// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
+    pub fn box_length(lengths: [f64; 3]) -> f64 {
+        unit_for(lengths.iter().cloned().fold(0.0, f64::max), LENGTH_COMFORT)
+    }
+
+    /// The spectral Ewald sum's units for `prob` (as read, wrapped and checked): the length unit
+    /// of its box ([`Units::box_length`]) and the strength unit of its largest charge, force
+    /// component, or dipole component times normal component over `s` (over all ranks).
+    /// Collective.
+    pub fn for_ewald(comm: &Comm, prob: &Problem) -> Units {
+        let length = Self::box_length(prob.domain.lengths());
+        let largest = |v: &[[f64; 3]]| v.iter().flatten().fold(0.0f64, |m, x| m.max(x.abs()));
+        let mut m = prob.charges.iter().flatten().fold(0.0f64, |m, x| m.max(x.abs()));
+        m = m.max(prob.forces.as_deref().map_or(0.0, largest));
+        if let (Some(d), Some(n)) = (&prob.dipoles, &prob.normals) {
+            let dn = d.iter().zip(n).fold(0.0f64, |m, (d, n)| m.max(largest(&[*d]) * largest(&[*n])));
+            m = m.max(dn / length);
+        }
+        Units { length, strength: unit_for(comm.max(m), STRENGTH_COMFORT) }
+    }
+
+    /// The free-space methods' units: the length unit of the sources' and targets' extent over
+    /// all ranks (the longest side of their bounding box), the strength unit of the largest
+    /// input of `kernel` (`inputs`: `kernel.input_width()` per source, as
+    /// [`crate::treecode::particles`] reads them; dipole times normal over `s`). Collective.
+    pub fn for_free_space(
+        comm: &Comm,
+        kernel: TreeKernel,
+        sources: &[[f64; 3]],
+        inputs: &[f64],
+        targets: Option<&[[f64; 3]]>,
+    ) -> Units {
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for p in sources.iter().chain(targets.into_iter().flatten()) {
+            for a in 0..3 {
+                lo[a] = lo[a].min(p[a]);
+                hi[a] = hi[a].max(p[a]);
+            }
+        }
+        let mut b = [-lo[0], -lo[1], -lo[2], hi[0], hi[1], hi[2]];
+        comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
+        let extent = (0..3).map(|a| b[3 + a] + b[a]).filter(|e| e.is_finite()).fold(0.0, f64::max);
+        let length = unit_for(extent, LENGTH_COMFORT);
+        let w = kernel.input_width();
+        let largest = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let m = inputs
+            .chunks_exact(w.max(1))
+            .map(|row| match kernel {
+                TreeKernel::Stresslet => largest(&row[0..3]) * largest(&row[3..6]) / length,
+                TreeKernel::Stokes => largest(&row[0..3]).max(largest(&row[3..6]) * largest(&row[6..9]) / length),
+                _ => largest(row),
+            })
+            .fold(0.0f64, f64::max);
+        Units { length, strength: unit_for(comm.max(m), STRENGTH_COMFORT) }
+    }
+
+    /// Whether anything is rescaled.
+    pub fn is_rescaled(&self) -> bool {
+        *self != Units::ONE
+    }
+
+    /// The factor `w / s` from a computed potential to the user's.
+    pub fn potential_factor(&self) -> f64 {
+        self.strength / self.length
+    }
+
+    /// The factor `w / s^2` from a computed field (`-grad u`) to the user's.
+    pub fn field_factor(&self) -> f64 {
+        self.strength / self.length / self.length
+    }
+
+    /// Rescales `prob` into these units in place: the box and every position by `1 / s`, charges
+    /// and forces by `1 / w`, dipoles by `1 / (w s)` (normals as they are).
+    ///
+    /// # Errors
+    /// None in practice: the rescaled box's sides are positive and finite when the user's are.
+    pub fn apply_ewald(&self, prob: &mut Problem) -> Result<()> {
+        if !self.is_rescaled() {
+            return Ok(());
+        }
+        let (s, w) = (self.length, self.strength);
+        prob.domain = Domain::new(prob.domain.lengths().map(|l| l / s), prob.domain.periodic())?;
+        let points = |v: &mut [[f64; 3]]| v.iter_mut().for_each(|p| *p = p.map(|x| x / s));
+        points(&mut prob.positions);
+        prob.targets.iter_mut().for_each(|t| points(t));
+        prob.charges.iter_mut().flatten().for_each(|q| *q /= w);
+        prob.forces.iter_mut().flatten().for_each(|f| *f = f.map(|x| x / w));
+        prob.dipoles.iter_mut().flatten().for_each(|d| *d = d.map(|x| x / w / s));
+        Ok(())
+    }
+
+    /// Rescales the free-space methods' particles in place (as [`Units::apply_ewald`], `inputs`
+    /// laid out as `kernel.input_width()` per source) and returns `kernel` with its parameters in
+    /// these units.
+    pub fn apply_free_space(
+        &self,
+        kernel: TreeKernel,
+        sources: &mut [[f64; 3]],
+        inputs: &mut [f64],
+        targets: &mut [[f64; 3]],
+    ) -> TreeKernel {
+        if !self.is_rescaled() {
+            return kernel;
+        }
+        let (s, w) = (self.length, self.strength);
+        for p in sources.iter_mut().chain(targets.iter_mut()) {
+            *p = p.map(|x| x / s);
+        }
+        let width = kernel.input_width();
+        for row in inputs.chunks_exact_mut(width.max(1)) {
+            match kernel {
+                TreeKernel::Stresslet => row[0..3].iter_mut().for_each(|d| *d = *d / w / s),
+                TreeKernel::Stokes => {
+                    row[0..3].iter_mut().for_each(|f| *f /= w);
+                    row[3..6].iter_mut().for_each(|d| *d = *d / w / s);
+                }
+                _ => row.iter_mut().for_each(|q| *q /= w),
+            }
+        }
+        kernel.in_length_unit(s)
+    }
+
+    /// Scales computed values (`potential` or `field`, as [`Units::potential_factor`] and
+    /// [`Units::field_factor`] say) back to the user's units in place.
+    pub fn restore(&self, values: &mut [f64], factor: f64) {
+        if self.is_rescaled() {
+            values.iter_mut().for_each(|v| *v *= factor);
+        }
+    }
+
+    /// The line a rescaled run prints before planning (`None` when nothing is rescaled).
+    pub fn line(&self) -> Option<String> {
+        self.is_rescaled().then(|| {
+            format!(
+                "computing in units of length 2^{} ({:.4e}) and strength 2^{} ({:.4e}), exact powers of two: the \
+                 inputs lie far from 1; the results are scaled back, and the plan's parameters are printed and \
+                 reported in the input's units",
+                self.length.log2(),
+                self.length,
+                self.strength.log2(),
+                self.strength
+            )
+        })
+    }
+
+    /// The report's `units` object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"length": self.length, "strength": self.strength})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_exact_powers_of_two_and_one_near_one() {
+        assert_eq!(power_of_two_near(1.0), 1.0);
+        assert_eq!(power_of_two_near(3.0), 4.0);
+        assert_eq!(power_of_two_near(1e-300), two_to(-997));
+        assert_eq!(power_of_two_near(f64::NAN), 1.0);
+        assert_eq!(two_to(-1000) * two_to(1000), 1.0);
+        for x in [1e-200, 1e-30, 7.5e-7, 1e5, 1e150] {
+            let p = power_of_two_near(x);
+            assert_eq!(p.to_bits() & ((1u64 << 52) - 1), 0, "{x}: {p} has a significand");
+            assert!((p / x).log2().abs() <= 0.5 + 1e-12, "{x}: {p}");
+        }
+        assert_eq!(Units::box_length([1.0, 1.2, 0.9]), 1.0);
+        assert_eq!(Units::box_length([1000.0, 1.0, 1.0]), 1.0);
+        assert_eq!(Units::box_length([1e-6, 1e-6, 1e-6]), power_of_two_near(1e-6));
+        // a value scaled by a power of two and back is the value, bit for bit
+        let s = power_of_two_near(1e-200);
+        for x in [0.1, 1.0 / 3.0, 0.987654321, 1e-5] {
+            assert_eq!(x * s / s, x);
+        }
+    }
+}
