@@ -605,11 +605,28 @@ impl Run<'_> {
         } else {
             None
         };
+        let check = check.map(|mut c| {
+            // its absolute values in the input's units (the check ran in the run's)
+            c.max_abs_error *= self.units.potential_factor();
+            c.reference_rms *= self.units.potential_factor();
+            c
+        });
         if let Some(c) = &check {
-            log.line(&format!(
-                "relative RMS error {:.3e} from {} targets (tolerance {:e}; over the checked targets' own norm {:.3e}), {:.2} s",
-                c.relative_rms_error, c.targets, prob.tolerance, c.sample_relative_rms_error, c.seconds
-            ));
+            if c.reference_rms > 0.0 {
+                log.line(&format!(
+                    "relative RMS error {:.3e} from {} targets (tolerance {:e}; over the checked targets' own norm \
+                     {:.3e}), {:.2} s",
+                    c.relative_rms_error, c.targets, prob.tolerance, c.sample_relative_rms_error, c.seconds
+                ));
+            } else {
+                // a relative error of a zero potential is not a number: say what was measured
+                log.line(&format!(
+                    "the reference potential is zero at the {} checked targets (zero strengths, or a single source \
+                     at itself), so the tolerance, relative to the potential's RMS, does not apply: largest absolute \
+                     error {:.3e}, {:.2} s",
+                    c.targets, c.max_abs_error, c.seconds
+                ));
+            }
             if let Some((whole, sample)) = c.field {
                 log.line(&format!(
                     "field: relative RMS error {whole:.3e} (over the checked targets' own norm {sample:.3e})"

@@ -337,11 +337,19 @@ fn main() -> ExitCode {
                         } else {
                             print!("{}", s.table);
                             if let Some(c) = s.report.get("check").filter(|c| !c.is_null()) {
-                                println!(
-                                    "check: relative RMS error {:.3e} on {} targets",
-                                    c["relative_rms_error"].as_f64().unwrap_or(f64::NAN),
-                                    c["targets"]
-                                );
+                                if c["reference_rms"].as_f64().is_some_and(|r| r > 0.0) {
+                                    println!(
+                                        "check: relative RMS error {:.3e} on {} targets",
+                                        c["relative_rms_error"].as_f64().unwrap_or(f64::NAN),
+                                        c["targets"]
+                                    );
+                                } else {
+                                    println!(
+                                        "check: the reference is zero on {} targets, largest absolute error {:.3e}",
+                                        c["targets"],
+                                        c["max_abs_error"].as_f64().unwrap_or(f64::NAN)
+                                    );
+                                }
                                 if let Some(e) = c["field"]["relative_rms_error"].as_f64() {
                                     println!("check: field relative RMS error {e:.3e}");
                                 }

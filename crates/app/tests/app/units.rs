@@ -53,7 +53,7 @@ fn run_at(name: &str, toml: &str, k: i32, ranks: usize) -> (Vec<f64>, Vec<f64>, 
 
 /// The runs at `k = 0` and at each of `ks` agree bit for bit after the scaling.
 fn equal_in_every_unit(name: &str, toml: &str, ks: &[i32]) -> serde_json::Value {
-    let (u0, e0, _) = run_at(name, toml, 0, 1);
+    let (u0, e0, report0) = run_at(name, toml, 0, 1);
     assert!(u0.iter().all(|v| v.is_finite()) && u0.iter().any(|&v| v != 0.0), "{name}: {:?}", &u0[..4]);
     let mut last = serde_json::Value::Null;
     for &k in ks {
@@ -65,6 +65,11 @@ fn equal_in_every_unit(name: &str, toml: &str, ks: &[i32]) -> serde_json::Value 
         // (the JSON's decimal round trip is not exact to the last bit)
         let length = report["units"]["length"].as_f64().unwrap_or(0.0);
         assert!((length / s - 1.0).abs() < 1e-14, "{name} at 2^{k}: {}", report["units"]);
+        // a check's absolute values in the input's units too
+        if let Some(e0) = report0["check"]["max_abs_error"].as_f64() {
+            let e = report["check"]["max_abs_error"].as_f64().unwrap_or(0.0) * s;
+            assert!(e0 > 0.0 && (e / e0 - 1.0).abs() < 1e-14, "{name} at 2^{k}: check {e:e} against {e0:e}");
+        }
         last = report;
     }
     last
@@ -85,6 +90,8 @@ normals = "n.npy"
 [output]
 potential = "u.npy"
 report = "report.json"
+[run]
+check = 20
 "#;
     let report = equal_in_every_unit("stokes", stokes, &[-600, 700]);
     // the report's lengths in the input's units (the last run's: 2^700)
