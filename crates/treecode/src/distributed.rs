@@ -46,7 +46,7 @@ use crate::lists::{
     apply_lists, in_input_order, plan_lists, proxy_soa, used_clusters, Accumulators, PlannedLists, SourceSide,
     TargetSide,
 };
-use crate::traversal::{geometry, traverse, Interactions, SourceTree};
+use crate::traversal::{geometry, oscillation_radius, traverse, Interactions, SourceTree};
 use crate::tree::{Cluster, Tree, TreeParams};
 use crate::upward::{cluster_nodes, upward_pass, ProxyCharges};
 
@@ -219,7 +219,7 @@ fn fetch_let(
     headers: &[Header],
     roots: &[Record],
     ts: &TargetSide,
-    theta: f64,
+    (theta, max_radius): (f64, f64),
     n: usize,
     nd: usize,
 ) -> Remote {
@@ -239,7 +239,7 @@ fn fetch_let(
     stats.clusters = tree.clusters.len();
     let tgeo = geometry(&ts.tree);
     while !pending.is_empty() {
-        let deferred = traverse(&ts.tree, &tgeo, &tree, theta, np, pending, &mut lists);
+        let deferred = traverse(&ts.tree, &tgeo, &tree, (theta, max_radius), np, pending, &mut lists);
         if deferred.is_empty() {
             break;
         }
@@ -463,8 +463,10 @@ fn owned_checked<K: PairKernel>(
     stats.times.add(TreeStage::Upward, clock.elapsed().as_secs_f64());
 
     let clock = Instant::now();
+    // an oscillatory kernel's clusters small against its wavelength (`oscillation_radius`)
+    let max_radius = oscillation_radius(kernel.wavenumber(), n, params.theta);
     let local = match (&ts, &stree) {
-        (Some(tt), Some(st)) => Some(Interactions::build(&tt.tree, st, params.theta, np)),
+        (Some(tt), Some(st)) => Some(Interactions::build_capped(&tt.tree, st, params.theta, max_radius, np)),
         _ => None,
     };
     stats.times.add(TreeStage::Traversal, clock.elapsed().as_secs_f64());
@@ -486,7 +488,7 @@ fn owned_checked<K: PairKernel>(
         };
         let mut active = vec![false; ts.tree.clusters.len()];
         let clock = Instant::now();
-        let fetch = || fetch_let(comm, &win, &headers, &roots, ts, params.theta, n, nd);
+        let fetch = || fetch_let(comm, &win, &headers, &roots, ts, (params.theta, max_radius), n, nd);
         let mut compute_local = || -> Result<()> {
             let (Some(lists), Some(st)) = (&local, &stree) else { return Ok(()) };
             match &mut engine {

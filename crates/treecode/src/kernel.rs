@@ -70,6 +70,13 @@ pub trait PairKernel: Copy + Send + Sync {
     fn device(&self) -> Option<DeviceKernel> {
         None
     }
+
+    /// The wavenumber `k` of an oscillatory kernel (`sin(k r)/r`; 0, the default, for the
+    /// others): the traversal approximates only clusters small against `1/k`
+    /// ([`crate::traversal::oscillation_radius`]).
+    fn wavenumber(&self) -> f64 {
+        0.0
+    }
 }
 
 /// Vector math of one instruction set, handed to [`PairKernel::lanes`]: what the compiler does
@@ -444,6 +451,9 @@ pub struct SinOverR {
 impl PairKernel for SinOverR {
     const DENSITY: usize = 1;
     const VALUE: usize = 1;
+    fn wavenumber(&self) -> f64 {
+        self.wavenumber
+    }
     #[inline(always)]
     fn lanes<M: LaneMath>(
         &self,

@@ -49,7 +49,46 @@ pub fn well_separated(rt: f64, rs: f64, ct: [f64; 3], cs: [f64; 3], theta: f64) 
     rt + rs < theta * r2.sqrt()
 }
 
-/// The interaction of a well-separated pair of clusters with `nt` and `ns` particles for
+/// The factor on the bound's radius in [`oscillation_radius`]. Measured (`sin(kr)/r`, 2e4
+/// uniform points in the unit cube, leaves of 40, `cargo test --release -p parki-treecode
+/// --test evaluate oscillatory`): at tolerance 1e-4 (degree 5, theta 0.8) and `k = 3` the
+/// error is 4e-15 at factor 1 (every pair direct), 2.6e-6 at 2, 3.8e-5 at 4, and at `k = 10`
+/// 4.3e-3 at 6; 2 keeps the error near 3 % of the tolerance.
+pub const OSCILLATION_SLACK: f64 = 2.0;
+
+/// The largest cluster radius `a` the traversal approximates for an oscillatory kernel of
+/// wavenumber `k` at interpolation degree `n` and MAC `theta` (infinite for `k = 0`).
+///
+/// The MAC bounds the interpolation error of the `1/r` part; the factor `e^{i k |x - y|}` needs
+/// clusters small against `1/k` besides: along one axis of a cluster of radius `a` its
+/// Chebyshev coefficients are `2 i^m J_m(k a)`, so the degree-`n` interpolant misses by about
+/// `2 J_{n+1}(k a) <= 2 (k a / 2)^{n+1} / (n + 1)!`, and by three times that over the three
+/// axes. The radius is the `a` where that bound equals the error the degree and `theta` reach
+/// on Coulomb (the measured [`crate::evaluate::TOLERANCE_TABLE`]: the smallest error of the
+/// rows with at most this degree and at least this theta, `1e-2` without one), so the
+/// oscillation adds no more than the interpolation's own error. Measured: `sin(kr)/r` on a
+/// uniform cube at tolerance `1e-6` erred `1.4e-4` at `k = 10` and `8e-2` at `k = 100` without
+/// this radius (docs/treecode.md).
+///
+/// The bound is pessimistic (it holds for every cluster at once; the far contributions' errors
+/// add with mixed signs), so the radius is [`OSCILLATION_SLACK`] times the bound's.
+pub fn oscillation_radius(k: f64, degree: usize, theta: f64) -> f64 {
+    if !(k.is_finite() && k > 0.0) {
+        return f64::INFINITY;
+    }
+    let eps = crate::evaluate::TOLERANCE_TABLE
+        .iter()
+        .filter(|r| r.1 <= degree && r.2 >= theta - 1e-12)
+        .map(|r| r.0)
+        .fold(1e-2, f64::min);
+    // 6 (k a / 2)^(n+1) / (n+1)! = eps
+    let m = degree as f64 + 1.0;
+    let log_factorial: f64 = (1..=degree + 1).map(|i| (i as f64).ln()).sum();
+    let ka = 2.0 * (((eps / 6.0).ln() + log_factorial) / m).exp();
+    OSCILLATION_SLACK * ka / k
+}
+
+/// The interaction of a well-separated pair of clusters/// The interaction of a well-separated pair of clusters with `nt` and `ns` particles for
 /// `np` proxies per cluster.
 #[inline]
 pub fn approximation(nt: usize, ns: usize, np: usize) -> Interaction {
@@ -103,14 +142,17 @@ pub(crate) fn geometry(t: &Tree) -> Vec<([f64; 3], f64)> {
 }
 
 /// Runs the dual traversal from the pairs `pending` of `targets` (with `tgeo`, its
-/// [`geometry`]) against `sources` into `out` (unsorted); returns the pairs whose source
+/// [`geometry`]) against `sources` into `out` (unsorted) with the MAC `theta`, approximating
+/// only clusters of radius at most `max_radius` ([`oscillation_radius`]; infinite but for an
+/// oscillatory kernel);
+/// returns the pairs whose source
 /// cluster must be split but whose children `sources` does not know yet, to be continued once
 /// they are.
 pub(crate) fn traverse(
     targets: &Tree,
     tgeo: &[([f64; 3], f64)],
     sources: &impl SourceTree,
-    theta: f64,
+    (theta, max_radius): (f64, f64),
     np: usize,
     pending: Vec<(u32, u32)>,
     out: &mut Interactions,
@@ -122,7 +164,7 @@ pub(crate) fn traverse(
         let ct = &targets.clusters[t as usize];
         let ((xt, rt), (xs, rs)) = (tgeo[t as usize], sources.geometry(s));
         let ns = sources.count(s);
-        if well_separated(rt, rs, xt, xs, theta) {
+        if well_separated(rt, rs, xt, xs, theta) && rt.max(rs) <= max_radius {
             let list = match approximation(ct.count(), ns, np) {
                 Interaction::Pp => &mut out.pp,
                 Interaction::Pc => &mut out.pc,
@@ -155,9 +197,15 @@ impl Interactions {
     /// The traversal of `targets` against `sources` with the MAC parameter `theta` (0 < theta
     /// < 1 in practice; 0 gives the direct sum) and `np` proxies per cluster.
     pub fn build(targets: &Tree, sources: &Tree, theta: f64, np: usize) -> Self {
+        Self::build_capped(targets, sources, theta, f64::INFINITY, np)
+    }
+
+    /// [`Interactions::build`] approximating only clusters of radius at most `max_radius`
+    /// ([`oscillation_radius`]).
+    pub fn build_capped(targets: &Tree, sources: &Tree, theta: f64, max_radius: f64, np: usize) -> Self {
         let mut out = Interactions::default();
         let view = Local { tree: sources, geo: geometry(sources) };
-        let left = traverse(targets, &geometry(targets), &view, theta, np, vec![(0, 0)], &mut out);
+        let left = traverse(targets, &geometry(targets), &view, (theta, max_radius), np, vec![(0, 0)], &mut out);
         debug_assert!(left.is_empty(), "a local tree knows every child");
         out.sort();
         out

@@ -205,6 +205,34 @@ fn robustness_set_every_kernel_and_distribution() {
 }
 
 #[test]
+fn oscillatory_kernels_hold_the_tolerance_at_any_wavenumber() {
+    // sin(kr)/r over a unit cube: without the oscillation radius (traversal::
+    // oscillation_radius) the MAC alone approximated clusters many wavelengths wide (1.4e-4 at
+    // k = 10 and 8e-2 at k = 100 for a tolerance of 1e-6); with it the error stays within the
+    // tolerance, and small leaves still leave clusters to approximate
+    let sources = Cloud::Uniform.points(21, 0..20000);
+    for (tol, ks) in [(1e-4, [1.0, 3.0, 10.0, 100.0]), (1e-6, [1.0, 3.0, 30.0, 100.0])] {
+        let p = TreecodeParams { max_leaf: 40, max_batch: 40, ..parki_treecode::for_tolerance(tol).unwrap().0 };
+        for k in ks {
+            let kernel = TreeKernel::SinOverR { wavenumber: k };
+            let (e, stats) = error(kernel, &p, &sources, &sources, 13);
+            let approximated: usize = stats.interactions[1..].iter().sum();
+            println!("tol {tol:e} k = {k}: error {e:.3e}, PC + CP + CC {approximated}, PP {}", stats.interactions[0]);
+            assert!(e <= tol, "tol {tol:e} k = {k}: error {e:e}");
+            if tol == 1e-4 && k <= 3.0 {
+                assert!(approximated > 0, "tol {tol:e} k = {k}: nothing approximated");
+            }
+        }
+    }
+    let p = parki_treecode::for_tolerance(1e-6).unwrap().0;
+    // the radius: infinite without oscillation, a fraction of the wavelength with it
+    let (n, theta) = (p.degree, p.theta);
+    assert_eq!(parki_treecode::traversal::oscillation_radius(0.0, n, theta), f64::INFINITY);
+    let a = parki_treecode::traversal::oscillation_radius(10.0, n, theta);
+    assert!(a > 0.01 && a < 0.2 && a * 10.0 < std::f64::consts::TAU, "{a}");
+}
+
+#[test]
 fn bad_input_is_named() {
     let pts = Cloud::Uniform.points(1, 0..100);
     let q = vec![1.0; 100];
