@@ -528,8 +528,7 @@ pub fn treecode_estimate(
     // make the whole set's decisions
     let np_sample = ((np as f64 / scale_s).round() as usize).max(1);
     // an oscillatory kernel's clusters small against its wavelength, as the run's traversal
-    let k = if let TreeKernel::SinOverR { wavenumber } = kernel { wavenumber } else { 0.0 };
-    let max_radius = parki_treecode::traversal::oscillation_radius(k, params.degree, params.theta);
+    let max_radius = parki_treecode::traversal::oscillation_radius(kernel.wavenumber(), params.degree, params.theta);
     let lists = Interactions::build_capped(tref, &st, params.theta, max_radius, np_sample);
     let [pp, pc, cp, cc] = lists.evaluations(tref, &st, np).map(|e| e as f64);
     let scale_t = xt.map_or(scale_s, |t| shape.nt as f64 / t.len().max(1) as f64);

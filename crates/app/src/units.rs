@@ -27,6 +27,7 @@
 
 use parki_comm::Comm;
 use parki_core::{Domain, Result};
+use parki_fmm::octree::bounds;
 use parki_treecode::TreeKernel;
 
 use crate::input::Problem;
@@ -109,14 +110,10 @@ impl Units {
         inputs: &[f64],
         targets: Option<&[[f64; 3]]>,
     ) -> Units {
-        let mut lo = [f64::INFINITY; 3];
-        let mut hi = [f64::NEG_INFINITY; 3];
-        for p in sources.iter().chain(targets.into_iter().flatten()) {
-            for a in 0..3 {
-                lo[a] = lo[a].min(p[a]);
-                hi[a] = hi[a].max(p[a]);
-            }
-        }
+        let [lo, hi] = match targets {
+            Some(t) => bounds(&[sources, t]),
+            None => bounds(&[sources]),
+        };
         let mut b = [-lo[0], -lo[1], -lo[2], hi[0], hi[1], hi[2]];
         comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
         let extent = (0..3).map(|a| b[3 + a] + b[a]).filter(|e| e.is_finite()).fold(0.0, f64::max);

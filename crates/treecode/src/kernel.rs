@@ -715,6 +715,15 @@ impl TreeKernel {
         }
     }
 
+    /// The wavenumber of an oscillatory kernel (`sin(kr)/r`), 0 for the others, as
+    /// [`PairKernel::wavenumber`].
+    pub fn wavenumber(self) -> f64 {
+        match self {
+            TreeKernel::SinOverR { wavenumber } => wavenumber,
+            _ => 0.0,
+        }
+    }
+
     /// Name for reports.
     pub fn name(self) -> &'static str {
         match self {

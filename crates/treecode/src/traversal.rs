@@ -144,10 +144,8 @@ pub(crate) fn geometry(t: &Tree) -> Vec<([f64; 3], f64)> {
 /// Runs the dual traversal from the pairs `pending` of `targets` (with `tgeo`, its
 /// [`geometry`]) against `sources` into `out` (unsorted) with the MAC `theta`, approximating
 /// only clusters of radius at most `max_radius` ([`oscillation_radius`]; infinite but for an
-/// oscillatory kernel);
-/// returns the pairs whose source
-/// cluster must be split but whose children `sources` does not know yet, to be continued once
-/// they are.
+/// oscillatory kernel); returns the pairs whose source cluster must be split but whose children
+/// `sources` does not know yet, to be continued once they are.
 pub(crate) fn traverse(
     targets: &Tree,
     tgeo: &[([f64; 3], f64)],
