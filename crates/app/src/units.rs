@@ -26,16 +26,12 @@
 //! it reports back (docs/design.md, "Units").
 
 use parki_comm::Comm;
+use parki_core::units::{longest_side, negated_bounds, unit_for};
+pub use parki_core::units::{power_of_two_near, LENGTH_COMFORT};
 use parki_core::{Domain, Result};
-use parki_fmm::octree::bounds;
 use parki_treecode::TreeKernel;
 
 use crate::input::Problem;
-
-/// Lengths from `1 / LENGTH_COMFORT` to `LENGTH_COMFORT` are not rescaled (`2^10`: the library's
-/// solvers hold the tolerance from `1e-4` to `1e4` in f32 and far beyond in f64,
-/// [`parki_core::validate::check_length_scale`]).
-pub const LENGTH_COMFORT: f64 = 1024.0;
 
 /// Strengths from `1 / STRENGTH_COMFORT` to `STRENGTH_COMFORT` are not rescaled (`2^40`,
 /// about `1e12`: squared and summed over a billion sources they stay far inside f32's range).
@@ -48,29 +44,6 @@ pub struct Units {
     pub length: f64,
     /// Strength unit `w`: a computed charge or force is `q / w`, a computed dipole `d / (w s)`.
     pub strength: f64,
-}
-
-/// `2^e` for `e` in `[-1000, 1000]`, built from its bits (exact).
-fn two_to(e: i32) -> f64 {
-    f64::from_bits(((e.clamp(-1000, 1000) + 1023) as u64) << 52)
-}
-
-/// The power of two nearest `x` in the logarithm (`1` for zero, negative or non-finite `x`).
-pub fn power_of_two_near(x: f64) -> f64 {
-    if !(x.is_finite() && x > 0.0) {
-        return 1.0;
-    }
-    two_to(x.log2().round() as i32)
-}
-
-/// `1` where `x` lies within `[1 / comfort, comfort]` (or is zero or not finite), else the power
-/// of two nearest `x`.
-fn unit_for(x: f64, comfort: f64) -> f64 {
-    if !(x.is_finite() && x > 0.0) || (1.0 / comfort..=comfort).contains(&x) {
-        1.0
-    } else {
-        power_of_two_near(x)
-    }
 }
 
 impl Units {
@@ -110,14 +83,9 @@ impl Units {
         inputs: &[f64],
         targets: Option<&[[f64; 3]]>,
     ) -> Units {
-        let [lo, hi] = match targets {
-            Some(t) => bounds(&[sources, t]),
-            None => bounds(&[sources]),
-        };
-        let mut b = [-lo[0], -lo[1], -lo[2], hi[0], hi[1], hi[2]];
+        let mut b = negated_bounds(&[sources, targets.unwrap_or(&[])]);
         comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
-        let extent = (0..3).map(|a| b[3 + a] + b[a]).filter(|e| e.is_finite()).fold(0.0, f64::max);
-        let length = unit_for(extent, LENGTH_COMFORT);
+        let length = unit_for(longest_side(&b), LENGTH_COMFORT);
         let w = kernel.input_width();
         let largest = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let m = inputs
@@ -229,6 +197,7 @@ impl Units {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parki_core::units::two_to;
 
     #[test]
     fn units_are_exact_powers_of_two_and_one_near_one() {

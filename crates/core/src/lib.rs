@@ -8,7 +8,8 @@
 //! - [`Sources`], a borrowed view of a particle set in the library's `(N, 3)` row-major layout;
 //! - [`Error`], the typed error that names the offending field and value;
 //! - [`StageKind`], [`StageTimes`] and [`StageName`], typed and open per-stage timers (each method
-//!   lists its own stages).
+//!   lists its own stages);
+//! - [`units`], the powers of two the solvers rescale far-from-1 lengths by.
 
 pub mod domain;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod real;
 pub mod sources;
 pub mod special;
 pub mod timing;
+pub mod units;
 pub mod validate;
 
 pub use domain::Domain;

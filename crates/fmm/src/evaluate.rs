@@ -5,7 +5,7 @@ use parki_comm::Transport;
 use parki_core::isa::Isa;
 use parki_core::par::{DisjointSlice, ThreadScratch};
 use parki_core::timing::{StageKind, StageTimes};
-use parki_core::{Error, Par, Result};
+use parki_core::{units, Error, Par, Result};
 use parki_nearfield::free::{laplace, stokeslet, FreeReal, FreeSources};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
@@ -353,6 +353,29 @@ pub enum FmmKernel {
     Stokeslet,
 }
 
+impl FmmOutput {
+    /// Values computed in the length unit `s` to the caller's units: the potential over `s`,
+    /// the gradient over `s^2` (one factor at a time: exact, overflowing only where the value
+    /// itself does).
+    pub(crate) fn restore(&mut self, s: f64) {
+        self.potential.iter_mut().for_each(|v| *v /= s);
+        self.gradient.iter_mut().for_each(|g| *g = g.map(|v| v / s / s));
+    }
+}
+
+/// The length unit the evaluation computes in ([`parki_core::units::length_unit`]): 1 for
+/// sources and targets (over the ranks of `comm` when given) of an extent near 1, else the
+/// power of two nearest it. The kernels are homogeneous (`1/r`, the Stokeslet: `G(s r) =
+/// G(r) / s`), so the evaluation of the points over `s` gives the values times `s`, exactly,
+/// without `r^2` under- or overflowing. Collective when `comm` is given.
+pub(crate) fn length_unit(comm: Option<&parki_comm::Comm>, sources: &[[f64; 3]], targets: Option<&[[f64; 3]]>) -> f64 {
+    let mut b = units::negated_bounds(&[sources, targets.unwrap_or(&[])]);
+    if let Some(comm) = comm {
+        comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
+    }
+    units::length_unit(&b)
+}
+
 /// The result of an evaluation, in the caller's order.
 #[derive(Clone, Debug)]
 pub struct StokesletOutput {
@@ -360,6 +383,13 @@ pub struct StokesletOutput {
     pub velocity: Vec<[f64; 3]>,
     /// Counts and times.
     pub stats: FmmStats,
+}
+
+impl StokesletOutput {
+    /// Values computed in the length unit `s` to the caller's units (over `s`, exact).
+    pub(crate) fn restore(&mut self, s: f64) {
+        self.velocity.iter_mut().for_each(|u| *u = u.map(|v| v / s));
+    }
 }
 
 /// `phi(y_j) = sum_i q_i / |y_j - x_i|` (pairs at zero distance skipped) and its gradient at
@@ -396,6 +426,13 @@ pub fn evaluate_on(
 ) -> Result<FmmOutput> {
     params.validate()?;
     validate(sources, charges, targets.unwrap_or(sources))?;
+    let s = length_unit(None, sources, targets);
+    if s != 1.0 {
+        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
+        let mut out = evaluate_on(&x, charges, y.as_deref(), params, isa, par, device)?;
+        out.restore(s);
+        return Ok(out);
+    }
     let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par, device)?;
     let order = &core.order;
     let mut potential = vec![0.0; order.len()];
@@ -481,6 +518,13 @@ pub fn evaluate_stokeslet_on(
     device: Option<&dyn FmmBackend>,
 ) -> Result<StokesletOutput> {
     validate_stokeslet(sources, forces, targets, params)?;
+    let s = length_unit(None, sources, targets);
+    if s != 1.0 {
+        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
+        let mut out = evaluate_stokeslet_on(&x, forces, y.as_deref(), params, isa, par, device)?;
+        out.restore(s);
+        return Ok(out);
+    }
     let cube = match targets {
         Some(t) => RootCube::around(&[sources, t]),
         None => RootCube::around(&[sources]),

@@ -170,6 +170,40 @@ fn mpi_child() {
     laplace_case(&comm, Cloud::Plummer, false, true);
     stokeslet_case(&comm);
     edge_cases(&comm);
+    far_from_one(&comm);
+}
+
+/// Every rank's points at `2^-480` and `2^600` of their extent give the unit extent's potential
+/// and gradient (Laplace), and velocity (Stokeslet), scaled bit for bit: the unit of length is
+/// agreed over the ranks.
+fn far_from_one(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let n = 3000;
+    let x = Cloud::Uniform.points(45, 0..n);
+    let q: Vec<f64> = (0..n).map(|i| particle_rng(46, i as u64).normal()).collect();
+    let f: Vec<[f64; 3]> = (0..n).map(|i| [0, 1, 2].map(|a| particle_rng(47 + a, i as u64).normal())).collect();
+    let mine = rank * n / size..(rank + 1) * n / size;
+    let p = FmmParams::new(8, Some(40));
+    let laplace =
+        |x: &[[f64; 3]]| evaluate_distributed(comm, x, &q[mine.clone()], None, &p, Isa::detect(), Par::Seq).unwrap();
+    let stokeslet = |x: &[[f64; 3]]| {
+        evaluate_stokeslet_distributed(comm, x, &f[mine.clone()], None, &p, Isa::detect(), Par::Seq).unwrap()
+    };
+    let unit = laplace(&x[mine.clone()]);
+    let unit_u = stokeslet(&x[mine.clone()]);
+    for e in [-480, 600] {
+        let s = 2f64.powi(e);
+        let xs: Vec<[f64; 3]> = x[mine.clone()].iter().map(|p| p.map(|c| c * s)).collect();
+        let same = |a: f64, b: f64, what: &str| assert_eq!(a.to_bits(), b.to_bits(), "{size} ranks, 2^{e}, {what}");
+        let got = laplace(&xs);
+        got.potential.iter().zip(&unit.potential).for_each(|(a, b)| same(*a, b / s, "potential"));
+        for (a, b) in got.gradient.iter().zip(&unit.gradient) {
+            (0..3).for_each(|c| same(a[c], b[c] / s / s, "gradient"));
+        }
+        for (a, b) in stokeslet(&xs).velocity.iter().zip(&unit_u.velocity) {
+            (0..3).for_each(|c| same(a[c], b[c] / s, "velocity"));
+        }
+    }
 }
 
 #[test]

@@ -232,6 +232,50 @@ fn stokeslet_error(x: &[[f64; 3]], f: &[[f64; 3]], y: &[[f64; 3]], u: &[[f64; 3]
     (e / nrm).sqrt()
 }
 
+/// Points of extent `2^-480` or `2^480` (where `r^2` or `1/r^3` left f64's range: NaN
+/// potentials and gradients before) and f32 points of `2^-40` (`1/r^3` beyond f32's range) are
+/// computed in a power-of-two unit of length: the potential, gradient and velocity equal the unit
+/// extent's scaled, bit for bit, with separate targets too.
+#[test]
+fn far_from_one_extents_give_the_unit_extents_values_exactly() {
+    let x = points("uniform", 4000, 51);
+    let y = points("uniform", 1500, 52);
+    let q: Vec<f64> = (0..x.len()).map(|i| if i % 3 == 0 { -1.3 } else { 0.8 }).collect();
+    let f: Vec<[f64; 3]> = (0..x.len()).map(|i| [1.0, (i % 5) as f64 - 2.0, 0.5]).collect();
+    let p = FmmParams::new(8, Some(40));
+    let isa = Isa::detect();
+    let same = |a: f64, b: f64, what: &str| assert_eq!(a.to_bits(), b.to_bits(), "{what}: {a:e} against {b:e}");
+    for targets in [None, Some(&y[..])] {
+        let unit = evaluate(&x, &q, targets, &p, isa, Par::Seq).unwrap();
+        let unit_u = evaluate_stokeslet(&x, &f, targets, &p, isa, Par::Seq).unwrap();
+        for e in [-480, 480] {
+            let s = 2f64.powi(e);
+            let scale = |v: &[[f64; 3]]| v.iter().map(|p| p.map(|c| c * s)).collect::<Vec<_>>();
+            let ys = targets.map(scale);
+            let got = evaluate(&scale(&x), &q, ys.as_deref(), &p, isa, Par::Seq).unwrap();
+            got.potential.iter().zip(&unit.potential).for_each(|(a, b)| same(*a, b / s, "potential"));
+            for (a, b) in got.gradient.iter().zip(&unit.gradient) {
+                (0..3).for_each(|c| same(a[c], b[c] / s / s, "gradient"));
+            }
+            let got = evaluate_stokeslet(&scale(&x), &f, ys.as_deref(), &p, isa, Par::Seq).unwrap();
+            for (a, b) in got.velocity.iter().zip(&unit_u.velocity) {
+                (0..3).for_each(|c| same(a[c], b[c] / s, "velocity"));
+            }
+        }
+    }
+    let narrow = |v: &[[f64; 3]], s: f32| v.iter().map(|p| p.map(|c| c as f32 * s)).collect::<Vec<_>>();
+    let qf: Vec<f32> = q.iter().map(|&c| c as f32).collect();
+    let unit = evaluate_f32(&narrow(&x, 1.0), &qf, None, &p, isa, Par::Seq).unwrap();
+    let s = 2f32.powi(-40);
+    let got = evaluate_f32(&narrow(&x, s), &qf, None, &p, isa, Par::Seq).unwrap();
+    for (a, b) in got.potential.iter().zip(&unit.potential) {
+        same(f64::from(*a), f64::from(b / s), "f32 potential");
+    }
+    for (a, b) in got.gradient.iter().zip(&unit.gradient) {
+        (0..3).for_each(|c| same(f64::from(a[c]), f64::from(b[c] / s / s), "f32 gradient"));
+    }
+}
+
 #[test]
 fn stokeslet_by_four_harmonic_fmms() {
     for (kind, tol) in [("uniform", 1e-3), ("plummer", 1e-6), ("sphere", 1e-9)] {

@@ -31,9 +31,9 @@
 
 use std::time::Instant;
 
-use parki_comm::{as_bytes, as_bytes_mut, Comm, Transport, Window};
+use parki_comm::{as_bytes, as_bytes_mut, Comm, ReduceOp, Transport, Window};
 use parki_core::isa::Isa;
-use parki_core::{Error, Par, Result};
+use parki_core::{units, Error, Par, Result};
 use parki_decomp::{Rcb, Route, SortMode};
 
 use crate::backend::{ListWork, Rows, SidePoints, TreeBackend, TreeSession, TreeView};
@@ -380,7 +380,43 @@ pub fn evaluate_owned<K: PairKernel>(
 ) -> Result<(Vec<f64>, TreecodeStats)> {
     let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
-    comm.agree(owned_checked(comm, kernel, params, sources, densities, targets, par, isa, None))
+    in_length_unit(comm, kernel, sources, densities, targets, |k, x, q, y| {
+        comm.agree(owned_checked(comm, k, params, x, q, y, par, isa, None))
+    })
+}
+
+/// `eval(kernel, sources, densities, targets)`, computed in the length unit of the points of
+/// every rank ([`parki_core::units::length_unit`]) when their extent lies far from 1 and the
+/// kernel has one ([`PairKernel::in_length_unit`]): on the points over `s` and the scaled
+/// densities, the values times `s^-p` (exact: `s` is a power of two). Collective.
+fn in_length_unit<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    eval: impl FnOnce(&K, &[[f64; 3]], &[f64], &[[f64; 3]]) -> Result<(Vec<f64>, TreecodeStats)>,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    let mut b = units::negated_bounds(&[sources, targets]);
+    comm.all_reduce_f64(&mut b, ReduceOp::Max);
+    let s = units::length_unit(&b);
+    let Some(r) = (s != 1.0).then(|| kernel.in_length_unit(s)).flatten() else {
+        return eval(kernel, sources, densities, targets);
+    };
+    let scaled: Vec<f64>;
+    let q = if r.density_scale[..K::DENSITY].iter().all(|&d| d == 1.0) {
+        densities
+    } else {
+        let d = &r.density_scale[..K::DENSITY];
+        scaled = densities.chunks_exact(K::DENSITY).flat_map(|row| row.iter().zip(d).map(|(q, d)| q * d)).collect();
+        &scaled
+    };
+    let (mut values, stats) = eval(&r.kernel, &units::scaled_points(sources, s), q, &units::scaled_points(targets, s))?;
+    // s^-p one factor at a time: exact, and overflowing only where the value itself does
+    for _ in 0..r.power {
+        values.iter_mut().for_each(|v| *v /= s);
+    }
+    Ok((values, stats))
 }
 
 /// Where the lists and the passes run: the host's accumulators, or a device's session.
@@ -640,9 +676,27 @@ pub fn evaluate_distributed_on<K: PairKernel>(
     isa: Isa,
     device: Option<&dyn TreeBackend>,
 ) -> Result<(Vec<f64>, TreecodeStats)> {
-    let (nd, nv) = (K::DENSITY, K::VALUE);
-    let checked = params.validate().and_then(|()| validate(sources, densities, nd, targets));
+    let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
+    in_length_unit(comm, kernel, sources, densities, targets, |k, x, q, y| {
+        distributed_checked(comm, k, params, x, q, y, par, isa, device)
+    })
+}
+
+/// [`evaluate_distributed_on`] on input checked on every rank.
+#[allow(clippy::too_many_arguments)]
+fn distributed_checked<K: PairKernel>(
+    comm: &Comm,
+    kernel: &K,
+    params: &TreecodeParams,
+    sources: &[[f64; 3]],
+    densities: &[f64],
+    targets: &[[f64; 3]],
+    par: Par,
+    isa: Isa,
+    device: Option<&dyn TreeBackend>,
+) -> Result<(Vec<f64>, TreecodeStats)> {
+    let (nd, nv) = (K::DENSITY, K::VALUE);
     if comm.size() == 1 {
         // one rank owns everything: no partition and no routes (they would copy every point
         // and density twice and give the same order back), the same values

@@ -77,6 +77,36 @@ pub trait PairKernel: Copy + Send + Sync {
     fn wavenumber(&self) -> f64 {
         0.0
     }
+
+    /// The same kernel for lengths in units of `s` (`x = s x'`, `s` a power of two), where it is
+    /// homogeneous: `sum_j G(s r'_j) q_j = s^-p sum_j G'(r'_j) (D q_j)` with `G'` =
+    /// [`Rescaled::kernel`] (its parameters rescaled: `kappa s`, `epsilon / s`, `k s`),
+    /// `p` = [`Rescaled::power`] and `D` the diagonal [`Rescaled::density_scale`]. The
+    /// evaluations compute points of an extent far from 1 in such a unit
+    /// ([`parki_core::units`]), exactly; `None`, the default, evaluates a kernel of your own in
+    /// the caller's units.
+    fn in_length_unit(&self, _s: f64) -> Option<Rescaled<Self>> {
+        None
+    }
+}
+
+/// A kernel in a length unit `s` ([`PairKernel::in_length_unit`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rescaled<K> {
+    /// The kernel `G'` with its parameters in the unit.
+    pub kernel: K,
+    /// The power `p` in `G(s r') = s^-p G'(r')` (on the scaled densities).
+    pub power: i32,
+    /// The factor of each density component (`D`): 1, or `1 / s` for the stresslet part of the
+    /// combined kernel, so that one power serves every value.
+    pub density_scale: [f64; MAX_DENSITY],
+}
+
+impl<K> Rescaled<K> {
+    /// `kernel` with `G(s r') = s^-power G'(r')` on the densities as they are.
+    pub fn homogeneous(kernel: K, power: i32) -> Self {
+        Self { kernel, power, density_scale: [1.0; MAX_DENSITY] }
+    }
 }
 
 /// Vector math of one instruction set, handed to [`PairKernel::lanes`]: what the compiler does
@@ -335,6 +365,10 @@ impl PairKernel for Coulomb {
         }
     }
 
+    fn in_length_unit(&self, _s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(Coulomb, 1))
+    }
+
     fn device(&self) -> Option<DeviceKernel> {
         Some(DeviceKernel { code: 0, params: [0.0, 0.0] })
     }
@@ -368,6 +402,10 @@ impl PairKernel for Yukawa {
         }
     }
 
+    fn in_length_unit(&self, s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(Yukawa { kappa: self.kappa * s }, 1))
+    }
+
     fn device(&self) -> Option<DeviceKernel> {
         Some(DeviceKernel { code: 1, params: [self.kappa, 0.0] })
     }
@@ -398,6 +436,10 @@ impl PairKernel for RegularizedCoulomb {
         for l in 0..LANES {
             acc[0][l] = q0[l].mul_add(ri[l], acc[0][l]);
         }
+    }
+
+    fn in_length_unit(&self, s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(RegularizedCoulomb { epsilon: self.epsilon / s }, 1))
     }
 
     fn device(&self) -> Option<DeviceKernel> {
@@ -436,6 +478,10 @@ impl PairKernel for RegularizedYukawa {
         }
     }
 
+    fn in_length_unit(&self, s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(RegularizedYukawa { kappa: self.kappa * s, epsilon: self.epsilon / s }, 1))
+    }
+
     fn device(&self) -> Option<DeviceKernel> {
         Some(DeviceKernel { code: 3, params: [self.kappa, self.epsilon] })
     }
@@ -469,6 +515,10 @@ impl PairKernel for SinOverR {
         for l in 0..LANES {
             acc[0][l] = (q0[l] * s[l]).mul_add(ri[l], acc[0][l]);
         }
+    }
+
+    fn in_length_unit(&self, s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(SinOverR { wavenumber: self.wavenumber * s }, 1))
     }
 
     fn device(&self) -> Option<DeviceKernel> {
@@ -543,6 +593,10 @@ impl PairKernel for Stokeslet {
         stokeslet_lanes(m, d, r2, q, 0, acc);
     }
 
+    fn in_length_unit(&self, _s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(Stokeslet, 1))
+    }
+
     fn device(&self) -> Option<DeviceKernel> {
         Some(DeviceKernel { code: 5, params: [0.0, 0.0] })
     }
@@ -565,6 +619,10 @@ impl PairKernel for Stresslet {
         acc: &mut [[f64; LANES]; MAX_VALUE],
     ) {
         stresslet_lanes(m, d, r2, q, 0, acc);
+    }
+
+    fn in_length_unit(&self, _s: f64) -> Option<Rescaled<Self>> {
+        Some(Rescaled::homogeneous(Stresslet, 2))
     }
 
     fn device(&self) -> Option<DeviceKernel> {
@@ -590,6 +648,13 @@ impl PairKernel for Stokes {
     ) {
         stokeslet_lanes(m, d, r2, q, 0, acc);
         stresslet_lanes(m, d, r2, q, 3, acc);
+    }
+
+    fn in_length_unit(&self, s: f64) -> Option<Rescaled<Self>> {
+        // the stresslet's densities over s: both parts then scale as 1/s
+        let mut density_scale = [1.0; MAX_DENSITY];
+        density_scale[3..9].fill(1.0 / s);
+        Some(Rescaled { kernel: Stokes, power: 1, density_scale })
     }
 
     fn device(&self) -> Option<DeviceKernel> {

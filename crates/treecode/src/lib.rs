@@ -44,7 +44,7 @@ pub use distributed::{
     evaluate_owned, LetStats,
 };
 pub use evaluate::{evaluate, evaluate_kernel, for_tolerance, KernelVisitor, TreeStage, TreecodeParams, TreecodeStats};
-pub use kernel::{PairKernel, TreeKernel};
+pub use kernel::{PairKernel, Rescaled, TreeKernel};
 pub use traversal::{Interaction, Interactions};
 pub use tree::{Cluster, Tree, TreeParams};
 pub use upward::{anterpolate, upward_pass, ProxyCharges};

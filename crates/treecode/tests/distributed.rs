@@ -142,6 +142,31 @@ fn mpi_child() {
         case(&comm, &Coulomb, TreeKernel::Coulomb, cloud);
     }
     case(&comm, &Stokeslet, TreeKernel::Stokeslet, Cloud::Plummer);
+    far_from_one(&comm);
+}
+
+/// Every rank's points at `2^-600` of their extent give the unit extent's values scaled, bit
+/// for bit: the unit of length is agreed over the ranks (the partition, the trees and the LET
+/// are the unit problem's).
+fn far_from_one(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let (n, m) = (4000, 3000);
+    let sources = Cloud::Uniform.points(21, 0..n);
+    let targets = Cloud::Uniform.points(22, 0..m);
+    let q: Vec<f64> = (0..n).map(|k| particle_rng(23, k as u64).normal()).collect();
+    let (ms, mt) = (rank * n / size..(rank + 1) * n / size, rank * m / size..(rank + 1) * m / size);
+    let s = 2f64.powi(-600);
+    let scale = |v: &[[f64; 3]]| v.iter().map(|x| x.map(|c| c * s)).collect::<Vec<_>>();
+    let p = params();
+    let run = |x: &[[f64; 3]], y: &[[f64; 3]]| {
+        evaluate_distributed(comm, &Coulomb, &p, x, &q[ms.clone()], y, Par::Seq, Isa::detect()).unwrap().0
+    };
+    let unit = run(&sources[ms.clone()], &targets[mt.clone()]);
+    let got = run(&scale(&sources[ms.clone()]), &scale(&targets[mt.clone()]));
+    assert!(unit.iter().all(|v| v.is_finite() && *v != 0.0));
+    for (a, b) in got.iter().zip(&unit) {
+        assert_eq!(a.to_bits(), (b / s).to_bits(), "{size} ranks: {a:e} against {:e}", b / s);
+    }
 }
 
 #[test]

@@ -232,6 +232,43 @@ fn oscillatory_kernels_hold_the_tolerance_at_any_wavenumber() {
     assert!(a > 0.01 && a < 0.2 && a * 10.0 < std::f64::consts::TAU, "{a}");
 }
 
+/// Points of extent `2^-600` or `2^600`, where `r^2` leaves f64's range (a Coulomb sum of 0, a
+/// stresslet of NaN before), are computed in a power-of-two unit of length
+/// (`PairKernel::in_length_unit`): every value equals the unit extent's scaled, bit for bit, for
+/// every kernel with its parameters rescaled (`kappa / s`, `epsilon s`, `k / s`) and the combined
+/// kernel's dipoles times `s`, so that the problem is the unit one in other units.
+#[test]
+fn far_from_one_extents_give_the_unit_extents_values_exactly() {
+    let sources = Cloud::Uniform.points(31, 0..3000);
+    let targets = Cloud::Uniform.points(32, 0..1000);
+    let p = parki_treecode::for_tolerance(1e-8).unwrap().0;
+    let isa = Isa::detect();
+    for kernel in KERNELS {
+        let q = inputs(kernel, sources.len(), 5);
+        let (unit, _) = evaluate_kernel(kernel, &p, &sources, &q, &targets, Par::Seq, isa).unwrap();
+        assert!(unit.iter().all(|v| v.is_finite()));
+        // the stresslet's values scale as s^-2: the exponents keep them finite
+        let (power, exponents) = if kernel == TreeKernel::Stresslet { (2, [-450, 450]) } else { (1, [-600, 600]) };
+        for e in exponents {
+            let s = 2f64.powi(e);
+            let scale = |v: &[[f64; 3]]| v.iter().map(|x| x.map(|c| c * s)).collect::<Vec<_>>();
+            let mut qs = q.clone();
+            if kernel == TreeKernel::Stokes {
+                qs.chunks_exact_mut(9).for_each(|row| row[3..6].iter_mut().for_each(|d| *d *= s));
+            }
+            let k = kernel.in_length_unit(1.0 / s);
+            let (got, _) = evaluate_kernel(k, &p, &scale(&sources), &qs, &scale(&targets), Par::Seq, isa).unwrap();
+            let expected: Vec<f64> = unit.iter().map(|&v| (0..power).fold(v, |v, _| v / s)).collect();
+            let differ = got.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(
+                differ, 0,
+                "{kernel:?} at 2^{e}: {differ} values differ (first {} against {})",
+                got[0], expected[0]
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_input_is_named() {
     let pts = Cloud::Uniform.points(1, 0..100);
