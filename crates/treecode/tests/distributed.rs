@@ -183,8 +183,8 @@ fn distributed_equals_one_process() {
         .into_iter()
         .chain([(2, "messages"), (8, "messages")])
     {
-        let out = Command::new("mpirun")
-            .args(["-n", &ranks.to_string(), "--oversubscribe", "-x", "PARKI_ONE_SIDED"])
+        let out = Command::new("timeout")
+            .args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe", "-x", "PARKI_ONE_SIDED"])
             .arg(&exe)
             .args(["--exact", "mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_TREE_MPI_CHILD", "1")

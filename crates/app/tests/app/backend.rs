@@ -111,8 +111,8 @@ fn cuda_without_the_feature_or_a_device_is_an_error() {
     assert!(!dir.path("report.json").exists());
     // on two ranks: every rank stops, rank 0 prints the error once
     let cfg = dir.path("run.toml");
-    let out = Command::new("mpirun")
-        .args(["-n", "2", "--oversubscribe", env!("CARGO_BIN_EXE_parki-dist"), "run"])
+    let out = Command::new("timeout")
+        .args(["600", "mpirun", "-n", "2", "--oversubscribe", env!("CARGO_BIN_EXE_parki-dist"), "run"])
         .arg(&cfg)
         .args(["--quiet", "--threads", "1"])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -56,8 +56,9 @@ pub fn mpirun_run(ranks: usize, config: &std::path::Path) -> std::process::Outpu
 
 /// [`mpirun_run`] with environment variables (`-x NAME` passes each to every rank).
 pub fn mpirun_run_env(ranks: usize, config: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = std::process::Command::new("mpirun");
-    cmd.args(["-n", &ranks.to_string(), "--oversubscribe"]);
+    // under `timeout`: a hang of the ranks fails the test instead of the CI's whole run
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"]);
     for (name, value) in env {
         cmd.args(["-x", name]).env(name, value);
     }

@@ -13,8 +13,8 @@ use crate::common::{self, Dir};
 
 fn mpirun(ranks: usize, args: &[&str]) -> Output {
     let exe = env!("CARGO_BIN_EXE_parki-check");
-    Command::new("mpirun")
-        .args(["-n", &ranks.to_string(), "--oversubscribe"])
+    Command::new("timeout")
+        .args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"])
         .arg(exe)
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -15,8 +15,8 @@ fn run(config: &Path, ranks: usize) -> Output {
     if ranks == 0 {
         return Command::new(env!("CARGO_BIN_EXE_parki-dist")).arg("run").arg(config).arg("--quiet").output().unwrap();
     }
-    Command::new("mpirun")
-        .args(["-n", &ranks.to_string(), "--oversubscribe"])
+    Command::new("timeout")
+        .args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"])
         .arg(env!("CARGO_BIN_EXE_parki-dist"))
         .arg("run")
         .arg(config)

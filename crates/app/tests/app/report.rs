@@ -29,8 +29,8 @@ fn reports(dir: &Dir) -> (Value, Value) {
     succeeded(Command::new(exe).arg("run").arg(&cfg).args(["--quiet", "--threads", "2"]).output().unwrap());
     let one = read_report(dir);
     succeeded(
-        Command::new("mpirun")
-            .args(["-n", "2", "--oversubscribe", exe, "run"])
+        Command::new("timeout")
+            .args(["600", "mpirun", "-n", "2", "--oversubscribe", exe, "run"])
             .arg(&cfg)
             .args(["--quiet", "--threads", "1"])
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

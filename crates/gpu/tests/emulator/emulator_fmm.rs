@@ -193,8 +193,8 @@ fn distributed_device_equals_the_host() {
     }
     let exe = std::env::current_exe().unwrap();
     for ranks in [2, 3] {
-        let out = Command::new("mpirun")
-            .args(["-n", &ranks.to_string(), "--oversubscribe"])
+        let out = Command::new("timeout")
+            .args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"])
             .arg(&exe)
             .args(["--exact", "emulator_fmm::mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_FMM_MPI_CHILD", "1")

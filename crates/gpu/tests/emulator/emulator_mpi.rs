@@ -98,8 +98,8 @@ fn distributed_equals_one_process() {
     }
     let exe = std::env::current_exe().unwrap();
     for ranks in [2, 3, 4] {
-        let out = Command::new("mpirun")
-            .args(["-n", &ranks.to_string(), "--oversubscribe"])
+        let out = Command::new("timeout")
+            .args(["600", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"])
             .arg(&exe)
             .args(["--exact", "emulator_mpi::mpi_child", "--nocapture", "--test-threads", "1"])
             .env("PARKI_GPU_MPI_CHILD", "1")
