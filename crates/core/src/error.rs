@@ -109,6 +109,21 @@ pub enum Error {
     },
 }
 
+/// A number as it reads best in a message: plainly from `1e-4` to `1e7` (and 0), in scientific
+/// notation beyond (a coordinate of a box of `1e-90` is `9.8e-91`, not 90 zeros and its digits).
+struct Number(f64);
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0.abs();
+        if a == 0.0 || !a.is_finite() || (1e-4..1e7).contains(&a) {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{:e}", self.0)
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -117,7 +132,9 @@ impl fmt::Display for Error {
             }
             Error::OutsideBox { field, index, axis, value, length, periodic } => write!(
                 f,
-                "{field}[{index}] lies outside the box: coordinate {axis} is {value}, allowed is [0, {length}) ({})",
+                "{field}[{index}] lies outside the box: coordinate {axis} is {}, allowed is [0, {}) ({})",
+                Number(*value),
+                Number(*length),
                 if *periodic {
                     "set `wrap = true` in [problem] to map periodic coordinates into the box"
                 } else {

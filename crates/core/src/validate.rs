@@ -115,38 +115,6 @@ pub fn narrow_positions<T: Real>(positions: &[[f64; 3]], domain: &Domain) -> Vec
     positions.iter().map(|p| [0, 1, 2].map(|d| narrow_coordinate::<T>(p[d], l[d]))).collect()
 }
 
-/// The box sides, per precision, for which the spectral Ewald solvers are tested to hold the
-/// tolerance (every kernel and periodicity at both ends, `cargo test --release -p parki-dist
-/// --test ewald units`): `[1e-30, 1e30]` in f64, `[1e-4, 1e4]` in f32. Beyond them the error
-/// model's powers of `xi` or the kernels' `1/r^5` leave the exponent range (in f32 the
-/// stresslet's at a box of `1e-6`), so a solver refuses such a box rather than return a wrong
-/// answer; `parki-dist run` rescales lengths by a power of two instead (exact), and so can a
-/// caller.
-pub fn length_range<T: Real>() -> (f64, f64) {
-    if T::BYTES == 4 {
-        (1e-4, 1e4)
-    } else {
-        (1e-30, 1e30)
-    }
-}
-
-/// Errors when a side of `domain` lies outside [`length_range`] for `T`, naming `problem.box`.
-pub fn check_length_scale<T: Real>(domain: &Domain) -> Result<()> {
-    let (lo, hi) = length_range::<T>();
-    match domain.lengths().iter().position(|&l| !(lo..=hi).contains(&l)) {
-        None => Ok(()),
-        Some(axis) => Err(Error::OutOfRange {
-            field: format!("problem.box[{axis}]"),
-            value: format!("{:e}", domain.lengths()[axis]),
-            allowed: format!(
-                "[{lo:e}, {hi:e}] for precision \"{}\": the solver computes in the box's units (rescale the \
-                 lengths by a power of two and the potentials back, as parki-dist run does)",
-                T::NAME
-            ),
-        }),
-    }
-}
-
 /// Checks a relative tolerance against the supported range of the precision.
 pub fn check_tolerance<T: Real>(tolerance: f64) -> Result<()> {
     let lo = T::MIN_TOLERANCE;

@@ -20,6 +20,7 @@ mod plan;
 mod solver;
 mod stage;
 mod statistics;
+mod units;
 
 pub use backend::{BackendSetup, CpuBackend, EwaldBackend, NearStats, PlanningHints, PlanningQuery};
 pub use inputs::check_inputs;

@@ -14,6 +14,10 @@
 //! here; the compute stages and their resident data are the backend's ([`EwaldBackend`]). On
 //! one rank the sort, ghost, halo and return steps do nothing and copy nothing: the stages read
 //! the caller's arrays and write the caller's output.
+//!
+//! A box far from 1 is planned and evaluated in a power-of-two unit of length near its longest
+//! side ([`crate::units`]): the options, the parameters and the inputs are converted exactly,
+//! and every value the caller sees (parameters, errors, results) is in the caller's units.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +35,7 @@ use crate::inputs::{check_inputs, Neutrality};
 use crate::options::{EwaldOptions, ParallelOptions, Targets};
 use crate::plan::{self, MemoryEstimate};
 use crate::stage::EwaldStage;
+use crate::units::{self, ScaledInputs};
 use crate::SolverReal;
 
 /// What one evaluation reports.
@@ -61,9 +66,19 @@ impl Evaluation {
 /// documentation), computing on the backend `B` (the CPU by default).
 pub struct DistEwaldSolver<T: SolverReal, B: EwaldBackend<T> = CpuBackend<T>> {
     comm: Comm,
+    /// The options in the length unit `unit` (the caller's when `unit` is 1).
     opts: EwaldOptions,
+    /// The caller's options.
+    user_opts: EwaldOptions,
+    /// The length unit the solver computes in ([`crate::units`]).
+    unit: f64,
+    /// The caller's positions, dipoles and targets over `unit` (empty when it is 1).
+    scaled: ScaledInputs<T>,
     output: Output,
     popts: ParallelOptions,
+    /// The parameters in the length unit `unit`.
+    unit_params: Params,
+    /// `unit_params` in the caller's units.
     params: Params,
     threads: usize,
     isa: Isa,
@@ -210,8 +225,13 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<Self> {
-        let (choice, pgrid, memory) = comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0))?;
-        comm.agree(Self::build(comm, opts, popts, choice, pgrid, memory, sources, targets))
+        let (opts_in, unit) = comm.agree(in_unit(opts))?;
+        let (choice, pgrid, memory) = comm.agree(Self::choose(comm, &opts_in, unit, popts, sources, targets, 0.0))?;
+        let mut solver = comm.agree(Self::build(comm, &opts_in, popts, choice, pgrid, memory, sources, targets))?;
+        solver.params = solver.unit_params.in_length_unit(unit);
+        solver.user_opts = opts.clone();
+        solver.unit = unit;
+        Ok(solver)
     }
 
     /// The memory one rank would need for `sources` and `targets` particles in total, without
@@ -226,7 +246,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<MemoryEstimate> {
-        comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0)).map(|(_, _, m)| m)
+        let (opts, unit) = comm.agree(in_unit(opts))?;
+        comm.agree(Self::choose(comm, &opts, unit, popts, sources, targets, 0.0)).map(|(_, _, m)| m)
     }
 
     /// The parameters a solver for `sources` and `targets` would use (with their predicted
@@ -241,7 +262,9 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         sources: usize,
         targets: usize,
     ) -> Result<Params> {
-        comm.agree(Self::choose(comm, opts, popts, sources, targets, 0.0)).map(|(c, _, _)| c.params)
+        let (opts, unit) = comm.agree(in_unit(opts))?;
+        comm.agree(Self::choose(comm, &opts, unit, popts, sources, targets, 0.0))
+            .map(|(c, _, _)| c.params.in_length_unit(unit))
     }
 
     /// As [`estimate_memory`](Self::estimate_memory), with `caller_bytes` more per rank (the
@@ -258,14 +281,17 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         targets: usize,
         caller_bytes: f64,
     ) -> Result<MemoryEstimate> {
-        comm.agree(Self::choose(comm, opts, popts, sources, targets, caller_bytes)).map(|(_, _, m)| m)
+        let (opts, unit) = comm.agree(in_unit(opts))?;
+        comm.agree(Self::choose(comm, &opts, unit, popts, sources, targets, caller_bytes)).map(|(_, _, m)| m)
     }
 
     /// Parameters, process grid and memory estimate, checked against the node's memory with
-    /// `caller_bytes` of the caller's own arrays per rank.
+    /// `caller_bytes` of the caller's own arrays per rank; `opts` in the length unit `unit`
+    /// (the copies of the inputs in it are counted when it is not 1).
     fn choose(
         comm: &Comm,
         opts: &EwaldOptions,
+        unit: f64,
         popts: ParallelOptions,
         sources: usize,
         targets: usize,
@@ -299,8 +325,16 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
+        let copies = if unit == 1.0 {
+            0.0
+        } else {
+            // the targets as if separate (an evaluation on the sources copies none)
+            let per_rank = |n: usize| n.div_ceil(ranks) as f64;
+            ScaledInputs::<T>::bytes(per_rank(sources), per_rank(targets), opts.kernel.needs_dipoles())
+        };
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
             .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
+            .with_copies(copies)
             .with_caller(caller_bytes)
             .check(sources, targets, share.0, share.1)?;
         let choice = plan::choose::<T>(opts, sources, targets, budget, &hints).map_err(|e| match e {
@@ -331,6 +365,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let memory =
             MemoryEstimate::new::<T>(opts, Some(p), sources, targets, comm.size(), choice.threads, ghost_factor)
                 .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
+                .with_copies(copies)
                 .with_caller(caller_bytes);
         memory.check(sources, targets, share.0, share.1)?;
         Ok((choice, pgrid, memory))
@@ -464,8 +499,12 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         Ok(Self {
             comm: comm.clone(),
             opts: opts.clone(),
+            user_opts: opts.clone(),
+            unit: 1.0,
+            scaled: ScaledInputs::default(),
             output,
             popts,
+            unit_params: params.clone(),
             params,
             threads,
             isa,
@@ -481,14 +520,21 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         })
     }
 
-    /// The chosen parameters.
+    /// The chosen parameters (in the caller's units).
     pub fn params(&self) -> &Params {
         &self.params
     }
 
-    /// The options the solver was planned with.
+    /// The options the solver was planned with (the caller's).
     pub fn options(&self) -> &EwaldOptions {
-        &self.opts
+        &self.user_opts
+    }
+
+    /// The length unit the solver computes in: 1, or for a box whose longest side lies outside
+    /// `[2^-10, 2^10]` the power of two nearest it ([`crate::units`]; [`cells`](Self::cells)
+    /// is in this unit).
+    pub fn length_unit(&self) -> f64 {
+        self.unit
     }
 
     /// The process grid.
@@ -531,7 +577,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         &self.memory
     }
 
-    /// This rank's window of the cell grid (owned cell columns plus the ghost ring).
+    /// This rank's window of the cell grid (owned cell columns plus the ghost ring), in the
+    /// solver's [`length_unit`](Self::length_unit).
     pub fn cells(&self) -> &CellGrid {
         &self.cells
     }
@@ -544,6 +591,11 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     /// The owner rank of a position in the box (its cell column's owner): callers that keep
     /// particles on their owners can use the neighbour-only sort.
     pub fn owner_of(&self, p: &[T; 3]) -> usize {
+        self.owner_in_unit(&p.map(|x| T::from_f64(x.to_f64() / self.unit)))
+    }
+
+    /// [`owner_of`](Self::owner_of) a position in the solver's length unit.
+    fn owner_in_unit(&self, p: &[T; 3]) -> usize {
         let c = self.cells.global_cell(p);
         self.own.owner(c[1], c[2])
     }
@@ -575,6 +627,39 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     /// # Errors
     /// As [`evaluate`](Self::evaluate).
     pub fn evaluate_with_progress(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        out: &mut [T],
+        mode: SortMode,
+        progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
+    ) -> Result<Evaluation> {
+        if self.unit == 1.0 {
+            return self.evaluate_in_unit(sources, targets, out, mode, progress);
+        }
+        // checked in the caller's units (the messages name the caller's values), then computed
+        // on the copies over the unit and scaled back
+        self.comm.agree(check_inputs(self.output, &self.user_opts.domain, sources, targets, out.len()).map(drop))?;
+        let mut scaled = std::mem::take(&mut self.scaled);
+        let points = match targets {
+            Targets::Sources => None,
+            Targets::Points(p) => Some(p),
+        };
+        scaled.fill(sources, points, self.unit);
+        let inner = match targets {
+            Targets::Sources => Targets::Sources,
+            Targets::Points(_) => Targets::Points(scaled.targets()),
+        };
+        let result = self.evaluate_in_unit(&scaled.sources(sources), inner, out, mode, progress);
+        self.scaled = scaled;
+        if result.is_ok() {
+            units::restore(self.output, out, self.unit);
+        }
+        result
+    }
+
+    /// [`evaluate_with_progress`](Self::evaluate_with_progress) of inputs in the solver's unit.
+    fn evaluate_in_unit(
         &mut self,
         sources: &Sources<T>,
         targets: Targets<T>,
@@ -628,8 +713,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
         let domain = &self.opts.domain;
         sums.check_free(kernel, domain, T::BYTES == 4)?;
-        let background = sums.background(kernel, domain, self.params.xi);
-        let constant = sums.free_space_constant(kernel, domain, self.params.free.as_ref().map(|f| f.radius));
+        let background = sums.background(kernel, domain, self.unit_params.xi);
+        let constant = sums.free_space_constant(kernel, domain, self.unit_params.free.as_ref().map(|f| f.radius));
         Ok((sums.warnings(kernel, domain, T::BYTES == 4), background, constant, sums.net_charge(kernel)))
     }
 
@@ -653,7 +738,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         }
         let _g = self.comm.stage(EwaldStage::Sort);
         let par = self.par();
-        let owners = |p: &[[T; 3]]| -> Vec<u32> { p.iter().map(|x| self.owner_of(x) as u32).collect() };
+        let owners = |p: &[[T; 3]]| -> Vec<u32> { p.iter().map(|x| self.owner_in_unit(x) as u32).collect() };
         let comm = &self.comm;
         let (src_route, got) = Route::send_to_owners(
             comm,
@@ -767,4 +852,20 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         let dim = self.output.dim();
         trg_route.as_ref().unwrap_or(src_route).return_to_callers(&self.comm, &local.result, dim, out);
     }
+}
+
+/// `opts` in the length unit of its box ([`units::box_unit`]) and the unit. A fixed cut-off is
+/// checked in the caller's units first, so that its message names the caller's values.
+fn in_unit(opts: &EwaldOptions) -> Result<(EwaldOptions, f64)> {
+    let unit = units::box_unit(&opts.domain);
+    if unit == 1.0 {
+        return Ok((opts.clone(), 1.0));
+    }
+    if let Some(rc) = opts.rc {
+        parki_farfield::params::check_fixed_rc(rc, &opts.domain)?;
+    }
+    let mut o = opts.clone();
+    o.domain = units::domain_in(&opts.domain, unit)?;
+    o.rc = opts.rc.map(|rc| rc / unit);
+    Ok((o, unit))
 }

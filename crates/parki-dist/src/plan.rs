@@ -59,7 +59,6 @@ pub(crate) fn choose<T: SolverReal>(
     hints: &PlanningHints,
 ) -> Result<Choice> {
     parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
-    parki_core::validate::check_length_scale::<T>(&opts.domain)?;
     if opts.rc.is_some() && opts.cell_size.is_some() {
         return Err(Error::OutOfRange {
             field: "ewald.cell_size".into(),
@@ -133,7 +132,8 @@ pub(crate) fn choose<T: SolverReal>(
 /// not included).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MemoryEstimate {
-    /// Particles received by MPI-SORT, ghost sources, and the send buffers of the exchanges.
+    /// Particles received by MPI-SORT, ghost sources, and the send buffers of the exchanges;
+    /// for a box far from 1, the copies of the inputs in the solver's length unit.
     pub particles: f64,
     /// Cell lists: padded sources, sorted targets, keys and offsets (0 where a device holds
     /// them).
@@ -244,6 +244,14 @@ impl MemoryEstimate {
             self.cell_lists = 0.0;
             self.scratch = staging + results;
         }
+        self
+    }
+
+    /// Adds `bytes` per rank of the copies of the inputs in the solver's length unit
+    /// (`crate::units`) to the particles.
+    pub(crate) fn with_copies(mut self, bytes: f64) -> Self {
+        self.particles += bytes;
+        self.total += bytes;
         self
     }
 

@@ -26,7 +26,8 @@ use crate::SolverReal;
 
 /// A planned spectral Ewald solver for one kernel, box, tolerance and precision, in this
 /// process: the distributed pipeline over a one-rank communicator, whose sort, ghost, halo and
-/// return steps do nothing (the stages read the caller's arrays in place).
+/// return steps do nothing (the stages read the caller's arrays in place, or for a box far from
+/// 1 copies of them in the solver's [`length_unit`](Self::length_unit)).
 pub struct EwaldSolver<T: SolverReal> {
     inner: DistEwaldSolver<T>,
 }
@@ -70,7 +71,14 @@ impl<T: SolverReal> EwaldSolver<T> {
         self.inner.isa()
     }
 
-    /// The cell grid of the near field.
+    /// The length unit the solver computes in: 1, or for a box whose longest side lies outside
+    /// `[2^-10, 2^10]` the power of two nearest it (the caller's positions and dipoles are read
+    /// through copies over it and the results scaled back, exactly; docs/design.md, "Units").
+    pub fn length_unit(&self) -> f64 {
+        self.inner.length_unit()
+    }
+
+    /// The cell grid of the near field (in the solver's [`length_unit`](Self::length_unit)).
     pub fn cells(&self) -> &CellGrid {
         self.inner.cells()
     }

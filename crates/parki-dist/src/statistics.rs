@@ -7,6 +7,8 @@ use parki_farfield::occupancy::{MAX_SOURCES, MAX_TARGETS};
 use parki_farfield::stats;
 use parki_farfield::{Occupancy, PairStatistics};
 
+use crate::units::{self, ScaledInputs};
+
 /// Close-pair statistics of a particle set for the error model
 /// ([`parki_farfield::stats`]), and whether the solver's positions are the caller's exact
 /// ones or rounded from f64 to f32.
@@ -24,7 +26,9 @@ impl SourceStatistics {
     /// count or the split. `O(N)`, at most about 100 000 sampled targets in all.
     /// `rounded_to_f32`: the positions are f64 data that the solver will see narrowed to f32
     /// (the application's `precision = "f32"`), so their round-off enters the error estimate
-    /// and a tolerance below it is refused.
+    /// and a tolerance below it is refused. Measured in the length unit a solver for `domain`
+    /// computes in ([`crate::DistEwaldSolver::length_unit`]; 1 for boxes near 1): pass them to
+    /// a solver for the same box.
     pub fn measure<T: Real>(
         comm: &Comm,
         kernel: Kernel,
@@ -33,6 +37,15 @@ impl SourceStatistics {
         targets: Option<&[[T; 3]]>,
         rounded_to_f32: bool,
     ) -> Self {
+        // in the length unit the solvers compute in for this box ([`crate::units`]): positions
+        // and dipoles over it, so that the statistics are the ones a solver for `domain` uses
+        let unit = units::box_unit(domain);
+        if let (true, Ok(scaled_domain)) = (unit != 1.0, units::domain_in(domain, unit)) {
+            let mut scaled = ScaledInputs::default();
+            scaled.fill(sources, targets, unit);
+            let points = targets.map(|_| scaled.targets());
+            return Self::measure(comm, kernel, &scaled_domain, &scaled.sources(sources), points, rounded_to_f32);
+        }
         let pairs = if comm.size() == 1 {
             PairStatistics::measure(kernel.parts(), domain, sources, targets)
         } else {
@@ -49,7 +62,8 @@ impl SourceStatistics {
 }
 
 /// Measures the neighbour-cell occupancy ([`parki_farfield::occupancy`]) of `sources` and
-/// `targets` (`None`: the sources) in `domain`, each rank passing the positions it holds.
+/// `targets` (`None`: the sources) in `domain`, each rank passing the positions it holds, in
+/// the length unit a solver for `domain` computes in (as [`SourceStatistics::measure`]).
 /// Collective: the hash-chosen samples (at most 65 536 sources and 16 384 targets) are gathered
 /// on every rank, so every rank computes the same ratios whatever the split. `O(N)` to sample,
 /// then about 0.1 s on the samples.
@@ -59,11 +73,18 @@ pub fn measure_occupancy<T: Real>(
     sources: &[[T; 3]],
     targets: Option<&[[T; 3]]>,
 ) -> Occupancy {
+    // in the length unit the solvers compute in for this box (see SourceStatistics::measure)
+    let unit = units::box_unit(domain);
+    let scaled_domain = units::domain_in(domain, unit);
+    let (domain, unit) = match &scaled_domain {
+        Ok(d) => (d, unit),
+        Err(_) => (domain, 1.0),
+    };
     let ns = comm.sum(sources.len() as f64) as usize;
     let gather = |local: &[[T; 3]], total: usize, max: usize| -> Vec<[f64; 3]> {
         let stride = stats::stride_at_most(total, max);
         let mine: Vec<[f64; 3]> =
-            local.iter().map(|p| p.map(|x| x.to_f64())).filter(|p| stats::sampled(p, stride)).collect();
+            local.iter().map(|p| p.map(|x| x.to_f64() / unit)).filter(|p| stats::sampled(p, stride)).collect();
         comm.all_gatherv(&mine)
     };
     let src = gather(sources, ns, MAX_SOURCES);

@@ -1,109 +1,267 @@
-//! The box sizes the solvers accept ([`parki_core::validate::length_range`]): at both ends of
-//! the range, every kernel, triply periodic and free space, f64 and f32, the measured error lies
-//! in `[tol/100, tol]`; just outside it the solver refuses the box, naming it. The reference is
-//! the unit box's (classical Ewald sum in 3P, direct sum in 0P) scaled by homogeneity: with
-//! positions and dipoles times `s`, every kernel's potential is the unit box's over `s`.
+//! Boxes far from 1 ([`parki_dist::DistEwaldSolver::length_unit`]): a solver planned for a box
+//! of sides `s L` computes in the unit `s` (a power of two), so with positions and dipoles times
+//! `s` every value it returns is the unit box's over `s` (the field over `s^2`), bit for bit, in
+//! f64 from `2^-700` to `2^700` and in f32 from `2^-40` to `2^30`, every kernel, triply periodic
+//! and free space, separate targets, measured statistics, on one process and over 3 ranks; and
+//! the unit box's error lies in `[tol/100, tol]` against the classical Ewald sum (3P) or the
+//! direct sum (0P). Before, the solver refused boxes outside `[1e-30, 1e30]` (f64) and
+//! `[1e-4, 1e4]` (f32), and without a check it answered NaN or errors of 0.5 there.
+
+use std::process::Command;
 
 use crate::common::{rel_rms, Data, KERNELS};
-use parki_core::{Domain, Error, Kernel};
-use parki_dist::{EwaldOptions, EwaldSolver, SolverReal, Targets};
+use parki_core::{Domain, Kernel, Real, Sources};
+use parki_dist::{
+    measure_occupancy, Comm, Decomposition, DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SolverReal,
+    SortMode, SourceStatistics, Targets, Universe,
+};
 use parki_reference::direct::free_space_sum;
 use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;
 
 const N: usize = 300;
 
-/// The unit box's data and its reference potential for `kernel`: a box of sides 1 and longer
-/// (`longer`) or shorter, so that times `s` at an end of the range it has a side at that end
-/// and the others inside.
-fn unit_problem(kernel: Kernel, periodic: bool, longer: bool) -> (Domain, Data, Vec<f64>) {
-    let lengths = if longer { [1.0, 1.05, 1.1] } else { [1.0, 0.95, 0.9] };
-    let domain = Domain::new(lengths, [periodic; 3]).unwrap();
-    let data = Data::new(&domain, Distribution::Uniform, N, 41);
-    let reference = if periodic {
-        ClassicalEwald::new(domain, N, N).evaluate(kernel, &data.sources(), &data.pos)
-    } else {
-        free_space_sum(kernel, &data.sources(), &data.pos)
-    };
-    (domain, data, reference)
+/// A box of sides 1 and longer: its longest side times `s` rounds to `s` in `log2`, so the
+/// solver's unit for the scaled box is `s` itself.
+fn unit_domain(periodic: bool) -> Domain {
+    Domain::new([1.0, 1.05, 1.1], [periodic; 3]).unwrap()
 }
 
-/// The solver's relative error on the unit problem scaled by `s` (box, positions, dipoles), in
-/// precision `T`.
-fn scaled_error<T: SolverReal>(kernel: Kernel, periodic: bool, s: f64, tol: f64) -> Result<f64, Error> {
-    let (domain, data, reference) = unit_problem(kernel, periodic, s < 1.0);
-    let big = Domain::new(domain.lengths().map(|l| l * s), domain.periodic())?;
-    let scale3 = |v: &[[f64; 3]]| -> Vec<[T; 3]> {
-        v.iter()
-            .map(|p| {
-                // inside the box after rounding (a coordinate at the far edge could round onto it)
-                let mut q = p.map(|x| T::from_f64(x * s));
-                for (a, c) in q.iter_mut().enumerate() {
-                    if c.to_f64() >= big.lengths()[a] {
-                        *c = T::from_f64(big.lengths()[a] * (1.0 - 1e-6));
+/// The problem times `s` in precision `T`: positions and dipoles times `s` (exact), a far-edge
+/// coordinate that rounds onto the box's side moved inside.
+struct Scaled<T> {
+    domain: Domain,
+    pos: Vec<[T; 3]>,
+    q: Vec<T>,
+    f: Vec<[T; 3]>,
+    d: Vec<[T; 3]>,
+    n: Vec<[T; 3]>,
+    targets: Vec<[T; 3]>,
+}
+
+impl<T: Real> Scaled<T> {
+    fn new(data: &Data, targets: &[[f64; 3]], domain: &Domain, s: f64) -> Self {
+        let big = Domain::new(domain.lengths().map(|l| l * s), domain.periodic()).unwrap();
+        let inside = |v: &[[f64; 3]]| -> Vec<[T; 3]> {
+            v.iter()
+                .map(|p| {
+                    let mut q = p.map(|x| T::from_f64(x * s));
+                    for (a, c) in q.iter_mut().enumerate() {
+                        if c.to_f64() >= big.lengths()[a] {
+                            *c = T::from_f64(big.lengths()[a] * (1.0 - 1e-6));
+                        }
                     }
-                }
-                q
-            })
-            .collect()
-    };
-    let pos = scale3(&data.pos);
-    let dipoles: Vec<[T; 3]> = data.d.iter().map(|d| d.map(|x| T::from_f64(x * s))).collect();
-    let cast3 = |v: &[[f64; 3]]| -> Vec<[T; 3]> { v.iter().map(|p| p.map(T::from_f64)).collect() };
-    let (forces, normals) = (cast3(&data.f), cast3(&data.n));
-    let charges: Vec<T> = data.q.iter().map(|&q| T::from_f64(q)).collect();
-    let sources = parki_core::Sources {
-        positions: &pos,
-        charges: Some(&charges),
-        forces: Some(&forces),
-        dipoles: Some(&dipoles),
-        normals: Some(&normals),
-    };
-    let mut solver = EwaldSolver::<T>::new(&EwaldOptions::new(kernel, big, tol), N, N)?;
-    let mut u = vec![T::ZERO; N * kernel.output_dim()];
-    solver.evaluate(&sources, Targets::Sources, &mut u)?;
-    let u: Vec<f64> = u.iter().map(|v| v.to_f64() * s).collect();
-    Ok(rel_rms(&u, &reference))
+                    q
+                })
+                .collect()
+        };
+        let cast =
+            |v: &[[f64; 3]], by: f64| -> Vec<[T; 3]> { v.iter().map(|p| p.map(|x| T::from_f64(x * by))).collect() };
+        Self {
+            domain: big,
+            pos: inside(&data.pos),
+            q: data.q.iter().map(|&q| T::from_f64(q)).collect(),
+            f: cast(&data.f, 1.0),
+            d: cast(&data.d, s),
+            n: cast(&data.n, 1.0),
+            targets: inside(targets),
+        }
+    }
+
+    fn sources(&self) -> Sources<'_, T> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.n),
+        }
+    }
+}
+
+/// One solve of `kernel` (with the field for Laplace when `field`) at the sources or at the
+/// separate targets, with statistics measured on the scaled problem when `measured`.
+fn solve<T: SolverReal>(
+    kernel: Kernel,
+    p: &Scaled<T>,
+    tol: f64,
+    field: bool,
+    separate: bool,
+    measured: bool,
+) -> (Vec<f64>, EwaldSolver<T>) {
+    let comm = Comm::single();
+    let targets = separate.then_some(&p.targets[..]);
+    let mut opts = EwaldOptions::new(kernel, p.domain, tol).field(field);
+    if measured {
+        let stats = SourceStatistics::measure(&comm, kernel, &p.domain, &p.sources(), targets, false);
+        let occupancy = measure_occupancy(&comm, &p.domain, &p.pos, targets);
+        opts = opts.statistics(Some(stats)).occupancy(Some(occupancy));
+    }
+    let nt = if separate { p.targets.len() } else { N };
+    let mut solver = EwaldSolver::<T>::new(&opts, N, nt).unwrap();
+    let mut u = vec![T::ZERO; nt * opts.output_dim()];
+    let t = if separate { Targets::Points(&p.targets) } else { Targets::Sources };
+    solver.evaluate(&p.sources(), t, &mut u).unwrap();
+    (u.iter().map(|v| v.to_f64()).collect(), solver)
+}
+
+/// Every value of `got` is `unit`'s over `s` (the field, the last 3 of each `dim`, over `s^2`)
+/// bit for bit.
+fn assert_scaled(label: &str, got: &[f64], unit: &[f64], dim: usize, potential: usize, s: f64) {
+    assert_eq!(got.len(), unit.len());
+    for (k, (a, b)) in got.iter().zip(unit).enumerate() {
+        let expected = if k % dim < potential { b / s } else { b / s / s };
+        assert_eq!(a.to_bits(), expected.to_bits(), "{label}: value {k}: {a:e} against {expected:e}");
+    }
+}
+
+fn reference(kernel: Kernel, domain: &Domain, data: &Data) -> Vec<f64> {
+    if domain.periodicity() == 3 {
+        ClassicalEwald::new(*domain, N, N).evaluate(kernel, &data.sources(), &data.pos)
+    } else {
+        free_space_sum(kernel, &data.sources(), &data.pos)
+    }
+}
+
+fn case<T: SolverReal>(kernel: Kernel, periodic: bool, scales: [f64; 2], tol: f64, failures: &mut Vec<String>) {
+    let domain = unit_domain(periodic);
+    let data = Data::new(&domain, Distribution::Uniform, N, 41);
+    let one = Scaled::<T>::new(&data, &[], &domain, 1.0);
+    let (unit, unit_solver) = solve(kernel, &one, tol, false, false, false);
+    let label = format!("{} {} {}", if periodic { "3P" } else { "0P" }, kernel.name(), T::NAME);
+    let e = rel_rms(&unit, &reference(kernel, &domain, &data));
+    println!("{label}: unit box error {e:.3e} ({:.3} tol)", e / tol);
+    if !(e <= tol && e >= tol / 100.0) {
+        failures.push(format!("{label}: unit box error {e:e} at tol {tol:e}"));
+    }
+    for s in scales {
+        let (got, solver) = solve(kernel, &Scaled::<T>::new(&data, &[], &domain, s), tol, false, false, false);
+        assert_eq!(solver.length_unit(), s, "{label}: the unit of a box of {s:e}");
+        assert_scaled(&format!("{label} box x {s:e}"), &got, &unit, kernel.output_dim(), kernel.output_dim(), s);
+        // the parameters in the caller's units
+        let (a, b) = (solver.params(), unit_solver.params());
+        assert_eq!((a.grid, a.cells, a.xi.to_bits()), (b.grid, b.cells, (b.xi / s).to_bits()), "{label}: xi");
+        assert_eq!(a.rc.to_bits(), (b.rc * s).to_bits(), "{label}: rc");
+    }
 }
 
 #[test]
-fn the_ends_of_the_length_range_hold_the_tolerance() {
+fn far_from_one_boxes_give_the_unit_boxs_values_exactly() {
     let mut failures = Vec::new();
     for periodic in [true, false] {
         for kernel in KERNELS {
-            let cases: [(&str, f64, f64); 4] =
-                [("f64", 1e-30, 1e-6), ("f64", 1e30, 1e-6), ("f32", 1e-4, 1e-4), ("f32", 1e4, 1e-4)];
-            for (precision, s, tol) in cases {
-                let e = if precision == "f64" {
-                    scaled_error::<f64>(kernel, periodic, s, tol)
-                } else {
-                    scaled_error::<f32>(kernel, periodic, s, tol)
-                };
-                let label = format!("{} {} {precision} box x {s:e}", if periodic { "3P" } else { "0P" }, kernel.name());
-                match e {
-                    Ok(e) => {
-                        println!("{label}: error {e:.3e} ({:.3} tol)", e / tol);
-                        if !(e <= tol && e >= tol / 100.0) {
-                            failures.push(format!("{label}: error {e:e} at tol {tol:e}"));
-                        }
-                    }
-                    Err(err) => failures.push(format!("{label}: {err}")),
-                }
-            }
+            case::<f64>(kernel, periodic, [2f64.powi(-700), 2f64.powi(700)], 1e-6, &mut failures);
+            case::<f32>(kernel, periodic, [2f64.powi(-40), 2f64.powi(30)], 1e-4, &mut failures);
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The Laplace field at separate targets, with statistics and occupancy measured on the scaled
+/// problem (they are measured in the solver's unit): the unit box's, scaled.
 #[test]
-fn a_box_beyond_the_range_is_refused_by_name() {
-    for (s, f32) in [(1e-31, false), (1e31, false), (1e-5, true), (1e5, true)] {
-        let e = if f32 {
-            scaled_error::<f32>(Kernel::Stresslet, true, s, 1e-4)
-        } else {
-            scaled_error::<f64>(Kernel::Stresslet, true, s, 1e-6)
+fn field_targets_and_measured_statistics_scale_exactly() {
+    for periodic in [true, false] {
+        let domain = unit_domain(periodic);
+        let data = Data::new(&domain, Distribution::Normal, N, 43);
+        let targets = Data::new(&domain, Distribution::Uniform, 200, 44).pos;
+        let dim = 4;
+        let unit = solve(Kernel::Laplace, &Scaled::<f64>::new(&data, &targets, &domain, 1.0), 1e-8, true, true, true).0;
+        for s in [2f64.powi(-500), 2f64.powi(480)] {
+            let p = Scaled::<f64>::new(&data, &targets, &domain, s);
+            let got = solve(Kernel::Laplace, &p, 1e-8, true, true, true).0;
+            assert_scaled(&format!("periodic {periodic} field x {s:e}"), &got, &unit, dim, 1, s);
+        }
+        let unit = solve(Kernel::Laplace, &Scaled::<f32>::new(&data, &targets, &domain, 1.0), 1e-4, true, true, true).0;
+        let s = 2f64.powi(-20);
+        let got = solve(Kernel::Laplace, &Scaled::<f32>::new(&data, &targets, &domain, s), 1e-4, true, true, true).0;
+        assert_scaled(&format!("periodic {periodic} f32 field x {s:e}"), &got, &unit, dim, 1, s);
+    }
+}
+
+#[test]
+fn errors_name_the_callers_values() {
+    let domain = unit_domain(true);
+    let data = Data::new(&domain, Distribution::Uniform, N, 45);
+    let s = 2f64.powi(-300);
+    let p = Scaled::<f64>::new(&data, &[], &domain, s);
+    // a fixed cut-off over a third of the box, in the caller's units
+    let rc = 0.5 * s;
+    let opts = EwaldOptions::new(Kernel::Laplace, p.domain, 1e-6).rc(Some(rc));
+    let msg = EwaldSolver::<f64>::new(&opts, N, N).err().expect("refused").to_string();
+    assert!(msg.contains("ewald.rc") && msg.contains(&format!("{rc}")), "{msg}");
+    // a particle outside the box, named with its own coordinate
+    let mut solver = EwaldSolver::<f64>::new(&EwaldOptions::new(Kernel::Laplace, p.domain, 1e-6), N, N).unwrap();
+    let mut pos = p.pos.clone();
+    pos[7][1] = 2.0 * s;
+    let sources = Sources { positions: &pos, ..p.sources() };
+    let mut u = vec![0.0; N];
+    let msg = solver.evaluate(&sources, Targets::Sources, &mut u).expect_err("refused").to_string();
+    assert!(msg.contains("sources.positions[7]") && msg.contains(&format!("{:e}", 2.0 * s)), "{msg}");
+}
+
+/// Over 3 ranks (mpirun, this test binary again): each rank's share of a box of `2^-600`
+/// gives the unit box's values over `s`, bit for bit, in slabs and in pencils (3P and 0P).
+#[test]
+fn distributed_far_from_one_boxes_scale_exactly() {
+    if std::env::var("PARKI_EWALD_UNITS_CHILD").is_ok() {
+        let universe = Universe::init().unwrap();
+        let comm = universe.world();
+        distributed_child(&comm);
+        return;
+    }
+    if !Universe::has_mpi() {
+        println!("skipped: built without MPI");
+        return;
+    }
+    // under `timeout`: a rank that panics leaves the others waiting in a collective
+    let out = Command::new("timeout")
+        .args(["300", "mpirun", "-n", "3", "--oversubscribe"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "units::distributed_far_from_one_boxes_scale_exactly", "--nocapture", "--test-threads", "1"])
+        .env("PARKI_EWALD_UNITS_CHILD", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun must be installed (openmpi-bin)");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mpirun -n 3: {text}");
+    assert_eq!(text.matches("units over 3 ranks: equal").count(), 3 * 4, "{text}");
+}
+
+fn distributed_child(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let mine = rank * N / size..(rank + 1) * N / size;
+    for periodic in [true, false] {
+        let domain = unit_domain(periodic);
+        let data = Data::new(&domain, Distribution::Uniform, N, 47);
+        let run = |s: f64, pencils: bool| -> Vec<f64> {
+            let p = Scaled::<f64>::new(&data, &[], &domain, s);
+            let kernel = Kernel::Stokes;
+            let popts = ParallelOptions::new().decomposition(match pencils {
+                true => Decomposition::Pencil,
+                false => Decomposition::Slab,
+            });
+            let opts = EwaldOptions::new(kernel, p.domain, 1e-6).threads(1);
+            let mut solver = DistEwaldSolver::<f64>::new(comm, &opts, popts, N, N).unwrap();
+            let m = mine.clone();
+            let sources = Sources {
+                positions: &p.pos[m.clone()],
+                charges: None,
+                forces: Some(&p.f[m.clone()]),
+                dipoles: Some(&p.d[m.clone()]),
+                normals: Some(&p.n[m.clone()]),
+            };
+            let mut u = vec![0.0; m.len() * 3];
+            solver.evaluate(&sources, Targets::Sources, &mut u, SortMode::Full).unwrap();
+            u
         };
-        let msg = e.expect_err("refused").to_string();
-        assert!(msg.contains("problem.box[") && msg.contains("rescale"), "box x {s:e}: {msg}");
+        for pencils in [false, true] {
+            let s = 2f64.powi(-600);
+            let (unit, got) = (run(1.0, pencils), run(s, pencils));
+            assert_scaled(&format!("{size} ranks, periodic {periodic}"), &got, &unit, 3, 3, s);
+            println!("units over {size} ranks: equal (periodic {periodic}, pencils {pencils})");
+        }
     }
 }
