@@ -53,7 +53,7 @@ impl Units {
     /// The length unit of a box with sides `lengths`: `1` when the longest side lies within
     /// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
     pub fn box_length(lengths: [f64; 3]) -> f64 {
-        unit_for(lengths.iter().cloned().fold(0.0, f64::max), LENGTH_COMFORT)
+        parki_core::units::box_unit(lengths)
     }
 
     /// The spectral Ewald sum's units for `prob` (as read, wrapped and checked): the length unit

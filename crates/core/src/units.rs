@@ -40,6 +40,12 @@ pub fn unit_for(x: f64, comfort: f64) -> f64 {
     }
 }
 
+/// The length unit of a box with sides `lengths`: 1 when its longest side lies within
+/// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
+pub fn box_unit(lengths: [f64; 3]) -> f64 {
+    unit_for(lengths.iter().cloned().fold(0.0, f64::max), LENGTH_COMFORT)
+}
+
 /// The bounding box of the points of `sets` as `[-lo_x, -lo_y, -lo_z, hi_x, hi_y, hi_z]`, the
 /// form a maximum over ranks combines (`-inf` everywhere for no points).
 pub fn negated_bounds(sets: &[&[[f64; 3]]]) -> [f64; 6] {

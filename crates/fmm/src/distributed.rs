@@ -38,13 +38,13 @@ use std::time::Instant;
 use parki_comm::{as_bytes, Comm, ReduceOp};
 use parki_core::isa::Isa;
 use parki_core::timing::StageTimes;
-use parki_core::{units, Par, Result};
+use parki_core::{Par, Result};
 
 use crate::backend::{FmmBackend, FmmSession, SourceSide};
 use crate::evaluate::{
-    device_far_and_near, device_spec, device_upward, evaluate_on, evaluate_stokeslet_on, length_unit, round_to_f32,
-    stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage, FmmStats,
-    NearSources, ParentChild, Precision, StokesletOutput,
+    device_far_and_near, device_spec, device_upward, evaluate_on, evaluate_stokeslet_on, in_length_unit, length_unit,
+    round_to_f32, stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage,
+    FmmStats, NearSources, ParentChild, Precision, StokesletOutput,
 };
 use crate::let_tree::{box_id, record, FrontierSlot, LetTree, Shared, RECORD_BYTES};
 use crate::octree::{encloses, Octree, RootCube, SortedPoints};
@@ -90,10 +90,9 @@ pub fn evaluate_distributed_on(
     comm.agree(params.validate().and_then(|()| validate(sources, charges, targets.unwrap_or(sources))))?;
     let s = length_unit(Some(comm), sources, targets);
     if s != 1.0 {
-        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
-        let mut out = evaluate_distributed_on(comm, &x, charges, y.as_deref(), params, isa, par, device)?;
-        out.restore(s);
-        return Ok(out);
+        return in_length_unit(s, sources, targets, |x, y| {
+            evaluate_distributed_on(comm, x, charges, y, params, isa, par, device)
+        });
     }
     if comm.size() == 1 {
         return evaluate_on(sources, charges, targets, params, isa, par, device);
@@ -145,10 +144,9 @@ pub fn evaluate_stokeslet_distributed_on(
     comm.agree(validate_stokeslet(sources, forces, targets, params))?;
     let s = length_unit(Some(comm), sources, targets);
     if s != 1.0 {
-        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
-        let mut out = evaluate_stokeslet_distributed_on(comm, &x, forces, y.as_deref(), params, isa, par, device)?;
-        out.restore(s);
-        return Ok(out);
+        return in_length_unit(s, sources, targets, |x, y| {
+            evaluate_stokeslet_distributed_on(comm, x, forces, y, params, isa, par, device)
+        });
     }
     if comm.size() == 1 {
         return evaluate_stokeslet_on(sources, forces, targets, params, isa, par, device);

@@ -353,14 +353,33 @@ pub enum FmmKernel {
     Stokeslet,
 }
 
-impl FmmOutput {
-    /// Values computed in the length unit `s` to the caller's units: the potential over `s`,
-    /// the gradient over `s^2` (one factor at a time: exact, overflowing only where the value
-    /// itself does).
-    pub(crate) fn restore(&mut self, s: f64) {
+/// An evaluation's values, which [`in_length_unit`] scales back to the caller's units.
+pub(crate) trait Restore {
+    /// Values computed in the length unit `s` to the caller's units (exact for a power of two).
+    fn restore(&mut self, s: f64);
+}
+
+impl Restore for FmmOutput {
+    /// The potential over `s`, the gradient over `s^2` (one factor at a time: exact,
+    /// overflowing only where the value itself does).
+    fn restore(&mut self, s: f64) {
         self.potential.iter_mut().for_each(|v| *v /= s);
         self.gradient.iter_mut().for_each(|g| *g = g.map(|v| v / s / s));
     }
+}
+
+/// `eval` of the sources and targets over `s` (copies), its values scaled back by
+/// [`Restore::restore`].
+pub(crate) fn in_length_unit<O: Restore>(
+    s: f64,
+    sources: &[[f64; 3]],
+    targets: Option<&[[f64; 3]]>,
+    eval: impl FnOnce(&[[f64; 3]], Option<&[[f64; 3]]>) -> Result<O>,
+) -> Result<O> {
+    let y = targets.map(|t| units::scaled_points(t, s));
+    let mut out = eval(&units::scaled_points(sources, s), y.as_deref())?;
+    out.restore(s);
+    Ok(out)
 }
 
 /// The length unit the evaluation computes in ([`parki_core::units::length_unit`]): 1 for
@@ -385,9 +404,9 @@ pub struct StokesletOutput {
     pub stats: FmmStats,
 }
 
-impl StokesletOutput {
-    /// Values computed in the length unit `s` to the caller's units (over `s`, exact).
-    pub(crate) fn restore(&mut self, s: f64) {
+impl Restore for StokesletOutput {
+    /// The velocity over `s`.
+    fn restore(&mut self, s: f64) {
         self.velocity.iter_mut().for_each(|u| *u = u.map(|v| v / s));
     }
 }
@@ -428,10 +447,7 @@ pub fn evaluate_on(
     validate(sources, charges, targets.unwrap_or(sources))?;
     let s = length_unit(None, sources, targets);
     if s != 1.0 {
-        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
-        let mut out = evaluate_on(&x, charges, y.as_deref(), params, isa, par, device)?;
-        out.restore(s);
-        return Ok(out);
+        return in_length_unit(s, sources, targets, |x, y| evaluate_on(x, charges, y, params, isa, par, device));
     }
     let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par, device)?;
     let order = &core.order;
@@ -520,10 +536,9 @@ pub fn evaluate_stokeslet_on(
     validate_stokeslet(sources, forces, targets, params)?;
     let s = length_unit(None, sources, targets);
     if s != 1.0 {
-        let (x, y) = (units::scaled_points(sources, s), targets.map(|t| units::scaled_points(t, s)));
-        let mut out = evaluate_stokeslet_on(&x, forces, y.as_deref(), params, isa, par, device)?;
-        out.restore(s);
-        return Ok(out);
+        return in_length_unit(s, sources, targets, |x, y| {
+            evaluate_stokeslet_on(x, forces, y, params, isa, par, device)
+        });
     }
     let cube = match targets {
         Some(t) => RootCube::around(&[sources, t]),

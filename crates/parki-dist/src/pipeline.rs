@@ -227,11 +227,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     ) -> Result<Self> {
         let (opts_in, unit) = comm.agree(in_unit(opts))?;
         let (choice, pgrid, memory) = comm.agree(Self::choose(comm, &opts_in, unit, popts, sources, targets, 0.0))?;
-        let mut solver = comm.agree(Self::build(comm, &opts_in, popts, choice, pgrid, memory, sources, targets))?;
-        solver.params = solver.unit_params.in_length_unit(unit);
-        solver.user_opts = opts.clone();
-        solver.unit = unit;
-        Ok(solver)
+        comm.agree(Self::build(comm, &opts_in, (opts, unit), popts, choice, pgrid, memory, sources, targets))
     }
 
     /// The memory one rank would need for `sources` and `targets` particles in total, without
@@ -371,10 +367,12 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         Ok((choice, pgrid, memory))
     }
 
+    /// The solver for `opts` in the length unit `caller.1` of the caller's options `caller.0`.
     #[allow(clippy::too_many_arguments)]
     fn build(
         comm: &Comm,
         opts: &EwaldOptions,
+        caller: (&EwaldOptions, f64),
         popts: ParallelOptions,
         choice: plan::Choice,
         pgrid: ProcGrid,
@@ -499,13 +497,13 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         Ok(Self {
             comm: comm.clone(),
             opts: opts.clone(),
-            user_opts: opts.clone(),
-            unit: 1.0,
+            user_opts: caller.0.clone(),
+            unit: caller.1,
             scaled: ScaledInputs::default(),
             output,
             popts,
-            unit_params: params.clone(),
-            params,
+            params: params.in_length_unit(caller.1),
+            unit_params: params,
             threads,
             isa,
             pool: Arc::new(pool),

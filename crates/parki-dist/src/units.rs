@@ -9,13 +9,11 @@
 //! of two, so the values are bit for bit those of the unit problem, scaled; but the error model's
 //! powers of `xi` and the kernels' `1/r^5` (f32's range ends near `1e38`) meet numbers near 1.
 
-use parki_core::units::{unit_for, LENGTH_COMFORT};
 use parki_core::{Domain, Output, Real, Result, Sources};
 
-/// The length unit of a box: 1 when its longest side lies within
-/// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
+/// The length unit of a box ([`parki_core::units::box_unit`] of its sides).
 pub(crate) fn box_unit(domain: &Domain) -> f64 {
-    unit_for(domain.lengths().iter().cloned().fold(0.0, f64::max), LENGTH_COMFORT)
+    parki_core::units::box_unit(domain.lengths())
 }
 
 /// `domain` in the length unit `s`.
