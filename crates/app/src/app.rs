@@ -31,7 +31,7 @@ use crate::input::{load_problem, neutralise, prepare, Problem};
 use crate::npy;
 use crate::outputs::{self, Staged};
 use crate::report::{self, EvaluationTimes, Provenance, ReportInputs};
-use crate::units::Units;
+use crate::units::{RunUnits, Units};
 use crate::verify;
 use crate::wisdom::Wisdom;
 
@@ -635,11 +635,11 @@ impl Run<'_> {
         }
         // the potential's and the field's columns of the results, in the input's units
         let kdim = kernel.output_dim();
-        if self.units.is_rescaled() {
-            let (fu, fe) = (self.units.potential_factor(), self.units.field_factor());
+        if self.units.rescaled() {
             for row in u64v.chunks_exact_mut(dim) {
-                row[..kdim].iter_mut().for_each(|v| *v *= fu);
-                row[kdim..].iter_mut().for_each(|v| *v *= fe);
+                let (u, e) = row.split_at_mut(kdim);
+                self.units.scale_back(u, 1);
+                self.units.scale_back(e, 2);
             }
         }
         let columns = |range: std::ops::Range<usize>| -> Vec<f64> {

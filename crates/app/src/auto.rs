@@ -54,7 +54,7 @@ use crate::config::{ParticleSection, RunConfig};
 use crate::fmm::FmmConfig;
 use crate::report;
 use crate::treecode::{particles, TreecodeConfig};
-use crate::units::Units;
+use crate::units::{RunUnits, Units};
 
 /// Most sampled particles (sources and targets each).
 pub const SAMPLE: usize = 200_000;

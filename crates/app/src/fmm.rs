@@ -56,7 +56,7 @@ use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, min_avg_max, Provenance};
 use crate::treecode::{check_error, particles, TreeRun};
-use crate::units::Units;
+use crate::units::{RunUnits, Units};
 
 /// An FMM run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -384,8 +384,8 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             );
         }
     }
-    units.restore(&mut u, units.potential_factor());
-    units.restore(field.as_flattened_mut(), units.field_factor());
+    units.scale_back(&mut u, 1);
+    units.scale_back(field.as_flattened_mut(), 2);
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
         let offset = outputs::create_npy(comm, path, &shape)?;

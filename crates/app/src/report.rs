@@ -198,7 +198,7 @@ pub fn build(r: &ReportInputs) -> Value {
         "field": r.opts.field_request().map(|m| m.name()),
         "precision": r.precision,
         "box": prob.domain.lengths().map(|l| l * r.units.length),
-        "units": r.units.to_json(),
+        "units": crate::units::RunUnits::to_json(&r.units),
         "periodic": prob.domain.periodic(),
         "tolerance": prob.tolerance,
         "sources": prob.sources_total,

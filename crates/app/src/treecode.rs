@@ -49,7 +49,7 @@ use crate::config::{repeat_error, resolve, ParticleSection};
 use crate::npy;
 use crate::outputs::{self, OutputPaths, Staged};
 use crate::report::{self, min_avg_max, Provenance};
-use crate::units::Units;
+use crate::units::{RunUnits, Units};
 
 /// A treecode run.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -540,7 +540,7 @@ pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {
             );
         }
     }
-    units.restore(&mut u, units.potential_factor());
+    units.scale_back(&mut u, 1);
     if let Some(path) = staged.potential() {
         let shape: Vec<usize> = if nv == 1 { vec![nt] } else { vec![nt, nv] };
         let offset = outputs::create_npy(comm, path, &shape)?;

@@ -26,57 +26,83 @@
 //! it reports back (docs/design.md, "Units").
 
 use parki_comm::Comm;
-use parki_core::units::{longest_side, negated_bounds, unit_for};
-pub use parki_core::units::{power_of_two_near, LENGTH_COMFORT};
+use parki_core::units::{largest_strength, length_unit, negated_bounds, strength_unit};
+pub use parki_core::units::{power_of_two_near, Units, LENGTH_COMFORT, STRENGTH_COMFORT};
 use parki_core::{Domain, Result};
 use parki_treecode::TreeKernel;
 
 use crate::input::Problem;
 
-/// Strengths from `1 / STRENGTH_COMFORT` to `STRENGTH_COMFORT` are not rescaled (`2^40`,
-/// about `1e12`: squared and summed over a billion sources they stay far inside f32's range).
-pub const STRENGTH_COMFORT: f64 = 1_099_511_627_776.0;
-
-/// The length unit `s` and strength unit `w` a run computes in (both powers of two).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Units {
-    /// Length unit `s`: a computed length `x'` is `x / s`.
-    pub length: f64,
-    /// Strength unit `w`: a computed charge or force is `q / w`, a computed dipole `d / (w s)`.
-    pub strength: f64,
-}
-
-impl Units {
-    /// No rescaling.
-    pub const ONE: Units = Units { length: 1.0, strength: 1.0 };
-
+/// What a run does with the units it computes in ([`Units`]: the length unit `s` and the
+/// strength unit `w`, both powers of two): picks them for its problem, rescales its particles,
+/// scales its results back and says so.
+pub trait RunUnits: Sized {
     /// The length unit of a box with sides `lengths`: `1` when the longest side lies within
     /// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
-    pub fn box_length(lengths: [f64; 3]) -> f64 {
-        parki_core::units::box_unit(lengths)
-    }
+    fn box_length(lengths: [f64; 3]) -> f64;
 
     /// The spectral Ewald sum's units for `prob` (as read, wrapped and checked): the length unit
-    /// of its box ([`Units::box_length`]) and the strength unit of its largest charge, force
+    /// of its box ([`RunUnits::box_length`]) and the strength unit of its largest charge, force
     /// component, or dipole component times normal component over `s` (over all ranks).
     /// Collective.
-    pub fn for_ewald(comm: &Comm, prob: &Problem) -> Units {
-        let length = Self::box_length(prob.domain.lengths());
-        let largest = |v: &[[f64; 3]]| v.iter().flatten().fold(0.0f64, |m, x| m.max(x.abs()));
-        let mut m = prob.charges.iter().flatten().fold(0.0f64, |m, x| m.max(x.abs()));
-        m = m.max(prob.forces.as_deref().map_or(0.0, largest));
-        if let (Some(d), Some(n)) = (&prob.dipoles, &prob.normals) {
-            let dn = d.iter().zip(n).fold(0.0f64, |m, (d, n)| m.max(largest(&[*d]) * largest(&[*n])));
-            m = m.max(dn / length);
-        }
-        Units { length, strength: unit_for(comm.max(m), STRENGTH_COMFORT) }
-    }
+    fn for_ewald(comm: &Comm, prob: &Problem) -> Self;
 
     /// The free-space methods' units: the length unit of the sources' and targets' extent over
     /// all ranks (the longest side of their bounding box), the strength unit of the largest
     /// input of `kernel` (`inputs`: `kernel.input_width()` per source, as
     /// [`crate::treecode::particles`] reads them; dipole times normal over `s`). Collective.
-    pub fn for_free_space(
+    fn for_free_space(
+        comm: &Comm,
+        kernel: TreeKernel,
+        sources: &[[f64; 3]],
+        inputs: &[f64],
+        targets: Option<&[[f64; 3]]>,
+    ) -> Self;
+
+    /// The factor `w / s` from a computed potential to the user's.
+    fn potential_factor(&self) -> f64;
+
+    /// Rescales `prob` into these units in place: the box and every position by `1 / s`, charges
+    /// and forces by `1 / w`, dipoles by `1 / (w s)` (normals as they are).
+    ///
+    /// # Errors
+    /// None in practice: the rescaled box's sides are positive and finite when the user's are.
+    fn apply_ewald(&self, prob: &mut Problem) -> Result<()>;
+
+    /// Rescales the free-space methods' particles in place (as [`RunUnits::apply_ewald`],
+    /// `inputs` laid out as `kernel.input_width()` per source) and returns `kernel` with its
+    /// parameters in these units.
+    fn apply_free_space(
+        &self,
+        kernel: TreeKernel,
+        sources: &mut [[f64; 3]],
+        inputs: &mut [f64],
+        targets: &mut [[f64; 3]],
+    ) -> TreeKernel;
+
+    /// Scales computed values of degree `-p` in the distance (the potential `p = 1`, the field
+    /// `p = 2`) back to the user's units in place: times `w / s^p`, each in one step.
+    fn scale_back(&self, values: &mut [f64], p: i32);
+
+    /// The line a rescaled run prints before planning (`None` when nothing is rescaled).
+    fn line(&self) -> Option<String>;
+
+    /// The report's `units` object.
+    fn to_json(&self) -> serde_json::Value;
+}
+
+impl RunUnits for Units {
+    fn box_length(lengths: [f64; 3]) -> f64 {
+        parki_core::units::box_unit(lengths)
+    }
+
+    fn for_ewald(comm: &Comm, prob: &Problem) -> Units {
+        let length = Self::box_length(prob.domain.lengths());
+        let m = largest_strength(prob.kernel, &prob.sources(), length);
+        Units { length, strength: strength_unit(comm.max(m)) }
+    }
+
+    fn for_free_space(
         comm: &Comm,
         kernel: TreeKernel,
         sources: &[[f64; 3]],
@@ -85,7 +111,7 @@ impl Units {
     ) -> Units {
         let mut b = negated_bounds(&[sources, targets.unwrap_or(&[])]);
         comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
-        let length = unit_for(longest_side(&b), LENGTH_COMFORT);
+        let length = length_unit(&b);
         let w = kernel.input_width();
         let largest = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let m = inputs
@@ -96,31 +122,15 @@ impl Units {
                 _ => largest(row),
             })
             .fold(0.0f64, f64::max);
-        Units { length, strength: unit_for(comm.max(m), STRENGTH_COMFORT) }
+        Units { length, strength: strength_unit(comm.max(m)) }
     }
 
-    /// Whether anything is rescaled.
-    pub fn is_rescaled(&self) -> bool {
-        *self != Units::ONE
-    }
-
-    /// The factor `w / s` from a computed potential to the user's.
-    pub fn potential_factor(&self) -> f64 {
+    fn potential_factor(&self) -> f64 {
         self.strength / self.length
     }
 
-    /// The factor `w / s^2` from a computed field (`-grad u`) to the user's.
-    pub fn field_factor(&self) -> f64 {
-        self.strength / self.length / self.length
-    }
-
-    /// Rescales `prob` into these units in place: the box and every position by `1 / s`, charges
-    /// and forces by `1 / w`, dipoles by `1 / (w s)` (normals as they are).
-    ///
-    /// # Errors
-    /// None in practice: the rescaled box's sides are positive and finite when the user's are.
-    pub fn apply_ewald(&self, prob: &mut Problem) -> Result<()> {
-        if !self.is_rescaled() {
+    fn apply_ewald(&self, prob: &mut Problem) -> Result<()> {
+        if !self.rescaled() {
             return Ok(());
         }
         let (s, w) = (self.length, self.strength);
@@ -134,17 +144,14 @@ impl Units {
         Ok(())
     }
 
-    /// Rescales the free-space methods' particles in place (as [`Units::apply_ewald`], `inputs`
-    /// laid out as `kernel.input_width()` per source) and returns `kernel` with its parameters in
-    /// these units.
-    pub fn apply_free_space(
+    fn apply_free_space(
         &self,
         kernel: TreeKernel,
         sources: &mut [[f64; 3]],
         inputs: &mut [f64],
         targets: &mut [[f64; 3]],
     ) -> TreeKernel {
-        if !self.is_rescaled() {
+        if !self.rescaled() {
             return kernel;
         }
         let (s, w) = (self.length, self.strength);
@@ -165,17 +172,14 @@ impl Units {
         kernel.in_length_unit(s)
     }
 
-    /// Scales computed values (`potential` or `field`, as [`Units::potential_factor`] and
-    /// [`Units::field_factor`] say) back to the user's units in place.
-    pub fn restore(&self, values: &mut [f64], factor: f64) {
-        if self.is_rescaled() {
-            values.iter_mut().for_each(|v| *v *= factor);
+    fn scale_back(&self, values: &mut [f64], p: i32) {
+        if self.rescaled() {
+            values.iter_mut().for_each(|v| *v = self.restore(*v, p));
         }
     }
 
-    /// The line a rescaled run prints before planning (`None` when nothing is rescaled).
-    pub fn line(&self) -> Option<String> {
-        self.is_rescaled().then(|| {
+    fn line(&self) -> Option<String> {
+        self.rescaled().then(|| {
             format!(
                 "computing in units of length 2^{} ({:.4e}) and strength 2^{} ({:.4e}), exact powers of two: the \
                  inputs lie far from 1; the results are scaled back, and the plan's parameters are printed and \
@@ -188,8 +192,7 @@ impl Units {
         })
     }
 
-    /// The report's `units` object.
-    pub fn to_json(&self) -> serde_json::Value {
+    fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"length": self.length, "strength": self.strength})
     }
 }

@@ -42,8 +42,8 @@ use parki_core::{Par, Result};
 
 use crate::backend::{FmmBackend, FmmSession, SourceSide};
 use crate::evaluate::{
-    device_far_and_near, device_spec, device_upward, evaluate_on, evaluate_stokeslet_on, in_length_unit, length_unit,
-    round_to_f32, stokeslet_densities, upward, validate, validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage,
+    device_far_and_near, device_spec, device_upward, evaluate_on, evaluate_stokeslet_on, in_units, round_to_f32,
+    stokeslet_densities, units_of, upward, validate, validate_stokeslet, FmmKernel, FmmOutput, FmmParams, FmmStage,
     FmmStats, NearSources, ParentChild, Precision, StokesletOutput,
 };
 use crate::let_tree::{box_id, record, FrontierSlot, LetTree, Shared, RECORD_BYTES};
@@ -88,10 +88,10 @@ pub fn evaluate_distributed_on(
     device: Option<&dyn FmmBackend>,
 ) -> Result<FmmOutput> {
     comm.agree(params.validate().and_then(|()| validate(sources, charges, targets.unwrap_or(sources))))?;
-    let s = length_unit(Some(comm), sources, targets);
-    if s != 1.0 {
-        return in_length_unit(s, sources, targets, |x, y| {
-            evaluate_distributed_on(comm, x, charges, y, params, isa, par, device)
+    let u = units_of(Some(comm), sources, charges, targets);
+    if u.rescaled() {
+        return in_units(u, sources, charges, targets, |x, q, y| {
+            evaluate_distributed_on(comm, x, q, y, params, isa, par, device)
         });
     }
     if comm.size() == 1 {
@@ -142,10 +142,10 @@ pub fn evaluate_stokeslet_distributed_on(
     device: Option<&dyn FmmBackend>,
 ) -> Result<StokesletOutput> {
     comm.agree(validate_stokeslet(sources, forces, targets, params))?;
-    let s = length_unit(Some(comm), sources, targets);
-    if s != 1.0 {
-        return in_length_unit(s, sources, targets, |x, y| {
-            evaluate_stokeslet_distributed_on(comm, x, forces, y, params, isa, par, device)
+    let u = units_of(Some(comm), sources, forces, targets);
+    if u.rescaled() {
+        return in_units(u, sources, forces, targets, |x, f, y| {
+            evaluate_stokeslet_distributed_on(comm, x, f, y, params, isa, par, device)
         });
     }
     if comm.size() == 1 {

@@ -5,7 +5,8 @@ use parki_comm::Transport;
 use parki_core::isa::Isa;
 use parki_core::par::{DisjointSlice, ThreadScratch};
 use parki_core::timing::{StageKind, StageTimes};
-use parki_core::{units, Error, Par, Result};
+use parki_core::units::{self, Units};
+use parki_core::{Error, Par, Result};
 use parki_nearfield::free::{laplace, stokeslet, FreeReal, FreeSources};
 use rayon::prelude::{
     IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator, ParallelSlice, ParallelSliceMut,
@@ -353,46 +354,81 @@ pub enum FmmKernel {
     Stokeslet,
 }
 
-/// An evaluation's values, which [`in_length_unit`] scales back to the caller's units.
+/// An evaluation's values, which [`in_units`] scales back to the caller's units.
 pub(crate) trait Restore {
-    /// Values computed in the length unit `s` to the caller's units (exact for a power of two).
-    fn restore(&mut self, s: f64);
+    /// Values computed in `units` to the caller's (exact for powers of two).
+    fn restore(&mut self, units: Units);
 }
 
 impl Restore for FmmOutput {
-    /// The potential over `s`, the gradient over `s^2` (one factor at a time: exact,
+    /// The potential times `w / s`, the gradient times `w / s^2` (each in one step: exact,
     /// overflowing only where the value itself does).
-    fn restore(&mut self, s: f64) {
-        self.potential.iter_mut().for_each(|v| *v /= s);
-        self.gradient.iter_mut().for_each(|g| *g = g.map(|v| v / s / s));
+    fn restore(&mut self, units: Units) {
+        self.potential.iter_mut().for_each(|v| *v = units.restore(*v, 1));
+        self.gradient.iter_mut().for_each(|g| *g = g.map(|v| units.restore(v, 2)));
     }
 }
 
-/// `eval` of the sources and targets over `s` (copies), its values scaled back by
+/// A source strength the FMM sums: a charge or a force.
+pub(crate) trait Strength: Copy {
+    /// The largest magnitude (component) of `v`.
+    fn largest(v: &[Self]) -> f64;
+    /// The strength in `units` (over `w`).
+    fn in_units(self, units: &Units) -> Self;
+}
+
+impl Strength for f64 {
+    fn largest(v: &[f64]) -> f64 {
+        v.iter().fold(0.0, |m, q| m.max(q.abs()))
+    }
+    fn in_units(self, units: &Units) -> f64 {
+        units.strength_of(self)
+    }
+}
+
+impl Strength for [f64; 3] {
+    fn largest(v: &[[f64; 3]]) -> f64 {
+        v.iter().flatten().fold(0.0, |m, q| m.max(q.abs()))
+    }
+    fn in_units(self, units: &Units) -> [f64; 3] {
+        self.map(|q| units.strength_of(q))
+    }
+}
+
+/// `eval` of the sources, strengths and targets in `units` (copies), its values scaled back by
 /// [`Restore::restore`].
-pub(crate) fn in_length_unit<O: Restore>(
-    s: f64,
+pub(crate) fn in_units<O: Restore, S: Strength>(
+    units: Units,
     sources: &[[f64; 3]],
+    strengths: &[S],
     targets: Option<&[[f64; 3]]>,
-    eval: impl FnOnce(&[[f64; 3]], Option<&[[f64; 3]]>) -> Result<O>,
+    eval: impl FnOnce(&[[f64; 3]], &[S], Option<&[[f64; 3]]>) -> Result<O>,
 ) -> Result<O> {
-    let y = targets.map(|t| units::scaled_points(t, s));
-    let mut out = eval(&units::scaled_points(sources, s), y.as_deref())?;
-    out.restore(s);
+    let y = targets.map(|t| units::points_in_unit(t, units.length));
+    let q: Vec<S> = strengths.iter().map(|q| q.in_units(&units)).collect();
+    let mut out = eval(&units::points_in_unit(sources, units.length), &q, y.as_deref())?;
+    out.restore(units);
     Ok(out)
 }
 
-/// The length unit the evaluation computes in ([`parki_core::units::length_unit`]): 1 for
-/// sources and targets (over the ranks of `comm` when given) of an extent near 1, else the
-/// power of two nearest it. The kernels are homogeneous (`1/r`, the Stokeslet: `G(s r) =
-/// G(r) / s`), so the evaluation of the points over `s` gives the values times `s`, exactly,
-/// without `r^2` under- or overflowing. Collective when `comm` is given.
-pub(crate) fn length_unit(comm: Option<&parki_comm::Comm>, sources: &[[f64; 3]], targets: Option<&[[f64; 3]]>) -> f64 {
-    let mut b = units::negated_bounds(&[sources, targets.unwrap_or(&[])]);
+/// The units the evaluation computes in ([`parki_core::units::Units::of`]): for sources and
+/// targets (over the ranks of `comm` when given) of an extent far from 1, lengths over the power
+/// of two nearest it; for strengths far from 1, strengths over the power of two nearest the
+/// largest. The kernels are homogeneous (`1/r`, the Stokeslet: `G(s r) = G(r) / s`) and the
+/// sums linear, so the evaluation in these units gives the values times `s / w`, exactly,
+/// without `r^2` or the expansions under- or overflowing. One maximum over the ranks of `comm`
+/// when given.
+pub(crate) fn units_of<S: Strength>(
+    comm: Option<&parki_comm::Comm>,
+    sources: &[[f64; 3]],
+    strengths: &[S],
+    targets: Option<&[[f64; 3]]>,
+) -> Units {
+    let mut m = units::extent_and_strength(&[sources, targets.unwrap_or(&[])], S::largest(strengths));
     if let Some(comm) = comm {
-        comm.all_reduce_f64(&mut b, parki_comm::ReduceOp::Max);
+        comm.all_reduce_f64(&mut m, parki_comm::ReduceOp::Max);
     }
-    units::length_unit(&b)
+    Units::of(&m)
 }
 
 /// The result of an evaluation, in the caller's order.
@@ -405,9 +441,9 @@ pub struct StokesletOutput {
 }
 
 impl Restore for StokesletOutput {
-    /// The velocity over `s`.
-    fn restore(&mut self, s: f64) {
-        self.velocity.iter_mut().for_each(|u| *u = u.map(|v| v / s));
+    /// The velocity times `w / s`.
+    fn restore(&mut self, units: Units) {
+        self.velocity.iter_mut().for_each(|u| *u = u.map(|v| units.restore(v, 1)));
     }
 }
 
@@ -445,9 +481,9 @@ pub fn evaluate_on(
 ) -> Result<FmmOutput> {
     params.validate()?;
     validate(sources, charges, targets.unwrap_or(sources))?;
-    let s = length_unit(None, sources, targets);
-    if s != 1.0 {
-        return in_length_unit(s, sources, targets, |x, y| evaluate_on(x, charges, y, params, isa, par, device));
+    let u = units_of(None, sources, charges, targets);
+    if u.rescaled() {
+        return in_units(u, sources, charges, targets, |x, q, y| evaluate_on(x, q, y, params, isa, par, device));
     }
     let core = run_with(FmmKernel::Laplace, sources, &[charges], None, targets, params, isa, par, device)?;
     let order = &core.order;
@@ -534,10 +570,10 @@ pub fn evaluate_stokeslet_on(
     device: Option<&dyn FmmBackend>,
 ) -> Result<StokesletOutput> {
     validate_stokeslet(sources, forces, targets, params)?;
-    let s = length_unit(None, sources, targets);
-    if s != 1.0 {
-        return in_length_unit(s, sources, targets, |x, y| {
-            evaluate_stokeslet_on(x, forces, y, params, isa, par, device)
+    let u = units_of(None, sources, forces, targets);
+    if u.rescaled() {
+        return in_units(u, sources, forces, targets, |x, f, y| {
+            evaluate_stokeslet_on(x, f, y, params, isa, par, device)
         });
     }
     let cube = match targets {

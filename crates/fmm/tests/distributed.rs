@@ -204,6 +204,30 @@ fn far_from_one(comm: &Comm) {
             (0..3).for_each(|c| same(a[c], b[c] / s, "velocity"));
         }
     }
+    // charges and forces of 2^-1000, the largest on the last rank: every rank agrees on the
+    // strength unit, and the values are the unit strengths' times 2^-1000
+    let w = 2f64.powi(-1000);
+    let j = (size - 1) * n / size;
+    let (mut q1, mut f1) = (q.clone(), f.clone());
+    q1[j] *= 64.0;
+    f1[j] = f1[j].map(|c| c * 64.0);
+    let qw: Vec<f64> = q1.iter().map(|c| c * w).collect();
+    let fw: Vec<[f64; 3]> = f1.iter().map(|v| v.map(|c| c * w)).collect();
+    let xm = &x[mine.clone()];
+    let run = |q: &[f64]| evaluate_distributed(comm, xm, &q[mine.clone()], None, &p, Isa::detect(), Par::Seq).unwrap();
+    let run_u = |f: &[[f64; 3]]| {
+        evaluate_stokeslet_distributed(comm, xm, &f[mine.clone()], None, &p, Isa::detect(), Par::Seq).unwrap()
+    };
+    let same =
+        |a: f64, b: f64, what: &str| assert_eq!(a.to_bits(), (b * w).to_bits(), "{size} ranks, strengths, {what}");
+    let (unit, got) = (run(&q1), run(&qw));
+    unit.potential.iter().zip(&got.potential).for_each(|(b, a)| same(*a, *b, "potential"));
+    for (b, a) in unit.gradient.iter().zip(&got.gradient) {
+        (0..3).for_each(|c| same(a[c], b[c], "gradient"));
+    }
+    for (b, a) in run_u(&f1).velocity.iter().zip(&run_u(&fw).velocity) {
+        (0..3).for_each(|c| same(a[c], b[c], "velocity"));
+    }
 }
 
 #[test]

@@ -276,6 +276,74 @@ fn far_from_one_extents_give_the_unit_extents_values_exactly() {
     }
 }
 
+/// Strengths far from 1: charges and forces times `2^k`, from subnormal to values next to the
+/// largest f64 (f32: the largest f32), give the unit strengths' values times `2^k`, rounded
+/// once. Before, charges of `1e305` gave NaN potentials where the true ones were finite.
+#[test]
+fn far_from_one_strengths_give_the_unit_strengths_values_exactly() {
+    let x = points("uniform", 4000, 53);
+    let q: Vec<f64> = (0..x.len()).map(|i| if i % 3 == 0 { -1.3 } else { 0.8 }).collect();
+    let f: Vec<[f64; 3]> = (0..x.len()).map(|i| [1.0, (i % 5) as f64 - 2.0, 0.5]).collect();
+    let p = FmmParams::new(8, Some(40));
+    let isa = Isa::detect();
+    // c 2^k without forming 2^k (2f64.powi(-1040) is 0)
+    let times = parki_core::units::times_two_to;
+    let unit = evaluate(&x, &q, None, &p, isa, Par::Seq).unwrap();
+    let unit_u = evaluate_stokeslet(&x, &f, None, &p, isa, Par::Seq).unwrap();
+    let largest = |v: &mut dyn Iterator<Item = f64>| v.fold(0.0f64, |m, c| m.max(c.abs()));
+    let top = largest(&mut unit.gradient.iter().flatten().copied())
+        .max(largest(&mut unit_u.velocity.iter().flatten().copied()));
+    let huge = (f64::MAX / top).log2().floor() as i32 - 2;
+    let same = |a: f64, b: f64, k: i32, what: &str| {
+        let e = parki_core::units::times_two_to(b, k);
+        assert_eq!(a.to_bits(), e.to_bits(), "2^{k} {what}: {a:e} against {e:e}");
+        assert!(a.is_finite(), "2^{k} {what}");
+    };
+    for k in [huge, -1040] {
+        let qk: Vec<f64> = q.iter().map(|&c| times(c, k)).collect();
+        let fk: Vec<[f64; 3]> = f.iter().map(|v| v.map(|c| times(c, k))).collect();
+        // the unit problem holds what the scaled strengths kept
+        let q1: Vec<f64> = qk.iter().map(|&c| times(c, -k)).collect();
+        let f1: Vec<[f64; 3]> = fk.iter().map(|v| v.map(|c| times(c, -k))).collect();
+        let (unit, got) =
+            (evaluate(&x, &q1, None, &p, isa, Par::Seq).unwrap(), evaluate(&x, &qk, None, &p, isa, Par::Seq).unwrap());
+        unit.potential.iter().zip(&got.potential).for_each(|(b, a)| same(*a, *b, k, "potential"));
+        for (b, a) in unit.gradient.iter().zip(&got.gradient) {
+            (0..3).for_each(|c| same(a[c], b[c], k, "gradient"));
+        }
+        let unit_u = evaluate_stokeslet(&x, &f1, None, &p, isa, Par::Seq).unwrap();
+        let got = evaluate_stokeslet(&x, &fk, None, &p, isa, Par::Seq).unwrap();
+        for (b, a) in unit_u.velocity.iter().zip(&got.velocity) {
+            (0..3).for_each(|c| same(a[c], b[c], k, "velocity"));
+        }
+    }
+    // f32: the results are the f64 evaluation of the widened data (near field in f32) times
+    // 2^k, rounded once to f32
+    let xf: Vec<[f32; 3]> = x.iter().map(|p| p.map(|c| c as f32)).collect();
+    let xw: Vec<[f64; 3]> = xf.iter().map(|p| p.map(f64::from)).collect();
+    let p32 = FmmParams { precision: parki_fmm::Precision::F32, ..p };
+    let qf: Vec<f32> = q.iter().map(|&c| c as f32).collect();
+    let unit = evaluate_f32(&xf, &qf, None, &p, isa, Par::Seq).unwrap();
+    let top = unit.gradient.iter().flatten().fold(0.0f64, |m, &c| m.max(f64::from(c).abs()));
+    let huge = (f64::from(f32::MAX) / top).log2().floor() as i32 - 2;
+    for k in [huge, -134] {
+        let qk: Vec<f32> = qf.iter().map(|&c| times(f64::from(c), k) as f32).collect();
+        let q1: Vec<f32> = qk.iter().map(|&c| times(f64::from(c), -k) as f32).collect();
+        let q1w: Vec<f64> = q1.iter().map(|&c| f64::from(c)).collect();
+        let unit = evaluate(&xw, &q1w, None, &p32, isa, Par::Seq).unwrap();
+        let got = evaluate_f32(&xf, &qk, None, &p, isa, Par::Seq).unwrap();
+        let same32 = |a: f32, b: f64| {
+            let e = parki_core::units::times_two_to(b, k) as f32;
+            assert_eq!(a.to_bits(), e.to_bits(), "f32 2^{k}: {a:e} against {e:e}");
+            assert!(a.is_finite() && a != 0.0, "f32 2^{k}");
+        };
+        unit.potential.iter().zip(&got.potential).for_each(|(b, a)| same32(*a, *b));
+        for (b, a) in unit.gradient.iter().zip(&got.gradient) {
+            (0..3).for_each(|c| same32(a[c], b[c]));
+        }
+    }
+}
+
 #[test]
 fn stokeslet_by_four_harmonic_fmms() {
     for (kind, tol) in [("uniform", 1e-3), ("plummer", 1e-6), ("sphere", 1e-9)] {

@@ -98,6 +98,12 @@ impl Neutrality {
         }
     }
 
+    /// The sums of the sources times `w` (exact for a power of two): the caller's sums from
+    /// those of sources over `w`, for messages.
+    pub(crate) fn times(&self, w: f64) -> Self {
+        Self(self.0.map(|x| x * w))
+    }
+
     /// The sums as an array (for a sum over ranks).
     pub(crate) fn as_mut(&mut self) -> &mut [f64; 6] {
         &mut self.0

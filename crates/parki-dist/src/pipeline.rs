@@ -16,8 +16,9 @@
 //! the caller's arrays and write the caller's output.
 //!
 //! A box far from 1 is planned and evaluated in a power-of-two unit of length near its longest
-//! side ([`crate::units`]): the options, the parameters and the inputs are converted exactly,
-//! and every value the caller sees (parameters, errors, results) is in the caller's units.
+//! side, and strengths far from 1 are evaluated in a power-of-two unit near the largest
+//! ([`crate::units`]): the options, the parameters and the inputs are converted exactly, and
+//! every value the caller sees (parameters, errors, results) is in the caller's units.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,7 +36,7 @@ use crate::inputs::{check_inputs, Neutrality};
 use crate::options::{EwaldOptions, ParallelOptions, Targets};
 use crate::plan::{self, MemoryEstimate};
 use crate::stage::EwaldStage;
-use crate::units::{self, ScaledInputs};
+use crate::units::{self, ScaledInputs, Units};
 use crate::SolverReal;
 
 /// What one evaluation reports.
@@ -53,6 +54,10 @@ pub struct Evaluation {
     /// ([`crate::DeviceOverlap::P2p`]): the `P2P` stage's time then only queued it, and the
     /// stages after it hold what the overlap did not hide.
     pub overlapped_p2p: Option<f64>,
+    /// The strength unit `w` the evaluation computed in: 1, or for strengths beyond `2^40` or
+    /// below `2^-40` the power of two nearest the largest (charges and forces over `w`, dipoles
+    /// over `w s`, the results times `w`: exact; docs/design.md, "Units").
+    pub strength_unit: f64,
 }
 
 impl Evaluation {
@@ -60,6 +65,15 @@ impl Evaluation {
     pub fn p2p_seconds(&self) -> f64 {
         self.overlapped_p2p.unwrap_or_else(|| self.times.get(EwaldStage::P2P))
     }
+}
+
+/// What [`DistEwaldSolver::prepare`] finds for one evaluation.
+struct Prepared {
+    warnings: Vec<String>,
+    background: f64,
+    constant: [f64; 3],
+    net_charge: f64,
+    units: Units,
 }
 
 /// A planned spectral Ewald solver over the ranks of a communicator (see the module
@@ -632,88 +646,82 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         mode: SortMode,
         progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
     ) -> Result<Evaluation> {
-        if self.unit == 1.0 {
-            return self.evaluate_in_unit(sources, targets, out, mode, progress);
-        }
-        // checked in the caller's units (the messages name the caller's values), then computed
-        // on the copies over the unit and scaled back
-        self.comm.agree(check_inputs(self.output, &self.user_opts.domain, sources, targets, out.len()).map(drop))?;
-        let mut scaled = std::mem::take(&mut self.scaled);
-        let points = match targets {
-            Targets::Sources => None,
-            Targets::Points(p) => Some(p),
-        };
-        scaled.fill(sources, points, self.unit);
-        let inner = match targets {
-            Targets::Sources => Targets::Sources,
-            Targets::Points(_) => Targets::Points(scaled.targets()),
-        };
-        let result = self.evaluate_in_unit(&scaled.sources(sources), inner, out, mode, progress);
-        self.scaled = scaled;
-        if result.is_ok() {
-            units::restore(self.output, out, self.unit);
-        }
-        result
-    }
-
-    /// [`evaluate_with_progress`](Self::evaluate_with_progress) of inputs in the solver's unit.
-    fn evaluate_in_unit(
-        &mut self,
-        sources: &Sources<T>,
-        targets: Targets<T>,
-        out: &mut [T],
-        mode: SortMode,
-        progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
-    ) -> Result<Evaluation> {
         let pool = Arc::clone(&self.pool);
-        pool.install(|| {
+        // the copies in the evaluation's units live outside `self` while the stages borrow it
+        let mut scaled = std::mem::take(&mut self.scaled);
+        let result = pool.install(|| {
             let mut s = Stages { times: StageTimes::default(), progress };
-            let (warnings, background, constant, net_charge) =
-                s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len()))?;
-            let mut local = s.run(EwaldStage::Sort, || self.sort(sources, targets, mode));
+            let prepared = s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len(), &mut scaled))?;
+            let (sources, targets) = (scaled.sources(sources), scaled.targets(targets));
+            let mut local = s.run(EwaldStage::Sort, || self.sort(&sources, targets, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
             s.run(EwaldStage::CellLists, || self.cell_lists(&local));
             s.run(EwaldStage::P2P, || self.backend.near_field());
             s.run(EwaldStage::P2G, || self.backend.spread(&local.owned()));
             s.run(EwaldStage::Halo, || self.halo_spread());
             s.run(EwaldStage::FFT, || self.backend.fft_forward());
-            s.run(EwaldStage::CNV, || self.backend.convolve(net_charge));
+            s.run(EwaldStage::CNV, || self.backend.convolve(prepared.net_charge));
             s.run(EwaldStage::IFFT, || self.backend.fft_backward());
             s.run(EwaldStage::GridGhost, || self.halo_gather());
-            s.run(EwaldStage::G2P, || self.far_field(&mut local, background, constant, out));
+            s.run(EwaldStage::G2P, || self.far_field(&mut local, prepared.background, prepared.constant, out));
             s.run(EwaldStage::Return, || self.return_results(&local, out));
             // a device backend's failure (recorded by its stages, which keep taking part in the
             // exchanges) ends the evaluation on every rank with its error
             self.comm.agree(self.backend.take_error().map_or(Ok(()), Err))?;
+            if prepared.units.rescaled() {
+                units::restore(self.output, out, prepared.units);
+            }
             let near = self.backend.near_stats();
             Ok(Evaluation {
                 times: s.times,
-                warnings,
+                warnings: prepared.warnings,
                 padding_efficiency: near.padding_efficiency,
                 pairs: near.pairs,
                 overlapped_p2p: near.overlapped_seconds,
+                strength_unit: prepared.units.strength,
             })
-        })
+        });
+        self.scaled = scaled;
+        result
     }
 
-    /// Checks the inputs on every rank (agreed), and sums the neutrality over ranks: the
-    /// warnings, the background potential of a net charge, the 0P Stokeslet's constant and
-    /// the net charge (CNV's zero mode along free axes).
+    /// Checks the inputs on every rank (agreed) in the caller's units, so that every message
+    /// names the caller's values; picks the evaluation's strength unit (the largest strength
+    /// over every rank) and fills `scaled` with the inputs in the evaluation's units where they
+    /// differ from the caller's; sums the neutrality over ranks: the warnings (in the caller's
+    /// units), the background potential of a net charge, the 0P Stokeslet's constant and the net
+    /// charge (CNV's zero mode along free axes), in the evaluation's units.
     fn prepare(
         &self,
         sources: &Sources<T>,
         targets: Targets<T>,
         out_len: usize,
-    ) -> Result<(Vec<String>, f64, [f64; 3], f64)> {
+        scaled: &mut ScaledInputs<T>,
+    ) -> Result<Prepared> {
         let kernel = self.opts.kernel;
-        self.comm.agree(check_inputs(self.output, &self.opts.domain, sources, targets, out_len).map(drop))?;
-        let mut sums = Neutrality::of(kernel, sources);
+        self.comm.agree(check_inputs(self.output, &self.user_opts.domain, sources, targets, out_len).map(drop))?;
+        let largest = self.comm.max(parki_core::units::largest_strength(kernel, sources, self.unit));
+        let units = Units { length: self.unit, strength: parki_core::units::strength_unit(largest) };
+        let points = match targets {
+            Targets::Sources => None,
+            Targets::Points(p) => Some(p),
+        };
+        // copies nothing where the units are the caller's
+        scaled.fill(sources, points, units);
+        let mut sums = Neutrality::of(kernel, &scaled.sources(sources));
         self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
         let domain = &self.opts.domain;
-        sums.check_free(kernel, domain, T::BYTES == 4)?;
-        let background = sums.background(kernel, domain, self.unit_params.xi);
-        let constant = sums.free_space_constant(kernel, domain, self.unit_params.free.as_ref().map(|f| f.radius));
-        Ok((sums.warnings(kernel, domain, T::BYTES == 4), background, constant, sums.net_charge(kernel)))
+        let single = T::BYTES == 4;
+        // the messages in the caller's units (times w: exact)
+        let caller = sums.times(units.strength);
+        caller.check_free(kernel, &self.user_opts.domain, single)?;
+        Ok(Prepared {
+            warnings: caller.warnings(kernel, &self.user_opts.domain, single),
+            background: sums.background(kernel, domain, self.unit_params.xi),
+            constant: sums.free_space_constant(kernel, domain, self.unit_params.free.as_ref().map(|f| f.radius)),
+            net_charge: sums.net_charge(kernel),
+            units,
+        })
     }
 
     /// MPI-SORT: sources and separate targets to the owners of their cell columns. On one rank

@@ -7,7 +7,7 @@ use parki_farfield::occupancy::{MAX_SOURCES, MAX_TARGETS};
 use parki_farfield::stats;
 use parki_farfield::{Occupancy, PairStatistics};
 
-use crate::units::{self, ScaledInputs};
+use crate::units::{self, ScaledInputs, Units};
 
 /// Close-pair statistics of a particle set for the error model
 /// ([`parki_farfield::stats`]), and whether the solver's positions are the caller's exact
@@ -38,12 +38,16 @@ impl SourceStatistics {
         rounded_to_f32: bool,
     ) -> Self {
         // in the length unit the solvers compute in for this box ([`crate::units`]): positions
-        // and dipoles over it, so that the statistics are the ones a solver for `domain` uses
-        let unit = units::box_unit(domain);
-        if let (true, Ok(scaled_domain)) = (unit != 1.0, units::domain_in(domain, unit)) {
+        // and dipoles over it, so that the statistics are the ones a solver for `domain` uses;
+        // and in a strength unit (the solvers pick theirs per evaluation) so that the sums of
+        // squared strengths stay in range: the error model reads ratios of them
+        let length = units::box_unit(domain);
+        let largest = comm.max(parki_core::units::largest_strength(kernel, sources, length));
+        let scaled_units = Units { length, strength: parki_core::units::strength_unit(largest) };
+        if let (true, Ok(scaled_domain)) = (scaled_units.rescaled(), units::domain_in(domain, length)) {
             let mut scaled = ScaledInputs::default();
-            scaled.fill(sources, targets, unit);
-            let points = targets.map(|_| scaled.targets());
+            scaled.fill(sources, targets, scaled_units);
+            let points = targets.map(|t| scaled.points(t));
             return Self::measure(comm, kernel, &scaled_domain, &scaled.sources(sources), points, rounded_to_f32);
         }
         let pairs = if comm.size() == 1 {

@@ -1,15 +1,21 @@
-//! The length unit a solver computes in: the caller's box rescaled by a power of two when its
-//! longest side lies far from 1 ([`parki_core::units`]).
+//! The units a solver computes in: the caller's box rescaled by a power of two when its
+//! longest side lies far from 1, and per evaluation the strengths rescaled by a power of two when
+//! the largest lies far from 1 ([`parki_core::units`]).
 //!
-//! With `x = s x'` and dipoles `s d'`, every kernel's potential is `u = u' / s` and the Laplace
-//! field `E = E' / s^2` (the Laplace kernel and the Stokeslet are of degree -1; the stresslet,
-//! of degree -2, is of degree -1 on the dipoles over `s`). A solver planned for a box of sides
-//! `L` plans for `L / s`, reads the caller's positions and dipoles through copies over `s`, and
-//! divides what it writes by `s` (the field by `s` twice). Every one of these is exact for a power
-//! of two, so the values are bit for bit those of the unit problem, scaled; but the error model's
-//! powers of `xi` and the kernels' `1/r^5` (f32's range ends near `1e38`) meet numbers near 1.
+//! With `x = s x'`, charges and forces `w q'` and dipoles `w s d'`, every kernel's potential is
+//! `u = (w / s) u'` and the Laplace field `E = (w / s^2) E'` (the Laplace kernel and the
+//! Stokeslet are of degree -1; the stresslet, of degree -2, is of degree -1 on the dipoles over
+//! `s`; every kernel is linear in its densities). A solver planned for a box of sides `L` plans
+//! for `L / s`, reads the caller's positions, strengths and dipoles through copies in its units,
+//! and multiplies what it writes by `w / s` (the field by `w / s^2`). Every one of these is exact
+//! for powers of two, so the values are bit for bit those of the unit problem, scaled; but the
+//! error model's powers of `xi`, the kernels' `1/r^5` (f32's range ends near `1e38`) and the
+//! grids' sums of strengths meet numbers near 1.
 
+pub(crate) use parki_core::units::Units;
 use parki_core::{Domain, Output, Real, Result, Sources};
+
+use crate::options::Targets;
 
 /// The length unit of a box ([`parki_core::units::box_unit`] of its sides).
 pub(crate) fn box_unit(domain: &Domain) -> f64 {
@@ -27,54 +33,90 @@ fn over<T: Real>(x: T, s: f64) -> T {
     T::from_f64(x.to_f64() / s)
 }
 
-/// Copies of the caller's positions, dipoles and target positions in a length unit, kept by a
-/// solver between evaluations (refilled in place: no allocation once they have the size).
+/// Copies of the caller's inputs in the units of an evaluation, kept by a solver between
+/// evaluations (refilled in place: no allocation once they have the size): positions and
+/// targets over `s` when `s != 1`, charges and forces over `w` when `w != 1`, dipoles over
+/// `w s` when that is not 1. What is not copied is read from the caller's arrays.
 #[derive(Debug, Default)]
 pub(crate) struct ScaledInputs<T> {
     positions: Vec<[T; 3]>,
+    charges: Vec<T>,
+    forces: Vec<[T; 3]>,
     dipoles: Vec<[T; 3]>,
     targets: Vec<[T; 3]>,
+    units: Option<Units>,
 }
 
 impl<T: Real> ScaledInputs<T> {
-    /// Fills the copies from `sources` and `targets` over `s`.
-    pub(crate) fn fill(&mut self, sources: &Sources<T>, targets: Option<&[[T; 3]]>, s: f64) {
-        let copy = |into: &mut Vec<[T; 3]>, from: &[[T; 3]]| {
+    /// Fills the copies from `sources` and `targets` in `units`.
+    pub(crate) fn fill(&mut self, sources: &Sources<T>, targets: Option<&[[T; 3]]>, units: Units) {
+        let copy = |into: &mut Vec<[T; 3]>, from: Option<&[[T; 3]]>, by: f64| {
             into.clear();
-            into.extend(from.iter().map(|p| p.map(|x| over(x, s))));
+            if by != 1.0 {
+                into.extend(from.unwrap_or(&[]).iter().map(|p| p.map(|x| over(x, by))));
+            }
         };
-        copy(&mut self.positions, sources.positions);
-        copy(&mut self.dipoles, sources.dipoles.unwrap_or(&[]));
-        copy(&mut self.targets, targets.unwrap_or(&[]));
+        let (s, w) = (units.length, units.strength);
+        copy(&mut self.positions, Some(sources.positions), s);
+        copy(&mut self.targets, targets, s);
+        copy(&mut self.forces, sources.forces, w);
+        // w s is a power of two near the largest dipole times normal: in range
+        copy(&mut self.dipoles, sources.dipoles, w * s);
+        self.charges.clear();
+        if w != 1.0 {
+            self.charges.extend(sources.charges.unwrap_or(&[]).iter().map(|&q| over(q, w)));
+        }
+        self.units = Some(units);
     }
 
-    /// `sources` with the copied positions and dipoles.
+    /// `sources` in the units of the last [`fill`](Self::fill): the copies where there are.
     pub(crate) fn sources<'a>(&'a self, sources: &Sources<'a, T>) -> Sources<'a, T> {
-        Sources { positions: &self.positions, dipoles: sources.dipoles.map(|_| &self.dipoles[..]), ..*sources }
+        let Some(Units { length: s, strength: w }) = self.units else { return *sources };
+        Sources {
+            positions: if s != 1.0 { &self.positions } else { sources.positions },
+            charges: sources.charges.map(|c| if w != 1.0 { &self.charges[..] } else { c }),
+            forces: sources.forces.map(|f| if w != 1.0 { &self.forces[..] } else { f }),
+            dipoles: sources.dipoles.map(|d| if w * s != 1.0 { &self.dipoles[..] } else { d }),
+            normals: sources.normals,
+        }
     }
 
-    /// The copied target positions.
-    pub(crate) fn targets(&self) -> &[[T; 3]] {
-        &self.targets
+    /// `targets` in the units of the last [`fill`](Self::fill).
+    pub(crate) fn targets<'a>(&'a self, targets: Targets<'a, T>) -> Targets<'a, T> {
+        match targets {
+            Targets::Points(p) => Targets::Points(self.points(p)),
+            Targets::Sources => Targets::Sources,
+        }
     }
 
-    /// Bytes per rank the copies take for `sources` sources (with dipoles when `dipoles`) and
-    /// `targets` separate targets.
+    /// The target points `p` given to the last [`fill`](Self::fill), in its units.
+    pub(crate) fn points<'a>(&'a self, p: &'a [[T; 3]]) -> &'a [[T; 3]] {
+        match self.units {
+            Some(u) if u.length != 1.0 => &self.targets,
+            _ => p,
+        }
+    }
+
+    /// Bytes per rank the position copies of a length unit take for `sources` sources (with
+    /// dipoles when `dipoles`) and `targets` separate targets (the strength copies, made only
+    /// for strengths beyond `2^40` or below `2^-40`, are not counted).
     pub(crate) fn bytes(sources: f64, targets: f64, dipoles: bool) -> f64 {
         let per_source = if dipoles { 6.0 } else { 3.0 };
         (sources * per_source + targets * 3.0) * T::BYTES as f64
     }
 }
 
-/// Scales values computed in the length unit `s` back to the caller's in place: per target,
-/// the potential over `s`, the field that follows it over `s^2` (one factor at a time: exact,
-/// and out of range only where the value itself is).
-pub(crate) fn restore<T: Real>(output: Output, values: &mut [T], s: f64) {
+/// Scales values computed in `units` back to the caller's in place: per target, the potential
+/// times `w / s`, the field that follows it times `w / s^2`, each by its power of two in one
+/// step (exact, one rounding to `T`, no intermediate overflow: out of range only where the
+/// value itself is).
+pub(crate) fn restore<T: Real>(output: Output, values: &mut [T], units: Units) {
     let potential = output.kernel.output_dim();
+    let scale = |v: &mut T, p: i32| *v = T::from_f64(units.restore(v.to_f64(), p));
     for row in values.chunks_exact_mut(output.dim()) {
         let (u, e) = row.split_at_mut(potential);
-        u.iter_mut().for_each(|v| *v = over(*v, s));
-        e.iter_mut().for_each(|v| *v = T::from_f64(v.to_f64() / s / s));
+        u.iter_mut().for_each(|v| scale(v, 1));
+        e.iter_mut().for_each(|v| scale(v, 2));
     }
 }
 
@@ -91,7 +133,17 @@ mod tests {
         assert_eq!(box_unit(&d(1e-5)), 2f64.powi(-17));
         assert_eq!(domain_in(&d(1e-5), 2f64.powi(-17)).unwrap().lengths()[1], 1e-5 / 2f64.powi(-17) / 2.0);
         let mut v = [1.0f32, 2.0, 3.0, 4.0, 1.0, 1.0, 1.0, 1.0];
-        restore(Output::with_field(Kernel::Laplace).unwrap(), &mut v, 0.5);
+        restore(Output::with_field(Kernel::Laplace).unwrap(), &mut v, Units { length: 0.5, strength: 1.0 });
         assert_eq!(v, [2.0, 8.0, 12.0, 16.0, 2.0, 4.0, 4.0, 4.0]);
+        restore(Output::with_field(Kernel::Laplace).unwrap(), &mut v, Units { length: 2.0, strength: 2f64.powi(-130) });
+        assert_eq!(v[0], 2f32.powi(-130));
+        assert_eq!(v[1], 2f32.powi(-129));
+        let mut big = [2f64.powi(-800)];
+        restore(
+            Output::potential(Kernel::Laplace),
+            &mut big,
+            Units { length: 2f64.powi(-700), strength: 2f64.powi(700) },
+        );
+        assert_eq!(big[0], 2f64.powi(600));
     }
 }

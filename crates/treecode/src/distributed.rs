@@ -33,7 +33,8 @@ use std::time::Instant;
 
 use parki_comm::{as_bytes, as_bytes_mut, Comm, ReduceOp, Transport, Window};
 use parki_core::isa::Isa;
-use parki_core::{units, Error, Par, Result};
+use parki_core::units::{self, Units};
+use parki_core::{Error, Par, Result};
 use parki_decomp::{Rcb, Route, SortMode};
 
 use crate::backend::{ListWork, Rows, SidePoints, TreeBackend, TreeSession, TreeView};
@@ -380,16 +381,18 @@ pub fn evaluate_owned<K: PairKernel>(
 ) -> Result<(Vec<f64>, TreecodeStats)> {
     let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
-    in_length_unit(comm, kernel, sources, densities, targets, |k, x, q, y| {
+    in_units(comm, kernel, sources, densities, targets, |k, x, q, y| {
         comm.agree(owned_checked(comm, k, params, x, q, y, par, isa, None))
     })
 }
 
-/// `eval(kernel, sources, densities, targets)`, computed in the length unit of the points of
-/// every rank ([`parki_core::units::length_unit`]) when their extent lies far from 1 and the
-/// kernel has one ([`PairKernel::in_length_unit`]): on the points over `s` and the scaled
-/// densities, the values times `s^-p` (exact: `s` is a power of two). Collective.
-fn in_length_unit<K: PairKernel>(
+/// `eval(kernel, sources, densities, targets)`, computed in the units of the points and
+/// densities of every rank ([`parki_core::units`]): where their extent lies far from 1 and the
+/// kernel has a length unit ([`PairKernel::in_length_unit`]), on the points over `s` and the
+/// scaled densities, the values times `s^-p`; where the largest density (in that unit) lies far
+/// from 1, on the densities over `w` (the sums are linear in them, whatever the kernel), the
+/// values times `w`. Exact: `s` and `w` are powers of two. Collective (two maxima).
+fn in_units<K: PairKernel>(
     comm: &Comm,
     kernel: &K,
     sources: &[[f64; 3]],
@@ -400,22 +403,31 @@ fn in_length_unit<K: PairKernel>(
     let mut b = units::negated_bounds(&[sources, targets]);
     comm.all_reduce_f64(&mut b, ReduceOp::Max);
     let s = units::length_unit(&b);
-    let Some(r) = (s != 1.0).then(|| kernel.in_length_unit(s)).flatten() else {
+    let rescaled = (s != 1.0).then(|| kernel.in_length_unit(s)).flatten();
+    let nd = K::DENSITY;
+    let scale = rescaled.as_ref().map_or([1.0; MAX_DENSITY], |r| r.density_scale);
+    let largest = densities
+        .chunks_exact(nd)
+        .map(|row| row.iter().zip(&scale).fold(0.0f64, |m, (q, d)| m.max((q * d).abs())))
+        .fold(0.0, f64::max);
+    let w = units::strength_unit(comm.max(largest));
+    if rescaled.is_none() && w == 1.0 {
         return eval(kernel, sources, densities, targets);
-    };
-    let scaled: Vec<f64>;
-    let q = if r.density_scale[..K::DENSITY].iter().all(|&d| d == 1.0) {
-        densities
-    } else {
-        let d = &r.density_scale[..K::DENSITY];
-        scaled = densities.chunks_exact(K::DENSITY).flat_map(|row| row.iter().zip(d).map(|(q, d)| q * d)).collect();
-        &scaled
-    };
-    let (mut values, stats) = eval(&r.kernel, &units::scaled_points(sources, s), q, &units::scaled_points(targets, s))?;
-    // s^-p one factor at a time: exact, and overflowing only where the value itself does
-    for _ in 0..r.power {
-        values.iter_mut().for_each(|v| *v /= s);
     }
+    let (k, power, length) = match &rescaled {
+        Some(r) => (&r.kernel, r.power, s),
+        None => (kernel, 0, 1.0),
+    };
+    let u = Units { length, strength: w };
+    let lw = units::exponent_of(w);
+    let e: Vec<i32> = scale[..nd].iter().map(|&d| units::exponent_of(d) - lw).collect();
+    let q: Vec<f64> = densities
+        .chunks_exact(nd)
+        .flat_map(|row| row.iter().zip(&e).map(|(&q, &e)| units::times_two_to(q, e)))
+        .collect();
+    let (x, y) = (units::points_in_unit(sources, length), units::points_in_unit(targets, length));
+    let (mut values, stats) = eval(k, &x, &q, &y)?;
+    values.iter_mut().for_each(|v| *v = u.restore(*v, power));
     Ok((values, stats))
 }
 
@@ -678,7 +690,7 @@ pub fn evaluate_distributed_on<K: PairKernel>(
 ) -> Result<(Vec<f64>, TreecodeStats)> {
     let checked = params.validate().and_then(|()| validate(sources, densities, K::DENSITY, targets));
     comm.agree(checked)?;
-    in_length_unit(comm, kernel, sources, densities, targets, |k, x, q, y| {
+    in_units(comm, kernel, sources, densities, targets, |k, x, q, y| {
         distributed_checked(comm, k, params, x, q, y, par, isa, device)
     })
 }

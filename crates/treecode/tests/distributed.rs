@@ -167,6 +167,19 @@ fn far_from_one(comm: &Comm) {
     for (a, b) in got.iter().zip(&unit) {
         assert_eq!(a.to_bits(), (b / s).to_bits(), "{size} ranks: {a:e} against {:e}", b / s);
     }
+    // charges of 2^-1000, the largest on the last rank: every rank agrees on the strength unit
+    let w = 2f64.powi(-1000);
+    let mut q1 = q.clone();
+    q1[(size - 1) * n / size] *= 64.0;
+    let qw: Vec<f64> = q1.iter().map(|c| c * w).collect();
+    let run_q = |c: &[f64]| {
+        let (x, y) = (&sources[ms.clone()], &targets[mt.clone()]);
+        evaluate_distributed(comm, &Coulomb, &p, x, &c[ms.clone()], y, Par::Seq, Isa::detect()).unwrap().0
+    };
+    let (unit, got) = (run_q(&q1), run_q(&qw));
+    for (a, b) in got.iter().zip(&unit) {
+        assert_eq!(a.to_bits(), (b * w).to_bits(), "{size} ranks, strengths: {a:e} against {:e}", b * w);
+    }
 }
 
 #[test]

@@ -269,6 +269,59 @@ fn far_from_one_extents_give_the_unit_extents_values_exactly() {
     }
 }
 
+/// Strengths far from 1: every kernel's inputs (charges, forces, dipoles; not the normals) times
+/// `2^k`, from subnormal (`2^-1040`: 34 bits left; `2^-1000` for dipoles, whose products with
+/// the normals are formed in the caller's units) to values next to the largest f64, give the
+/// unit inputs' values times `2^k`, rounded once. Before, the densities' products and proxy sums
+/// left the f64 range silently.
+#[test]
+fn far_from_one_strengths_give_the_unit_strengths_values_exactly() {
+    use parki_core::units::times_two_to;
+    let sources = Cloud::Uniform.points(33, 0..3000);
+    let targets = Cloud::Uniform.points(34, 0..1000);
+    let p = parki_treecode::for_tolerance(1e-8).unwrap().0;
+    let isa = Isa::detect();
+    for kernel in KERNELS {
+        let q = inputs(kernel, sources.len(), 7);
+        let w = kernel.input_width();
+        // the strengths of a row: all but a trailing unit normal
+        let strengths = if w >= 6 { w - 3 } else { w };
+        let scaled = |k: i32| -> Vec<f64> {
+            q.chunks_exact(w)
+                .flat_map(|row| {
+                    row.iter().enumerate().map(move |(c, &v)| if c < strengths { times_two_to(v, k) } else { v })
+                })
+                .collect()
+        };
+        let (unit, _) = evaluate_kernel(kernel, &p, &sources, &q, &targets, Par::Seq, isa).unwrap();
+        let largest = unit.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let huge = (f64::MAX / largest).log2().floor() as i32 - 2;
+        // dipoles times normals are formed before any unit applies: their subnormal products
+        // (below 2e-308) keep fewer digits than the unit problem's, so they stay normal here
+        let tiny = if strengths < w { -1000 } else { -1040 };
+        for k in [huge, tiny] {
+            // the unit problem holds what the scaled inputs kept
+            let big = scaled(k);
+            let back: Vec<f64> = big
+                .chunks_exact(w)
+                .flat_map(|row| {
+                    row.iter().enumerate().map(|(c, &v)| if c < strengths { times_two_to(v, -k) } else { v })
+                })
+                .collect();
+            let (unit, _) = evaluate_kernel(kernel, &p, &sources, &back, &targets, Par::Seq, isa).unwrap();
+            let (got, _) = evaluate_kernel(kernel, &p, &sources, &big, &targets, Par::Seq, isa).unwrap();
+            let expected: Vec<f64> = unit.iter().map(|&v| times_two_to(v, k)).collect();
+            let differ = got.iter().zip(&expected).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(
+                differ, 0,
+                "{kernel:?} at 2^{k}: {differ} values differ (first {:e} against {:e})",
+                got[0], expected[0]
+            );
+            assert!(got.iter().all(|v| v.is_finite()), "{kernel:?} at 2^{k}");
+        }
+    }
+}
+
 #[test]
 fn bad_input_is_named() {
     let pts = Cloud::Uniform.points(1, 0..100);

@@ -6,6 +6,12 @@
 //! the unit box's error lies in `[tol/100, tol]` against the classical Ewald sum (3P) or the
 //! direct sum (0P). Before, the solver refused boxes outside `[1e-30, 1e30]` (f64) and
 //! `[1e-4, 1e4]` (f32), and without a check it answered NaN or errors of 0.5 there.
+//!
+//! Strengths far from 1 ([`parki_dist::Evaluation::strength_unit`]): with charges, forces and
+//! dipoles times `2^k` every value is the unit strengths' times `2^k` (rounded once), from
+//! subnormal strengths to outputs next to the largest finite number, f32 and f64, every kernel,
+//! 3P and 0P, on one process and over 3 ranks. Before, f32 strengths of `1e35` answered NaN and
+//! subnormal ones (`1e-40`) put the stresslet 3 % off, silently.
 
 use std::process::Command;
 
@@ -200,6 +206,125 @@ fn errors_name_the_callers_values() {
     assert!(msg.contains("sources.positions[7]") && msg.contains(&format!("{:e}", 2.0 * s)), "{msg}");
 }
 
+/// `v 2^k` in `T`, one rounding (what a solver scaling its results back does).
+fn times_two_to<T: Real>(v: T, k: i32) -> T {
+    T::from_f64(parki_core::units::times_two_to(v.to_f64(), k))
+}
+
+/// The problem's strengths (charges, forces, dipoles; not the normals) times `2^k` in `T`, and
+/// the unit problem those are `2^k` times exactly (where `2^k` makes them subnormal, the unit
+/// problem holds the digits they kept).
+fn strengths_times<T: Real>(data: &Data, k: i32) -> (Data<T>, Data<T>) {
+    let cast = |x: f64| T::from_f64(parki_core::units::times_two_to(x, k));
+    let back = |x: T| times_two_to(x, -k);
+    let v3 = |v: &[[f64; 3]]| -> Vec<[T; 3]> { v.iter().map(|p| p.map(cast)).collect() };
+    let big = Data::<T> {
+        pos: data.pos.iter().map(|p| p.map(T::from_f64)).collect(),
+        q: data.q.iter().map(|&q| cast(q)).collect(),
+        f: v3(&data.f),
+        d: v3(&data.d),
+        n: data.n.iter().map(|p| p.map(T::from_f64)).collect(),
+    };
+    let unit = Data::<T> {
+        pos: big.pos.clone(),
+        q: big.q.iter().map(|&q| back(q)).collect(),
+        f: big.f.iter().map(|p| p.map(back)).collect(),
+        d: big.d.iter().map(|p| p.map(back)).collect(),
+        n: big.n.clone(),
+    };
+    (big, unit)
+}
+
+/// One evaluation of `kernel` (with the Laplace field) at the sources: the values and the
+/// strength unit the solver chose.
+fn solve_strengths<T: SolverReal>(kernel: Kernel, domain: &Domain, data: &Data<T>, tol: f64) -> (Vec<T>, f64) {
+    let field = kernel == Kernel::Laplace;
+    let opts = EwaldOptions::new(kernel, *domain, tol).field(field);
+    let mut solver = EwaldSolver::<T>::new(&opts, N, N).unwrap();
+    let mut u = vec![T::ZERO; N * opts.output_dim()];
+    let e = solver.evaluate(&data.sources(), Targets::Sources, &mut u).unwrap();
+    (u, e.strength_unit)
+}
+
+fn strength_case<T: SolverReal>(kernel: Kernel, periodic: bool, tol: f64) {
+    let domain = unit_domain(periodic);
+    let data = Data::new(&domain, Distribution::Uniform, N, 49);
+    let label = format!("{} {} {}", if periodic { "3P" } else { "0P" }, kernel.name(), T::NAME);
+    // the largest exponent whose outputs stay finite (a factor 4 to spare), and one that makes
+    // the strengths subnormal (16 bits of f32's 24, 40 of f64's 53 left)
+    let (unit, w) = solve_strengths(kernel, &domain, &strengths_times::<T>(&data, 0).1, tol);
+    assert_eq!(w, 1.0, "{label}");
+    let largest = unit.iter().fold(0.0f64, |m, v| m.max(v.to_f64().abs()));
+    let max = if T::BYTES == 4 { f32::MAX as f64 } else { f64::MAX };
+    let huge = (max / largest).log2().floor() as i32 - 2;
+    let tiny = if T::BYTES == 4 { -134 } else { -1035 };
+    for k in [huge, tiny] {
+        let (big, unit_data) = strengths_times::<T>(&data, k);
+        let (unit, w) = solve_strengths(kernel, &domain, &unit_data, tol);
+        assert_eq!(w, 1.0, "{label}");
+        let (got, w) = solve_strengths(kernel, &domain, &big, tol);
+        assert!(w != 1.0, "{label} 2^{k}: strengths left as they are");
+        let mut finite = 0;
+        for (i, (a, b)) in got.iter().zip(&unit).enumerate() {
+            let expected = times_two_to(*b, k);
+            assert_eq!(
+                a.to_f64().to_bits(),
+                expected.to_f64().to_bits(),
+                "{label} 2^{k}: value {i}: {a:e} against {expected:e}"
+            );
+            finite += usize::from(a.to_f64().is_finite() && *a != T::ZERO);
+        }
+        assert_eq!(finite, got.len(), "{label} 2^{k}: zero or non-finite values");
+        println!("{label}: strengths x 2^{k} (unit 2^{}) equal the unit strengths' x 2^{k}", w.log2());
+    }
+}
+
+#[test]
+fn far_from_one_strengths_give_the_unit_strengths_values_exactly() {
+    for periodic in [true, false] {
+        for kernel in KERNELS {
+            strength_case::<f64>(kernel, periodic, 1e-8);
+            strength_case::<f32>(kernel, periodic, 1e-4);
+        }
+    }
+}
+
+/// Statistics measured on strengths of `2^600` (f64; their squares summed overflowed before)
+/// choose the parameters the unit strengths' choose; a net charge is reported in the caller's
+/// units (with one periodic axis it is an error).
+#[test]
+fn measured_statistics_and_messages_of_far_from_one_strengths() {
+    let comm = Comm::single();
+    let domain = unit_domain(true);
+    let data = Data::new(&domain, Distribution::Normal, N, 51);
+    for kernel in KERNELS {
+        let params = |k: i32| {
+            let (big, _) = strengths_times::<f64>(&data, k);
+            let stats = SourceStatistics::measure(&comm, kernel, &domain, &big.sources(), None, false);
+            let opts = EwaldOptions::new(kernel, domain, 1e-8).statistics(Some(stats));
+            EwaldSolver::<f64>::new(&opts, N, N).unwrap().params().clone()
+        };
+        let (a, b) = (params(0), params(600));
+        assert_eq!(
+            (a.grid, a.cells, a.xi.to_bits(), a.rc.to_bits()),
+            (b.grid, b.cells, b.xi.to_bits(), b.rc.to_bits()),
+            "{}",
+            kernel.name()
+        );
+    }
+    let line = Domain::new([1.0, 1.05, 1.1], [true, false, false]).unwrap();
+    let pos: Vec<[f32; 3]> =
+        Data::new(&line, Distribution::Uniform, N, 52).pos.iter().map(|p| p.map(|x| x as f32)).collect();
+    let q = vec![1e-40f32; N];
+    let opts = EwaldOptions::new(Kernel::Laplace, line, 1e-4);
+    let mut solver = EwaldSolver::<f32>::new(&opts, N, N).unwrap();
+    let mut u = vec![0.0f32; N];
+    let msg =
+        solver.evaluate(&Sources::laplace(&pos, &q), Targets::Sources, &mut u).expect_err("net charge").to_string();
+    let net = format!("{:.6e}", N as f64 * 1e-40f32 as f64);
+    assert!(msg.contains(&net), "{msg} does not name the net charge {net}");
+}
+
 /// Over 3 ranks (mpirun, this test binary again): each rank's share of a box of `2^-600`
 /// gives the unit box's values over `s`, bit for bit, in slabs and in pencils (3P and 0P).
 #[test]
@@ -228,6 +353,7 @@ fn distributed_far_from_one_boxes_scale_exactly() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "mpirun -n 3: {text}");
     assert_eq!(text.matches("units over 3 ranks: equal").count(), 3 * 4, "{text}");
+    assert_eq!(text.matches("strengths over 3 ranks: equal").count(), 3 * 2, "{text}");
 }
 
 fn distributed_child(comm: &Comm) {
@@ -263,5 +389,28 @@ fn distributed_child(comm: &Comm) {
             assert_scaled(&format!("{size} ranks, periodic {periodic}"), &got, &unit, 3, 3, s);
             println!("units over {size} ranks: equal (periodic {periodic}, pencils {pencils})");
         }
+        // forces of 2^-1000: every rank agrees on the strength unit though only the last
+        // holds the largest force
+        let k = -1000;
+        let j = (size - 1) * N / size;
+        let mut unit_f = data.f.clone();
+        unit_f[j] = unit_f[j].map(|x| x * 64.0);
+        let big_f: Vec<[f64; 3]> = unit_f.iter().map(|p| p.map(|x| x * 2f64.powi(k))).collect();
+        let run = |f: &[[f64; 3]]| -> (Vec<f64>, f64) {
+            let m = mine.clone();
+            let sources = Sources::stokeslet(&data.pos[m.clone()], &f[m.clone()]);
+            let opts = EwaldOptions::new(Kernel::Stokeslet, domain, 1e-6).threads(1);
+            let mut solver = DistEwaldSolver::<f64>::new(comm, &opts, ParallelOptions::new(), N, N).unwrap();
+            let mut u = vec![0.0; m.len() * 3];
+            let e = solver.evaluate(&sources, Targets::Sources, &mut u, SortMode::Full).unwrap();
+            (u, e.strength_unit)
+        };
+        let (unit, _) = run(&unit_f);
+        let (got, w) = run(&big_f);
+        assert!(w != 1.0, "{size} ranks: strengths left as they are");
+        for (i, (a, b)) in got.iter().zip(&unit).enumerate() {
+            assert_eq!(a.to_bits(), (b * 2f64.powi(k)).to_bits(), "{size} ranks, strengths: value {i}");
+        }
+        println!("strengths over {size} ranks: equal (periodic {periodic}, unit 2^{})", w.log2());
     }
 }
