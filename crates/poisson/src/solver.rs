@@ -255,7 +255,12 @@ struct Group {
 /// A planned Poisson solve (see the module documentation).
 pub struct PoissonSolver {
     comm: Comm,
+    /// The options in the length unit `unit` (the caller's when `unit` is 1).
     opts: PoissonOptions,
+    /// The caller's options.
+    user_opts: PoissonOptions,
+    /// The length unit the solver computes in ([`PoissonSolver::length_unit`]).
+    unit: f64,
     /// Classes of the right-hand side's components, `[c][axis]`.
     classes: Vec<[AxisClass; 3]>,
     /// Whether the slots of both parities are aligned (see [`AxisClass::field_axis`]).
@@ -283,8 +288,58 @@ const CURL: [[(f64, usize, usize); 2]; 3] =
 impl PoissonSolver {
     /// Plans the solver (collective over `comm`): checks the options, plans the field's
     /// transforms (one per set of components with the same kinds) and computes the Green's
-    /// spectrum.
+    /// spectrum. A box of three unbounded (or semi-unbounded) axes whose longest side lies far
+    /// from 1 is planned in a length unit ([`length_unit`](Self::length_unit)).
     pub fn plan(comm: &Comm, opts: PoissonOptions) -> Result<Self> {
+        let unit = Self::unit_for(&opts);
+        if unit == 1.0 {
+            return Self::plan_in_unit(comm, opts);
+        }
+        let mut inner = opts.clone();
+        inner.lengths = opts.lengths.map(|l| l / unit);
+        let mut solver = Self::plan_in_unit(comm, inner)?;
+        solver.user_opts = opts;
+        solver.unit = unit;
+        Ok(solver)
+    }
+
+    /// The length unit of `opts`: with three non-spectral axes (the free-space kernel `G(r)`,
+    /// `1/r` at large `r`, sampled times the cell volume `h^3`: beyond about `1e100` or below
+    /// `1e-100` they leave f64's range and the solution is NaN or 0), the power of two nearest
+    /// the longest side when it lies outside `[2^-10, 2^10]` ([`parki_core::units`]); else 1.
+    /// With a spectral axis the kernels stay in range at every length (their reductions
+    /// depend on `k r` and `ln r`, and a unit would shift the 2-D logarithm by a constant).
+    fn unit_for(opts: &PoissonOptions) -> f64 {
+        let bc = opts.bc_of(0);
+        let free = (0..3).all(|a| AxisClass::of(a, bc[a]).is_ok_and(|c| !c.is_spectral()));
+        let valid = opts.lengths.iter().all(|l| l.is_finite() && *l > 0.0);
+        if free && valid {
+            parki_core::units::box_unit(opts.lengths)
+        } else {
+            1.0
+        }
+    }
+
+    /// The length unit the solver computes in: 1, or for a box of three unbounded (or
+    /// semi-unbounded) axes whose longest side lies outside `[2^-10, 2^10]` the power of two
+    /// `s` nearest it. With lengths over `s` the Laplacian is `s^2` times the caller's, so the
+    /// solver solves for the right-hand side times `s^2` (in the rotational mode, `s`: the curl
+    /// differentiates once) and the solution is the caller's, exactly (docs/design.md, "Units").
+    pub fn length_unit(&self) -> f64 {
+        self.unit
+    }
+
+    /// What the right-hand side is multiplied by in the length unit (see
+    /// [`length_unit`](Self::length_unit)).
+    fn rhs_scale(&self) -> f64 {
+        match self.opts.field {
+            FieldMode::Curl(_) => self.unit,
+            _ => self.unit * self.unit,
+        }
+    }
+
+    /// [`plan`](Self::plan) of options in the solver's length unit.
+    fn plan_in_unit(comm: &Comm, opts: PoissonOptions) -> Result<Self> {
         for i in 0..3 {
             if opts.cells[i] == 0 {
                 return Err(Error::OutOfRange {
@@ -466,6 +521,8 @@ impl PoissonSolver {
         }
         let mut s = Self {
             comm: comm.clone(),
+            user_opts: opts.clone(),
+            unit: 1.0,
             opts,
             classes,
             aligned,
@@ -642,9 +699,9 @@ impl PoissonSolver {
         Ok(table)
     }
 
-    /// The options planned for.
+    /// The options planned for (the caller's).
     pub fn options(&self) -> &PoissonOptions {
-        &self.opts
+        &self.user_opts
     }
 
     /// The process grid.
@@ -747,10 +804,11 @@ impl PoissonSolver {
                 }
             }
         }
+        let scale = self.rhs_scale();
         for g in &mut self.groups {
             let rows = g.rows_in;
             let data = g.fft.data_mut();
-            rows.load(rhs, data);
+            rows.load(rhs, data, scale);
             g.pinned.zero(&rows, data);
         }
         self.times.load += t.elapsed().as_secs_f64();
@@ -1086,18 +1144,24 @@ impl Rows {
         }
     }
 
-    /// Copies the caller's `rhs` into the rows of `data`.
-    fn load(&self, rhs: &[f64], data: &mut [f64]) {
+    /// Copies the caller's `rhs` times `scale` (a power of two: exact) into the rows of
+    /// `data`.
+    fn load(&self, rhs: &[f64], data: &mut [f64], scale: f64) {
         let (n0, s0) = (self.n0, self.stride0);
         self.for_each_tile(|tile| {
             if s0 == 1 {
                 for &(row, user) in tile {
-                    data[row..row + n0].copy_from_slice(&rhs[user..user + n0]);
+                    let (to, from) = (&mut data[row..row + n0], &rhs[user..user + n0]);
+                    if scale == 1.0 {
+                        to.copy_from_slice(from);
+                    } else {
+                        to.iter_mut().zip(from).for_each(|(t, f)| *t = f * scale);
+                    }
                 }
             } else {
                 for i0 in 0..n0 {
                     for &(row, user) in tile {
-                        data[row + i0] = rhs[user + i0 * s0];
+                        data[row + i0] = rhs[user + i0 * s0] * scale;
                     }
                 }
             }

@@ -61,6 +61,35 @@ fn generated_fields_meet_their_exact_solutions() {
     }
 }
 
+/// A free-space box far from 1 (the solver computes in a power-of-two unit of length): the
+/// same error against the exact solution as the unit box. Before, boxes of `1e-150` and `1e150`
+/// returned NaN with exit code 0 and a report of "relative max 0".
+#[test]
+fn free_space_boxes_far_from_one_meet_their_exact_solutions() {
+    let dir = Dir::new("poisson-units");
+    let mut errors = Vec::new();
+    for b in ["1.0", "1e-150", "1e150"] {
+        let cfg = dir.file(
+            "run.toml",
+            &format!(
+                "[problem]\nequation = \"poisson\"\nbox = [{b}, {b}, {b}]\ngrid = [24, 24, 24]\nbc = [[\"unb\", \
+                 \"unb\"], [\"unb\", \"unb\"], [\"unb\", \"unb\"]]\ngreen = \"chat2\"\nfield = \"vector\"\n[input]\n\
+                 generate = {{ field = \"blob\" }}\n[output]\nreport = \"report.json\"\n"
+            ),
+        );
+        succeeded(&run(&cfg, 0));
+        let r = report(&dir);
+        let e = [r["error"]["relative_l2"].as_f64(), r["error"]["relative_max"].as_f64()];
+        println!("box {b}: {e:?}");
+        errors.push(e.map(|v| v.expect("a finite error")));
+    }
+    for e in &errors[1..] {
+        for (a, b) in e.iter().zip(&errors[0]) {
+            assert!((a - b).abs() <= 1e-12 * b, "{errors:?}");
+        }
+    }
+}
+
 #[test]
 fn file_input_and_output_are_equal_at_one_to_four_ranks() {
     let dir = Dir::new("poisson-files");
