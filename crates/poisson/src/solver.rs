@@ -329,13 +329,20 @@ impl PoissonSolver {
         self.unit
     }
 
-    /// What the right-hand side is multiplied by in the length unit (see
-    /// [`length_unit`](Self::length_unit)).
-    fn rhs_scale(&self) -> f64 {
-        match self.opts.field {
-            FieldMode::Curl(_) => self.unit,
-            _ => self.unit * self.unit,
-        }
+    /// The exponents of the powers of two the right-hand side and the solution are multiplied
+    /// by in the solver's units: the right-hand side by `s^2 / w` (`s / w` in the rotational
+    /// mode) with `s` the [`length_unit`](Self::length_unit) and `w` the strength unit of the
+    /// right-hand side times `s^2` (`w` = 1 unless its largest value over every rank,
+    /// `largest`, times `s^2` lies outside `[2^-40, 2^40]`), the solution by `w`. The solve is linear: without `w` a
+    /// right-hand side of `1e303` overflowed in the transforms (NaN) where the solution is
+    /// finite. Exponents rather than factors: `s^2` alone leaves f64's range below `2^-537`.
+    fn scale_exponents(&self, largest: f64) -> (i32, i32) {
+        use parki_core::units::{exponent_of, strength_unit, times_two_to};
+        let p = if matches!(self.opts.field, FieldMode::Curl(_)) { 1 } else { 2 };
+        let length = p * exponent_of(self.unit);
+        // the strength unit of the right-hand side in the length unit
+        let w = exponent_of(strength_unit(times_two_to(largest, length)));
+        (length - w, w)
     }
 
     /// [`plan`](Self::plan) of options in the solver's length unit.
@@ -762,7 +769,8 @@ impl PoissonSolver {
     /// plan's communicator.
     pub fn solve(&mut self, rhs: &[f64], phi: &mut [f64]) -> Result<SolveReport> {
         // checked on every rank and agreed, so that a bad block stops every rank
-        self.comm.agree(self.check_rhs(rhs, phi))?;
+        let largest = self.comm.agree(self.check_rhs(rhs, phi))?;
+        let (rhs_exponent, phi_exponent) = self.scale_exponents(self.comm.max(largest));
         let comps = self.opts.components();
 
         let t = Instant::now();
@@ -804,11 +812,10 @@ impl PoissonSolver {
                 }
             }
         }
-        let scale = self.rhs_scale();
         for g in &mut self.groups {
             let rows = g.rows_in;
             let data = g.fft.data_mut();
-            rows.load(rhs, data, scale);
+            rows.load(rhs, data, rhs_exponent);
             g.pinned.zero(&rows, data);
         }
         self.times.load += t.elapsed().as_secs_f64();
@@ -834,7 +841,7 @@ impl PoissonSolver {
         self.times.backward += t.elapsed().as_secs_f64();
         let t = Instant::now();
         for g in &self.groups {
-            g.rows_out.store(g.fft.data(), phi);
+            g.rows_out.store(g.fft.data(), phi, phi_exponent);
         }
         self.times.store += t.elapsed().as_secs_f64();
         self.times.solves += 1;
@@ -907,8 +914,9 @@ impl PoissonSolver {
         }
     }
 
-    /// This rank's check of a solve's arguments: lengths and finite values.
-    fn check_rhs(&self, rhs: &[f64], phi: &[f64]) -> Result<()> {
+    /// This rank's check of a solve's arguments (lengths and finite values), and the largest
+    /// magnitude of its right-hand side (one pass).
+    fn check_rhs(&self, rhs: &[f64], phi: &[f64]) -> Result<f64> {
         let len = self.local_len();
         if rhs.len() != len || phi.len() != len {
             return Err(Error::OutOfRange {
@@ -921,14 +929,18 @@ impl PoissonSolver {
                 ),
             });
         }
-        if let Some(i) = rhs.iter().position(|v| !v.is_finite()) {
-            return Err(Error::OutOfRange {
-                field: "poisson right-hand side".into(),
-                value: format!("{} at local value {i}", rhs[i]),
-                allowed: "finite values".into(),
-            });
+        let mut largest = 0.0f64;
+        for (i, v) in rhs.iter().enumerate() {
+            if !v.is_finite() {
+                return Err(Error::OutOfRange {
+                    field: "poisson right-hand side".into(),
+                    value: format!("{v} at local value {i}"),
+                    allowed: "finite values".into(),
+                });
+            }
+            largest = largest.max(v.abs());
         }
-        Ok(())
+        Ok(largest)
     }
 }
 
@@ -1144,42 +1156,48 @@ impl Rows {
         }
     }
 
-    /// Copies the caller's `rhs` times `scale` (a power of two: exact) into the rows of
-    /// `data`.
-    fn load(&self, rhs: &[f64], data: &mut [f64], scale: f64) {
+    /// Copies the caller's `rhs` times `2^e` (exact) into the rows of `data`.
+    fn load(&self, rhs: &[f64], data: &mut [f64], e: i32) {
         let (n0, s0) = (self.n0, self.stride0);
+        let scale = |v: f64| parki_core::units::times_two_to(v, e);
         self.for_each_tile(|tile| {
             if s0 == 1 {
                 for &(row, user) in tile {
                     let (to, from) = (&mut data[row..row + n0], &rhs[user..user + n0]);
-                    if scale == 1.0 {
+                    if e == 0 {
                         to.copy_from_slice(from);
                     } else {
-                        to.iter_mut().zip(from).for_each(|(t, f)| *t = f * scale);
+                        to.iter_mut().zip(from).for_each(|(t, f)| *t = scale(*f));
                     }
                 }
             } else {
                 for i0 in 0..n0 {
                     for &(row, user) in tile {
-                        data[row + i0] = rhs[user + i0 * s0] * scale;
+                        data[row + i0] = scale(rhs[user + i0 * s0]);
                     }
                 }
             }
         });
     }
 
-    /// Copies the rows of `data` into the caller's `phi`.
-    fn store(&self, data: &[f64], phi: &mut [f64]) {
+    /// Copies the rows of `data` times `2^e` (exact) into the caller's `phi`.
+    fn store(&self, data: &[f64], phi: &mut [f64], e: i32) {
         let (n0, s0) = (self.n0, self.stride0);
+        let scale = |v: f64| parki_core::units::times_two_to(v, e);
         self.for_each_tile(|tile| {
             if s0 == 1 {
                 for &(row, user) in tile {
-                    phi[user..user + n0].copy_from_slice(&data[row..row + n0]);
+                    let (to, from) = (&mut phi[user..user + n0], &data[row..row + n0]);
+                    if e == 0 {
+                        to.copy_from_slice(from);
+                    } else {
+                        to.iter_mut().zip(from).for_each(|(t, f)| *t = scale(*f));
+                    }
                 }
             } else {
                 for i0 in 0..n0 {
                     for &(row, user) in tile {
-                        phi[user + i0 * s0] = data[row + i0];
+                        phi[user + i0 * s0] = scale(data[row + i0]);
                     }
                 }
             }
