@@ -6,7 +6,7 @@
 //! into place when complete, [`crate::outputs`]), and every step that can fail on one rank is
 //! agreed on, so that all ranks stop with the same error (printed once, by rank 0, naming the
 //! rank it arose on). The compute backend (`[run] backend`, [`crate::backend`]) is chosen once,
-//! agreed on by every rank, and [`Run::typed`] is instantiated for each backend and precision.
+//! agreed on by every rank, and `Run::typed` is instantiated for each backend and precision.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -89,7 +89,7 @@ pub(crate) fn warn(comm: &Comm, msg: &str) {
 ///
 /// Order: the configuration, then the outputs ([`outputs::check`], [`Staged::begin`]: nothing
 /// is read or computed for a run that could not write its results, and an earlier run's outputs
-/// are removed), then the compute backend ([`choose_backend`]: a device that cannot be opened
+/// are removed), then the compute backend (`choose_backend`: a device that cannot be opened
 /// stops the run here), the inputs (read, wrapped and checked in f64), the plan, the
 /// evaluations, the check, and the outputs written into temporary files and renamed into place.
 pub fn run(args: &RunArgs, comm: &Comm) -> Result<RunSummary> {

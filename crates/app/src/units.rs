@@ -50,7 +50,7 @@ pub trait RunUnits: Sized {
     /// The free-space methods' units: the length unit of the sources' and targets' extent over
     /// all ranks (the longest side of their bounding box), the strength unit of the largest
     /// input of `kernel` (`inputs`: `kernel.input_width()` per source, as
-    /// [`crate::treecode::particles`] reads them; dipole times normal over `s`). Collective.
+    /// `crate::treecode::particles` reads them; dipole times normal over `s`). Collective.
     fn for_free_space(
         comm: &Comm,
         kernel: TreeKernel,

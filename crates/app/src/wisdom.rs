@@ -31,8 +31,8 @@ pub fn folder(setting: Option<&str>, base: &Path) -> Option<PathBuf> {
     }
 }
 
-/// The wisdom of one run: imported before planning ([`Wisdom::load`]), saved after a measured
-/// plan ([`Wisdom::save`]), and its report entry.
+/// The wisdom of one run: imported before planning (`Wisdom::load`), saved after a measured
+/// plan (`Wisdom::save`), and its report entry.
 pub struct Wisdom {
     file: Option<PathBuf>,
     loaded: Option<Loaded>,

@@ -1,7 +1,7 @@
 //! Instruction sets and run-time dispatch.
 //!
 //! Hot kernels are written once as `#[inline(always)]` generic functions and compiled several
-//! times inside `#[target_feature]` wrappers ([`isa_dispatch!`]); [`Isa::detect`] picks the best
+//! times inside `#[target_feature]` wrappers ([`isa_dispatch!`](crate::isa_dispatch)); [`Isa::detect`] picks the best
 //! one for the CPU at run time, so one binary runs everywhere and uses AVX-512 where it exists.
 
 use crate::real::Real;

@@ -182,7 +182,7 @@ impl FreeGrid {
     /// `t = a modes U + b modes n_representatives U + c modes n_tables P`
     ///
     /// with `(a, b, c)` = (15.4, 20.7, 11.1) ns in 0P (the per-axis construction of
-    /// [`crate::free_split`], the radial kernel tabulated) and (53.0, 57.6, 0) ns with periodic
+    /// `crate::free_split`, the radial kernel tabulated) and (53.0, 57.6, 0) ns with periodic
     /// axes (per mode a 1-D or 2-D problem whose scalar kernel needs Bessel functions per
     /// point), fitted to seventeen plans of every kernel (grids 64^3..300^3; 0P, 1P and 2P) on
     /// one thread of the machine of docs/performance.md, each within 0.85x..1.13x of its
@@ -434,7 +434,7 @@ impl<T: Real> FreeCnv<T> {
     /// the real-to-complex axis).
     ///
     /// Collective over `comm` (each rank with its own block): in 0P the ranks make the tables
-    /// together ([`crate::free_split`]); with periodic axes each rank makes the periodic modes of
+    /// together (`crate::free_split`); with periodic axes each rank makes the periodic modes of
     /// its block.
     ///
     /// # Errors

@@ -2,9 +2,9 @@
 //!
 //! - [`window`]: the Kaiser–Bessel window, its exact Fourier transform, its per-bin polynomials.
 //! - [`gridwin`]: the window on a periodic grid (anchors, weights, grid densities).
-//! - [`p2g`]: spreading, scatter baseline and slab-blocked hybrid.
+//! - [`p2g`](mod@p2g): spreading, scatter baseline and slab-blocked hybrid.
 //! - [`cnv`]: Fourier-space kernels and deconvolution.
-//! - [`g2p`]: interpolation, base and target-sorted.
+//! - [`g2p`](mod@g2p): interpolation, base and target-sorted.
 //! - [`params`]: the error model, the cost model and the parameter selection from a tolerance.
 //! - [`stats`]: close-pair statistics of the actual particles for the error model.
 //! - [`occupancy`]: neighbour-cell occupancy of the actual particles for the cost model.

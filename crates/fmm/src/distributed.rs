@@ -51,13 +51,13 @@ use crate::octree::{encloses, Octree, RootCube, SortedPoints};
 use crate::partition::{global_cube, shared_boxes, Partition};
 use crate::translate::Operators;
 
-/// `phi` and its gradient, as [`evaluate`], for the sources and targets of every rank of
+/// `phi` and its gradient, as [`evaluate`](fn@crate::evaluate), for the sources and targets of every rank of
 /// `comm`: each rank passes any part of the sources (with their charges) and of the targets
 /// (its sources when `None`) and gets its targets' values, summed over every rank's sources.
-/// On one rank this is [`evaluate`]. Collective.
+/// On one rank this is [`evaluate`](fn@crate::evaluate). Collective.
 ///
 /// # Errors
-/// As [`evaluate`], on every rank when any rank's input is bad.
+/// As [`evaluate`](fn@crate::evaluate), on every rank when any rank's input is bad.
 pub fn evaluate_distributed(
     comm: &Comm,
     sources: &[[f64; 3]],
@@ -108,11 +108,11 @@ pub fn evaluate_distributed_on(
     Ok(FmmOutput { potential, gradient, stats })
 }
 
-/// The Stokeslet velocity, as [`evaluate_stokeslet`], over the ranks of `comm` (see
+/// The Stokeslet velocity, as [`evaluate_stokeslet`](crate::evaluate_stokeslet), over the ranks of `comm` (see
 /// [`evaluate_distributed`]). Collective.
 ///
 /// # Errors
-/// As [`evaluate_stokeslet`], on every rank when any rank's input is bad.
+/// As [`evaluate_stokeslet`](crate::evaluate_stokeslet), on every rank when any rank's input is bad.
 pub fn evaluate_stokeslet_distributed(
     comm: &Comm,
     sources: &[[f64; 3]],

@@ -12,8 +12,13 @@
 //! - [`traversal`]: the dual traversal with the paper's error bound as admissibility and its
 //!   modified stencil as splitting order, into M2L and P2P lists.
 //! - [`cost`]: the cost model that chooses the leaf size per backend.
-//! - [`evaluate`]: one evaluation end to end.
+//! - [`evaluate`](mod@evaluate): one evaluation end to end.
 //! - [`backend`]: the seam to a device (parki-gpu's CUDA FMM).
+//!
+//! Every evaluation computes points whose extent (over every rank) lies outside
+//! `[2^-10, 2^10]`, and charges or forces whose largest lies outside `[2^-40, 2^40]`, in units of
+//! powers of two near them, and scales the values back exactly (`parki_core::units`;
+//! docs/design.md, "Units"): `r^2` and the expansions stay in f64's range at any extent.
 
 pub mod backend;
 pub mod basis;

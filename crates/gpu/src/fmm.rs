@@ -98,7 +98,7 @@ impl M2lVariant {
 }
 
 /// Mean targets per target leaf below which [`P2pVariant::Auto`] takes
-/// [`P2pVariant::Global`] (a block of [`BLOCK`] threads per piece of a leaf would idle).
+/// [`P2pVariant::Global`] (a block of `BLOCK` threads per piece of a leaf would idle).
 pub const P2P_GLOBAL_BELOW: usize = 64;
 
 /// How P2P runs on the device.

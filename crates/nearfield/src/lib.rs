@@ -2,7 +2,7 @@
 //!
 //! - [`cells`]: the cell grid (width at least `r_c`, periodic wrap) and the padded cell lists of
 //!   sources and sorted targets, built by a two-pass counting sort.
-//! - [`p2p`]: `u^N(x_i) = sum_j sum_p G^N(x_i - y_j + p) s_j` over the 27 colleague cells, for the
+//! - [`p2p`](mod@p2p): `u^N(x_i) = sum_j sum_p G^N(x_i - y_j + p) s_j` over the 27 colleague cells, for the
 //!   Laplace, Stokeslet, stresslet and combined kernels, including the self term of a target that
 //!   coincides with a source; explicit SIMD dispatched at run time behind a CPU check
 //!   ([`simd`], [`IsaToken`]).

@@ -23,7 +23,7 @@ pub enum PairAccuracy {
     #[default]
     Full,
     /// About `1e-11` relative to each pair's term (f64): the shorter polynomials of `erfc` (17
-    /// terms instead of 24, [`crate::erfc_coeffs::ERFC_F64_MEDIUM`]) and `exp` (degree 10
+    /// terms instead of 24, `crate::erfc_coeffs::ERFC_F64_MEDIUM`) and `exp` (degree 10
     /// instead of 13), the full `1/sqrt` and `1/x`. For the tolerances between the full and
     /// the loose ones (see [`PairAccuracy::for_tolerance`]), where the last terms of the full
     /// polynomials buy digits the tolerance does not ask for.

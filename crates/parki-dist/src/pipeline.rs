@@ -543,7 +543,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     }
 
     /// The length unit the solver computes in: 1, or for a box whose longest side lies outside
-    /// `[2^-10, 2^10]` the power of two nearest it ([`crate::units`]; [`cells`](Self::cells)
+    /// `[2^-10, 2^10]` the power of two nearest it ([`parki_core::units`]; [`cells`](Self::cells)
     /// is in this unit).
     pub fn length_unit(&self) -> f64 {
         self.unit
@@ -619,7 +619,9 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     /// Evaluates the potential of this rank's `sources` at its `targets` into `out`
     /// ([`EwaldOptions::output_dim`] values per target: the potential, then the Laplace field if
     /// asked; this rank's input order), overwriting it. Collective:
-    /// every rank calls it with its own share (possibly empty).
+    /// every rank calls it with its own share (possibly empty). Strengths whose largest over
+    /// every rank lies outside `[2^-40, 2^40]` are computed over a power of two near it, exactly
+    /// ([`Evaluation::strength_unit`]).
     ///
     /// # Errors
     /// Any rank's input error (a particle outside the box, a non-finite value, a missing or

@@ -26,8 +26,9 @@ use crate::SolverReal;
 
 /// A planned spectral Ewald solver for one kernel, box, tolerance and precision, in this
 /// process: the distributed pipeline over a one-rank communicator, whose sort, ghost, halo and
-/// return steps do nothing (the stages read the caller's arrays in place, or for a box far from
-/// 1 copies of them in the solver's [`length_unit`](Self::length_unit)).
+/// return steps do nothing (the stages read the caller's arrays in place, or for a box or
+/// strengths far from 1 copies of them in the solver's units: [`length_unit`](Self::length_unit),
+/// [`Evaluation::strength_unit`]).
 pub struct EwaldSolver<T: SolverReal> {
     inner: DistEwaldSolver<T>,
 }
@@ -89,7 +90,8 @@ impl<T: SolverReal> EwaldSolver<T> {
     }
 
     /// Evaluates the potential at `targets` into `out` (`output_dim` values per target, input
-    /// order), overwriting it.
+    /// order), overwriting it. Strengths whose largest lies outside `[2^-40, 2^40]` are computed
+    /// over a power of two near it, exactly ([`Evaluation::strength_unit`]).
     ///
     /// # Errors
     /// A particle outside the box, a non-finite value, a missing or mis-sized density, or an

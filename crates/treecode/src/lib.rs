@@ -23,6 +23,12 @@
 //!   locally essential tree read by passive-target one-sided MPI, overlapped with local compute.
 //! - [`evaluate`](mod@evaluate): one evaluation end to end, results in the caller's order, with the
 //!   interaction counts and per-stage times.
+//!
+//! Every evaluation computes points whose extent (over every rank) lies outside
+//! `[2^-10, 2^10]` in a power-of-two length unit near it (for kernels that say how they rescale,
+//! [`kernel::PairKernel::in_length_unit`]), and densities whose largest lies outside
+//! `[2^-40, 2^40]` over a power of two near it (any kernel: the sums are linear in them), and
+//! scales the values back exactly (`parki_core::units`; docs/design.md, "Units").
 
 pub mod backend;
 pub mod cheb;

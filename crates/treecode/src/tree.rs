@@ -139,7 +139,7 @@ impl Tree {
 pub const PAR_MIN_PARTICLES: usize = 1 << 15;
 
 /// Clusters of more particles than this are split over the threads under `Par::Rayon` (their
-/// bounding box and counting sort in chunks of [`SPLIT_CHUNK`]).
+/// bounding box and counting sort in chunks of `SPLIT_CHUNK`).
 pub const PAR_SPLIT_PARTICLES: usize = 1 << 17;
 
 /// Particles per chunk of a split over the threads.
