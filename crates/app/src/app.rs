@@ -335,8 +335,8 @@ pub fn options(cfg: &RunConfig, args: &RunArgs) -> Result<EwaldOptions> {
         // checked in the input's units before the solver sees it in the run's
         parki_farfield::params::check_fixed_rc(rc, &domain)?;
     }
-    // the box and the fixed cut-off in the units the run computes in (`Units::box_length`)
-    let s = Units::box_length(lengths);
+    // the box and the fixed cut-off in the units the run computes in
+    let s = parki_core::units::box_unit(lengths);
     let domain = parki_core::Domain::new(lengths.map(|l| l / s), cfg.problem.periodic_axes())?;
     let mut o = EwaldOptions::new(kernel, domain, cfg.problem.tolerance);
     o.rc = e.rc.map(|rc| rc / s);

@@ -54,7 +54,6 @@ use crate::config::{ParticleSection, RunConfig};
 use crate::fmm::FmmConfig;
 use crate::report;
 use crate::treecode::{particles, TreecodeConfig};
-use crate::units::{RunUnits, Units};
 
 /// Most sampled particles (sources and targets each).
 pub const SAMPLE: usize = 200_000;
@@ -591,8 +590,8 @@ fn ewald_estimate(
     }
     let (ns, nt) = (shape.ns, shape.nt);
     Domain::new(lengths, [false; 3]).map_err(|e| e.to_string())?;
-    // priced in the units the run would compute in (`Units::box_length`)
-    let s = Units::box_length(lengths);
+    // priced in the units the run would compute in
+    let s = parki_core::units::box_unit(lengths);
     let domain = Domain::new(lengths.map(|l| l / s), [false; 3]).map_err(|e| e.to_string())?;
     let unit = |v: &[[f64; 3]]| -> Vec<[f64; 3]> { v.iter().map(|p| p.map(|x| x / s)).collect() };
     let (xs, xt) = (unit(xs), xt.map(unit));

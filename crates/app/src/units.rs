@@ -26,7 +26,7 @@
 //! it reports back (docs/design.md, "Units").
 
 use parki_comm::Comm;
-use parki_core::units::{largest_strength, length_unit, negated_bounds, strength_unit};
+use parki_core::units::{box_unit, largest_strength, length_unit, negated_bounds, strength_unit};
 pub use parki_core::units::{power_of_two_near, Units, LENGTH_COMFORT, STRENGTH_COMFORT};
 use parki_core::{Domain, Result};
 use parki_treecode::TreeKernel;
@@ -37,12 +37,8 @@ use crate::input::Problem;
 /// strength unit `w`, both powers of two): picks them for its problem, rescales its particles,
 /// scales its results back and says so.
 pub trait RunUnits: Sized {
-    /// The length unit of a box with sides `lengths`: `1` when the longest side lies within
-    /// [`LENGTH_COMFORT`] of 1, else the power of two nearest it.
-    fn box_length(lengths: [f64; 3]) -> f64;
-
     /// The spectral Ewald sum's units for `prob` (as read, wrapped and checked): the length unit
-    /// of its box ([`RunUnits::box_length`]) and the strength unit of its largest charge, force
+    /// of its box ([`box_unit`]) and the strength unit of its largest charge, force
     /// component, or dipole component times normal component over `s` (over all ranks).
     /// Collective.
     fn for_ewald(comm: &Comm, prob: &Problem) -> Self;
@@ -92,12 +88,8 @@ pub trait RunUnits: Sized {
 }
 
 impl RunUnits for Units {
-    fn box_length(lengths: [f64; 3]) -> f64 {
-        parki_core::units::box_unit(lengths)
-    }
-
     fn for_ewald(comm: &Comm, prob: &Problem) -> Units {
-        let length = Self::box_length(prob.domain.lengths());
+        let length = box_unit(prob.domain.lengths());
         let m = largest_strength(prob.kernel, &prob.sources(), length);
         Units { length, strength: strength_unit(comm.max(m)) }
     }
@@ -214,9 +206,9 @@ mod tests {
             assert_eq!(p.to_bits() & ((1u64 << 52) - 1), 0, "{x}: {p} has a significand");
             assert!((p / x).log2().abs() <= 0.5 + 1e-12, "{x}: {p}");
         }
-        assert_eq!(Units::box_length([1.0, 1.2, 0.9]), 1.0);
-        assert_eq!(Units::box_length([1000.0, 1.0, 1.0]), 1.0);
-        assert_eq!(Units::box_length([1e-6, 1e-6, 1e-6]), power_of_two_near(1e-6));
+        assert_eq!(box_unit([1.0, 1.2, 0.9]), 1.0);
+        assert_eq!(box_unit([1000.0, 1.0, 1.0]), 1.0);
+        assert_eq!(box_unit([1e-6, 1e-6, 1e-6]), power_of_two_near(1e-6));
         // a value scaled by a power of two and back is the value, bit for bit
         let s = power_of_two_near(1e-200);
         for x in [0.1, 1.0 / 3.0, 0.987654321, 1e-5] {

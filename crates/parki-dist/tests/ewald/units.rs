@@ -37,11 +37,7 @@ fn unit_domain(periodic: bool) -> Domain {
 /// coordinate that rounds onto the box's side moved inside.
 struct Scaled<T> {
     domain: Domain,
-    pos: Vec<[T; 3]>,
-    q: Vec<T>,
-    f: Vec<[T; 3]>,
-    d: Vec<[T; 3]>,
-    n: Vec<[T; 3]>,
+    data: Data<T>,
     targets: Vec<[T; 3]>,
 }
 
@@ -63,25 +59,18 @@ impl<T: Real> Scaled<T> {
         };
         let cast =
             |v: &[[f64; 3]], by: f64| -> Vec<[T; 3]> { v.iter().map(|p| p.map(|x| T::from_f64(x * by))).collect() };
-        Self {
-            domain: big,
+        let data = Data {
             pos: inside(&data.pos),
             q: data.q.iter().map(|&q| T::from_f64(q)).collect(),
             f: cast(&data.f, 1.0),
             d: cast(&data.d, s),
             n: cast(&data.n, 1.0),
-            targets: inside(targets),
-        }
+        };
+        Self { domain: big, data, targets: inside(targets) }
     }
 
     fn sources(&self) -> Sources<'_, T> {
-        Sources {
-            positions: &self.pos,
-            charges: Some(&self.q),
-            forces: Some(&self.f),
-            dipoles: Some(&self.d),
-            normals: Some(&self.n),
-        }
+        self.data.sources()
     }
 }
 
@@ -100,7 +89,7 @@ fn solve<T: SolverReal>(
     let mut opts = EwaldOptions::new(kernel, p.domain, tol).field(field);
     if measured {
         let stats = SourceStatistics::measure(&comm, kernel, &p.domain, &p.sources(), targets, false);
-        let occupancy = measure_occupancy(&comm, &p.domain, &p.pos, targets);
+        let occupancy = measure_occupancy(&comm, &p.domain, &p.data.pos, targets);
         opts = opts.statistics(Some(stats)).occupancy(Some(occupancy));
     }
     let nt = if separate { p.targets.len() } else { N };
@@ -198,7 +187,7 @@ fn errors_name_the_callers_values() {
     assert!(msg.contains("ewald.rc") && msg.contains(&format!("{rc}")), "{msg}");
     // a particle outside the box, named with its own coordinate
     let mut solver = EwaldSolver::<f64>::new(&EwaldOptions::new(Kernel::Laplace, p.domain, 1e-6), N, N).unwrap();
-    let mut pos = p.pos.clone();
+    let mut pos = p.data.pos.clone();
     pos[7][1] = 2.0 * s;
     let sources = Sources { positions: &pos, ..p.sources() };
     let mut u = vec![0.0; N];
@@ -373,11 +362,11 @@ fn distributed_child(comm: &Comm) {
             let mut solver = DistEwaldSolver::<f64>::new(comm, &opts, popts, N, N).unwrap();
             let m = mine.clone();
             let sources = Sources {
-                positions: &p.pos[m.clone()],
+                positions: &p.data.pos[m.clone()],
                 charges: None,
-                forces: Some(&p.f[m.clone()]),
-                dipoles: Some(&p.d[m.clone()]),
-                normals: Some(&p.n[m.clone()]),
+                forces: Some(&p.data.f[m.clone()]),
+                dipoles: Some(&p.data.d[m.clone()]),
+                normals: Some(&p.data.n[m.clone()]),
             };
             let mut u = vec![0.0; m.len() * 3];
             solver.evaluate(&sources, Targets::Sources, &mut u, SortMode::Full).unwrap();
