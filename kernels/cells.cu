@@ -58,10 +58,11 @@ PARKI_EXPORT(sort_scatter, (const u32* keys, u32 n, const u32* offsets, u32* cur
 })
 
 // Sorted slot s holds particle i = order[s] of cell keys[i]: its coordinates relative to the
-// cell's origin (rounded once to T, CellGrid::relative), its cell in `cell_of_slot`, and, when
+// cell's origin (rounded once to T, CellGrid::relative; with position residuals `lo`, not
+// null, (pos - origin) + lo in double, then rounded once), its cell in `cell_of_slot`, and, when
 // `dw > 0`, its packed densities in component arrays dens[c * n + s] from packed[i * dw + c].
 template <typename T>
-__device__ void cell_gather_impl(CellParams g, const T* pos, const T* packed, int dw, const u32* keys,
+__device__ void cell_gather_impl(CellParams g, const T* pos, const T* lo, const T* packed, int dw, const u32* keys,
                                  const u32* order, u32 n, T* x, T* y, T* z, T* dens, u32* cell_of_slot) {
   u64 s = global_thread();
   if (s >= n) return;
@@ -69,38 +70,46 @@ __device__ void cell_gather_impl(CellParams g, const T* pos, const T* packed, in
   u32 c = keys[i];
   double o[3];
   cell_origin<T>(g, (int)c, o);
-  x[s] = (T)((double)pos[3 * i] - o[0]);
-  y[s] = (T)((double)pos[3 * i + 1] - o[1]);
-  z[s] = (T)((double)pos[3 * i + 2] - o[2]);
+  double r[3];
+  for (int d = 0; d < 3; ++d) {
+    r[d] = (double)pos[3 * (u64)i + d] - o[d];
+    if (lo) r[d] += (double)lo[3 * (u64)i + d];
+  }
+  x[s] = (T)r[0];
+  y[s] = (T)r[1];
+  z[s] = (T)r[2];
   if (cell_of_slot) cell_of_slot[s] = c;
   for (int q = 0; q < dw; ++q) dens[(u64)q * n + s] = packed[(u64)i * dw + q];
 }
 PARKI_EXPORT_BOTH(cell_gather,
-                  (CellParams g, const real* pos, const real* packed, int dw, const u32* keys, const u32* order,
-                   u32 n, real* x, real* y, real* z, real* dens, u32* cell_of_slot),
-                  cell_gather_impl<real>(g, pos, packed, dw, keys, order, n, x, y, z, dens, cell_of_slot))
+                  (CellParams g, const real* pos, const real* lo, const real* packed, int dw, const u32* keys,
+                   const u32* order, u32 n, real* x, real* y, real* z, real* dens, u32* cell_of_slot),
+                  cell_gather_impl<real>(g, pos, lo, packed, dw, keys, order, n, x, y, z, dens, cell_of_slot))
 
 // out[offsets[c] + r] = i for the particle i = order[s] of cell c = keys[i] with r the number of
 // the cell's particles before it in x (ties by index: the CPU's sort_bins_by_x): the counting
-// sort's slots ordered by x within every cell, for the windows of P2P's cut-off sphere. One
-// thread per slot counts over its cell (O(n_c^2) per cell; a warp's threads mostly share the
-// cell, so their reads of the cell's positions broadcast).
+// sort's slots ordered by x within every cell, for the windows of P2P's cut-off sphere (x plus
+// its residual in double where `lo` is not null: the order of the coordinates cell_gather
+// stores). One thread per slot counts over its cell (O(n_c^2) per cell; a warp's threads
+// mostly share the cell, so their reads of the cell's positions broadcast).
 template <typename T>
-__device__ void cell_sort_x_impl(const T* pos, const u32* keys, const u32* offsets, const u32* order, u32 n,
-                                 u32* out) {
+__device__ void cell_sort_x_impl(const T* pos, const T* lo, const u32* keys, const u32* offsets, const u32* order,
+                                 u32 n, u32* out) {
   u64 s = global_thread();
   if (s >= n) return;
   const u32 i = order[s];
   const u32 c = keys[i];
-  const T x = pos[3 * (u64)i];
+  const double x = (double)pos[3 * (u64)i] + (lo ? (double)lo[3 * (u64)i] : 0.0);
   const u32 j0 = offsets[c], j1 = offsets[c + 1];
   u32 r = 0;
   for (u32 j = j0; j < j1; ++j) {
     const u32 k = order[j];
-    const T y = pos[3 * (u64)k];
+    const double y = (double)pos[3 * (u64)k] + (lo ? (double)lo[3 * (u64)k] : 0.0);
     r += (y < x || (y == x && k < i)) ? 1u : 0u;
   }
   out[j0 + r] = i;
 }
-PARKI_EXPORT_BOTH(cell_sort_x, (const real* pos, const u32* keys, const u32* offsets, const u32* order, u32 n, u32* out),
-                  cell_sort_x_impl<real>(pos, keys, offsets, order, n, out))
+PARKI_EXPORT_BOTH(cell_sort_x,
+                  (const real* pos, const real* lo, const u32* keys, const u32* offsets, const u32* order, u32 n,
+                   u32* out),
+                  cell_sort_x_impl<real>(pos, lo, keys, offsets, order, n, out))

@@ -285,13 +285,20 @@ __device__ __forceinline__ void window_weights(const WindowParams& w, const T* c
   }
 }
 
+// Coordinate d of point i in double: its position, plus its residual where `lo` is not null
+// (f32 positions rounded from f64: parki_core::Points::at).
+template <typename T>
+__device__ __forceinline__ double point_coord(const T* pos, const T* lo, u64 i, int d) {
+  return (double)pos[3 * i + d] + (lo ? (double)lo[3 * i + d] : 0.0);
+}
+
 // Anchor, weights and the weights' derivatives in the position, (1/h) dw/d delta, along axis d
 // (GridWindow::footprint_with_derivative): the field's G2P.
 template <typename T, int P = 0>
 __device__ __forceinline__ int window_axis_derivative(const WindowParams& w, const T* coeffs, const T* dcoeffs, int d,
-                                                      T x, T* weights, T* dweights) {
+                                                      double x, T* weights, T* dweights) {
   const int p = P > 0 ? P : w.p;
-  double g = (double)x * w.inv_h[d];
+  double g = x * w.inv_h[d];
   double i0 = floor(g);
   T delta = (T)(g - i0);
   window_weights<T, P>(w, coeffs, delta, weights);
@@ -301,10 +308,11 @@ __device__ __forceinline__ int window_axis_derivative(const WindowParams& w, con
   return window_anchor(w, d, (i64)i0 - w.p / 2 + 1);
 }
 
-// Anchor and weights of a point along axis d (GridWindow::footprint).
+// Anchor and weights of a point along axis d (GridWindow::footprint); x in double: a position,
+// or one rounded to T plus its residual (point_coord).
 template <typename T, int P = 0>
-__device__ __forceinline__ int window_axis(const WindowParams& w, const T* coeffs, int d, T x, T* weights) {
-  double g = (double)x * w.inv_h[d];
+__device__ __forceinline__ int window_axis(const WindowParams& w, const T* coeffs, int d, double x, T* weights) {
+  double g = x * w.inv_h[d];
   double i0 = floor(g);
   double delta = g - i0;
   window_weights<T, P>(w, coeffs, (T)delta, weights);
@@ -312,9 +320,8 @@ __device__ __forceinline__ int window_axis(const WindowParams& w, const T* coeff
 }
 
 // Only the anchor along axis d.
-template <typename T>
-__device__ __forceinline__ int window_anchor_of(const WindowParams& w, int d, T x) {
-  double i0 = floor((double)x * w.inv_h[d]);
+__device__ __forceinline__ int window_anchor_of(const WindowParams& w, int d, double x) {
+  double i0 = floor(x * w.inv_h[d]);
   return window_anchor(w, d, (i64)i0 - w.p / 2 + 1);
 }
 

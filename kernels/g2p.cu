@@ -7,15 +7,15 @@
 // DIM (the output dimension) and P at compile time (parki_with_kernel_p; P = 0: at run time).
 template <typename T, int DIM, int P>
 struct G2p {
-  static __device__ void run(WindowParams w, const T* coeffs, u32 n, const T* pos, const u32* order, const T* grid,
-                             T* out) {
+  static __device__ void run(WindowParams w, const T* coeffs, u32 n, const T* pos, const T* lo, const u32* order,
+                             const T* grid, T* out) {
     u64 k = global_thread();
     if (k >= n) return;
     const u64 i = order ? (u64)order[k] : k;
     const int p = P > 0 ? P : w.p;
     int a[3];
     T wts[3 * PARKI_P_OR_MAX(P)];
-    for (int d = 0; d < 3; ++d) a[d] = window_axis<T, P>(w, coeffs, d, pos[3 * i + d], wts + d * p);
+    for (int d = 0; d < 3; ++d) a[d] = window_axis<T, P>(w, coeffs, d, point_coord(pos, lo, i, d), wts + d * p);
     int xs[PARKI_P_OR_MAX(P)];
     for (int x = 0; x < p; ++x) xs[x] = (a[0] + x) % w.m[0];
     for (int c = 0; c < DIM; ++c) {
@@ -39,18 +39,19 @@ struct G2p {
 };
 
 template <typename T>
-__device__ void g2p_impl(WindowParams w, const T* coeffs, int dim, u32 n, const T* pos, const u32* order,
-                         const T* grid, T* out) {
+__device__ void g2p_impl(WindowParams w, const T* coeffs, int dim, u32 n, const T* pos, const T* lo,
+                         const u32* order, const T* grid, T* out) {
   if (dim == 1)
-    parki_with_p<G2p, T, 1>(w.p, w, coeffs, n, pos, order, grid, out);
+    parki_with_p<G2p, T, 1>(w.p, w, coeffs, n, pos, lo, order, grid, out);
   else if (dim == 4)  // the Laplace potential and the field differentiated in CNV
-    parki_with_p<G2p, T, 4>(w.p, w, coeffs, n, pos, order, grid, out);
+    parki_with_p<G2p, T, 4>(w.p, w, coeffs, n, pos, lo, order, grid, out);
   else
-    parki_with_p<G2p, T, 3>(w.p, w, coeffs, n, pos, order, grid, out);
+    parki_with_p<G2p, T, 3>(w.p, w, coeffs, n, pos, lo, order, grid, out);
 }
-PARKI_EXPORT_BOTH(g2p, (WindowParams w, const real* coeffs, int dim, u32 n, const real* pos, const u32* order,
-                        const real* grid, real* out),
-                  g2p_impl<real>(w, coeffs, dim, n, pos, order, grid, out))
+PARKI_EXPORT_BOTH(g2p,
+                  (WindowParams w, const real* coeffs, int dim, u32 n, const real* pos, const real* lo,
+                   const u32* order, const real* grid, real* out),
+                  g2p_impl<real>(w, coeffs, dim, n, pos, lo, order, grid, out))
 
 // G2P of the Laplace potential and field from the potential grid (parki_farfield::g2p_field):
 // E = -grad u = -sum_g grad W(x - g) v(g) with the window's derivative weights along one axis at
@@ -59,7 +60,7 @@ PARKI_EXPORT_BOTH(g2p, (WindowParams w, const real* coeffs, int dim, u32 n, cons
 // out[i * 4 + c] = [u, E_x, E_y, E_z], input order.
 template <typename T, int UNUSED, int P>
 struct G2pField {
-  static __device__ void run(WindowParams w, const T* coeffs, const T* dcoeffs, u32 n, const T* pos,
+  static __device__ void run(WindowParams w, const T* coeffs, const T* dcoeffs, u32 n, const T* pos, const T* lo,
                              const u32* order, const T* grid, T* out) {
     u64 k = global_thread();
     if (k >= n) return;
@@ -68,7 +69,8 @@ struct G2pField {
     int a[3];
     T wts[3 * PARKI_P_OR_MAX(P)], dws[3 * PARKI_P_OR_MAX(P)];
     for (int d = 0; d < 3; ++d)
-      a[d] = window_axis_derivative<T, P>(w, coeffs, dcoeffs, d, pos[3 * i + d], wts + d * p, dws + d * p);
+      a[d] = window_axis_derivative<T, P>(w, coeffs, dcoeffs, d, point_coord(pos, lo, i, d), wts + d * p,
+                                          dws + d * p);
     int xs[PARKI_P_OR_MAX(P)];
     for (int x = 0; x < p; ++x) xs[x] = (a[0] + x) % w.m[0];
     T t0[PARKI_P_OR_MAX(P)], ty[PARKI_P_OR_MAX(P)], tz[PARKI_P_OR_MAX(P)];
@@ -107,10 +109,11 @@ struct G2pField {
 };
 
 template <typename T>
-__device__ void g2p_field_impl(WindowParams w, const T* coeffs, const T* dcoeffs, u32 n, const T* pos,
+__device__ void g2p_field_impl(WindowParams w, const T* coeffs, const T* dcoeffs, u32 n, const T* pos, const T* lo,
                                const u32* order, const T* grid, T* out) {
-  parki_with_p<G2pField, T, 1>(w.p, w, coeffs, dcoeffs, n, pos, order, grid, out);
+  parki_with_p<G2pField, T, 1>(w.p, w, coeffs, dcoeffs, n, pos, lo, order, grid, out);
 }
-PARKI_EXPORT_BOTH(g2p_field, (WindowParams w, const real* coeffs, const real* dcoeffs, u32 n, const real* pos,
-                              const u32* order, const real* grid, real* out),
-                  g2p_field_impl<real>(w, coeffs, dcoeffs, n, pos, order, grid, out))
+PARKI_EXPORT_BOTH(g2p_field,
+                  (WindowParams w, const real* coeffs, const real* dcoeffs, u32 n, const real* pos, const real* lo,
+                   const u32* order, const real* grid, real* out),
+                  g2p_field_impl<real>(w, coeffs, dcoeffs, n, pos, lo, order, grid, out))

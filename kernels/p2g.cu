@@ -14,11 +14,13 @@
 //   every source stored once as (grid index, weight) lists sorted by grid point, each
 //   evaluation a gather over them without atomics (p2g_operator_*).
 
-// Footprint of one source: anchors and weights per axis, in `wts[d * P + l]`.
+// Footprint of source j: anchors and weights per axis, in `wts[d * P + l]`, at its position plus
+// its residual where `lo` is not null.
 template <typename T, int P = 0>
-__device__ __forceinline__ void footprint(const WindowParams& w, const T* coeffs, const T* pos, int* anchor, T* wts) {
+__device__ __forceinline__ void footprint(const WindowParams& w, const T* coeffs, const T* pos, const T* lo, u64 j,
+                                          int* anchor, T* wts) {
   const int p = P > 0 ? P : w.p;
-  for (int d = 0; d < 3; ++d) anchor[d] = window_axis<T, P>(w, coeffs, d, pos[d], wts + d * p);
+  for (int d = 0; d < 3; ++d) anchor[d] = window_axis<T, P>(w, coeffs, d, point_coord(pos, lo, j, d), wts + d * p);
 }
 
 __device__ __forceinline__ u64 grid_index(const WindowParams& w, int ix, int iy, int iz) {
@@ -28,7 +30,8 @@ __device__ __forceinline__ u64 grid_index(const WindowParams& w, int ix, int iy,
 // The kernel at compile time; the support at run time (the baseline as the paper has it).
 template <typename T, int K, int P_UNUSED>
 struct P2gAtomic {
-  static __device__ void run(WindowParams w, const T* coeffs, u32 n, const T* pos, const T* packed, T* grid) {
+  static __device__ void run(WindowParams w, const T* coeffs, u32 n, const T* pos, const T* lo, const T* packed,
+                             T* grid) {
     u64 j = global_thread();
     if (j >= n) return;
     const int p = w.p;
@@ -36,7 +39,7 @@ struct P2gAtomic {
     constexpr int NC = DW;
     int a[3];
     T wts[3 * PARKI_MAX_P];
-    footprint<T>(w, coeffs, pos + 3 * j, a, wts);
+    footprint<T>(w, coeffs, pos, lo, j, a, wts);
     T s[NC];
     grid_density<T>(K, packed + (u64)j * DW, s);
     for (int l = 0; l < p; ++l) {
@@ -58,29 +61,29 @@ struct P2gAtomic {
   }
 };
 template <typename T>
-__device__ void p2g_atomic_impl(WindowParams w, const T* coeffs, int kernel, u32 n, const T* pos, const T* packed,
-                                T* grid) {
-  parki_with_kernel<P2gAtomic, T>(kernel, w, coeffs, n, pos, packed, grid);
+__device__ void p2g_atomic_impl(WindowParams w, const T* coeffs, int kernel, u32 n, const T* pos, const T* lo,
+                                const T* packed, T* grid) {
+  parki_with_kernel<P2gAtomic, T>(kernel, w, coeffs, n, pos, lo, packed, grid);
 }
 PARKI_EXPORT_BOTH(p2g_atomic,
-                  (WindowParams w, const real* coeffs, int kernel, u32 n, const real* pos, const real* packed,
-                   real* grid),
-                  p2g_atomic_impl<real>(w, coeffs, kernel, n, pos, packed, grid))
+                  (WindowParams w, const real* coeffs, int kernel, u32 n, const real* pos, const real* lo,
+                   const real* packed, real* grid),
+                  p2g_atomic_impl<real>(w, coeffs, kernel, n, pos, lo, packed, grid))
 
 // keys[j]: the far-field cell of source j, cells of C points per axis by local anchor.
 template <typename T>
-__device__ void farcell_keys_impl(WindowParams w, u32 cw, u32 n, const T* pos, u32* keys) {
+__device__ void farcell_keys_impl(WindowParams w, u32 cw, u32 n, const T* pos, const T* lo, u32* keys) {
   u64 j = global_thread();
   if (j >= n) return;
   u32 c[3], nc[3];
   for (int d = 0; d < 3; ++d) {
     nc[d] = (w.m[d] + cw - 1) / cw;
-    c[d] = (u32)window_anchor_of<T>(w, d, pos[3 * j + d]) / cw;
+    c[d] = (u32)window_anchor_of(w, d, point_coord(pos, lo, j, d)) / cw;
   }
   keys[j] = (c[2] * nc[1] + c[1]) * nc[0] + c[0];
 }
-PARKI_EXPORT_BOTH(farcell_keys, (WindowParams w, u32 cw, u32 n, const real* pos, u32* keys),
-                  farcell_keys_impl<real>(w, cw, n, pos, keys))
+PARKI_EXPORT_BOTH(farcell_keys, (WindowParams w, u32 cw, u32 n, const real* pos, const real* lo, u32* keys),
+                  farcell_keys_impl<real>(w, cw, n, pos, lo, keys))
 
 // Hybrid: block b is far-field cell b (its sources order[off[b] .. off[b+1]]); `batch` sources
 // are staged at a time. Dynamic shared memory: batch * (3 ints + 3P + nc reals). The kernel and
@@ -88,7 +91,7 @@ PARKI_EXPORT_BOTH(farcell_keys, (WindowParams w, u32 cw, u32 n, const real* pos,
 template <typename T, int K, int P>
 struct P2gHybrid {
   static __device__ void run(WindowParams w, const T* coeffs, u32 cw, const u32* off, const u32* order,
-                             const T* pos, const T* packed, u32 batch, T* grid) {
+                             const T* pos, const T* lo, const T* packed, u32 batch, T* grid) {
     PARKI_DYNAMIC_SHARED(T, smem);
     const u32 cell = blockIdx.x;
     const u32 s0 = off[cell], s1 = off[cell + 1];
@@ -98,21 +101,21 @@ struct P2gHybrid {
     constexpr int NC = DW;
     u32 ncell[3];
     for (int d = 0; d < 3; ++d) ncell[d] = (w.m[d] + cw - 1) / cw;
-    const int lo[3] = {(int)((cell % ncell[0]) * cw), (int)(((cell / ncell[0]) % ncell[1]) * cw),
+    const int corner[3] = {(int)((cell % ncell[0]) * cw), (int)(((cell / ncell[0]) % ncell[1]) * cw),
                        (int)((cell / (ncell[0] * ncell[1])) * cw)};
     const int ext = (int)cw + p - 1;
     const int pts = ext * ext * ext;
     T* wts = smem;                              // batch * 3P
     T* dens = smem + (u64)batch * 3 * p;        // batch * nc
-    int* anc = (int*)(dens + (u64)batch * NC);  // batch * 3, anchors relative to lo
+    int* anc = (int*)(dens + (u64)batch * NC);  // batch * 3, anchors relative to corner
     for (u32 b0 = s0; b0 < s1; b0 += batch) {
       const u32 nb = s1 - b0 < batch ? s1 - b0 : batch;
       __syncthreads();
       for (u32 q = threadIdx.x; q < nb; q += blockDim.x) {
         u32 j = order[b0 + q];
         int a[3];
-        footprint<T, P>(w, coeffs, pos + 3 * (u64)j, a, wts + (u64)q * 3 * p);
-        for (int d = 0; d < 3; ++d) anc[3 * q + d] = a[d] - lo[d];
+        footprint<T, P>(w, coeffs, pos, lo, j, a, wts + (u64)q * 3 * p);
+        for (int d = 0; d < 3; ++d) anc[3 * q + d] = a[d] - corner[d];
         grid_density<T>(K, packed + (u64)j * DW, dens + (u64)q * NC);
       }
       __syncthreads();
@@ -131,7 +134,7 @@ struct P2gHybrid {
         }
         if (!any) continue;
         int g[3];
-        for (int d = 0; d < 3; ++d) g[d] = (lo[d] + r[d]) % w.m[d];
+        for (int d = 0; d < 3; ++d) g[d] = (corner[d] + r[d]) % w.m[d];
         u64 idx = grid_index(w, g[0], g[1], g[2]);
         for (int c = 0; c < NC; ++c) atomicAdd(grid + (u64)c * w.component_stride + idx, acc[c]);
       }
@@ -140,27 +143,27 @@ struct P2gHybrid {
 };
 template <typename T>
 __device__ void p2g_hybrid_impl(WindowParams w, const T* coeffs, int kernel, u32 cw, const u32* off,
-                                const u32* order, const T* pos, const T* packed, u32 batch, T* grid) {
-  parki_with_kernel_p<P2gHybrid, T>(kernel, w.p, w, coeffs, cw, off, order, pos, packed, batch, grid);
+                                const u32* order, const T* pos, const T* lo, const T* packed, u32 batch, T* grid) {
+  parki_with_kernel_p<P2gHybrid, T>(kernel, w.p, w, coeffs, cw, off, order, pos, lo, packed, batch, grid);
 }
 PARKI_EXPORT_BOTH_SYNC(p2g_hybrid,
                        (WindowParams w, const real* coeffs, int kernel, u32 cw, const u32* off, const u32* order,
-                        const real* pos, const real* packed, u32 batch, real* grid),
-                       p2g_hybrid_impl<real>(w, coeffs, kernel, cw, off, order, pos, packed, batch, grid))
+                        const real* pos, const real* lo, const real* packed, u32 batch, real* grid),
+                       p2g_hybrid_impl<real>(w, coeffs, kernel, cw, off, order, pos, lo, packed, batch, grid))
 
 // The precomputed spreading operator, step 1: for every source j and support point l (P^3 of
 // them, x fastest), its grid point and weight: keys[j P^3 + l] = grid point (linear in the
 // block, x fastest, unpadded), weights[j P^3 + l] = W. Sorting keys (count, scan, scatter)
 // then gives, per grid point, the list of (source, weight) that step 2 gathers.
 template <typename T>
-__device__ void p2g_operator_entries_impl(WindowParams w, const T* coeffs, u32 n, const T* pos, u32* keys,
-                                          T* weights) {
+__device__ void p2g_operator_entries_impl(WindowParams w, const T* coeffs, u32 n, const T* pos, const T* lo,
+                                          u32* keys, T* weights) {
   u64 j = global_thread();
   if (j >= n) return;
   const int p = w.p;
   int a[3];
   T wts[3 * PARKI_MAX_P];
-  footprint<T>(w, coeffs, pos + 3 * j, a, wts);
+  footprint<T>(w, coeffs, pos, lo, j, a, wts);
   u64 e = j * (u64)p * p * p;
   for (int l = 0; l < p; ++l) {
     int iz = (a[2] + l) % w.m[2];
@@ -176,9 +179,10 @@ __device__ void p2g_operator_entries_impl(WindowParams w, const T* coeffs, u32 n
     }
   }
 }
-PARKI_EXPORT_BOTH(p2g_operator_entries, (WindowParams w, const real* coeffs, u32 n, const real* pos, u32* keys,
-                                         real* weights),
-                  p2g_operator_entries_impl<real>(w, coeffs, n, pos, keys, weights))
+PARKI_EXPORT_BOTH(p2g_operator_entries,
+                  (WindowParams w, const real* coeffs, u32 n, const real* pos, const real* lo, u32* keys,
+                   real* weights),
+                  p2g_operator_entries_impl<real>(w, coeffs, n, pos, lo, keys, weights))
 
 // Step 1b: the operator in grid-point order: src[s] = source of entry order[s], wsorted[s] =
 // its weight (P^3 entries per source, so the source of entry e is e / P^3).

@@ -9,7 +9,10 @@
 //! - `pair-accuracy`: P2P's medium and loose pair functions against the full ones, each with
 //!   its own plan, alternating: P2P's time per pair (`PairAccuracy::MEDIUM_COST`) and the whole
 //!   evaluation.
+//! - `exact-positions`: f32 given the f64 positions (`evaluate_exact`) against the rounded
+//!   positions alone and f64, alternating: time and error ([`exact`]).
 
+mod exact;
 mod peak;
 
 use std::time::Instant;
@@ -92,6 +95,21 @@ enum Cmd {
         kernel: Vec<String>,
         /// Alternating rounds (medians reported).
         #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
+    /// f32 on the f64 positions (`evaluate_exact`) against the rounded positions and f64.
+    ExactPositions {
+        /// Particle counts.
+        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+        n: Vec<usize>,
+        /// Tolerance.
+        #[arg(long, default_value_t = 1e-6)]
+        tol: f64,
+        /// Kernels.
+        #[arg(long, value_delimiter = ',', default_value = "laplace,stokeslet")]
+        kernel: Vec<String>,
+        /// Alternating rounds (medians reported).
+        #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
     /// Cost-model constants on this machine.
@@ -437,6 +455,10 @@ fn main() {
         Cmd::PairAccuracy { n, tol, kernel, rounds } => {
             let kernels: Vec<Kernel> = kernel.iter().map(|k| Kernel::from_name(k).expect("kernel name")).collect();
             pair_accuracy(n, &tol, &kernels, rounds.max(1), t)
+        }
+        Cmd::ExactPositions { n, tol, kernel, rounds } => {
+            let kernels: Vec<Kernel> = kernel.iter().map(|k| Kernel::from_name(k).expect("kernel name")).collect();
+            exact::exact_positions(&n, tol, &kernels, rounds.max(1), t)
         }
         Cmd::ErrorModel { kernel, tol, n, rc } => {
             error_model(Kernel::from_name(&kernel).expect("kernel name"), tol, n, rc, t)

@@ -17,7 +17,8 @@ use parki_core::{Error, Real, Result, Sources, StageKind};
 use parki_decomp::Decomposition;
 use parki_dist::{
     measure_occupancy, CpuBackend, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, DeviceVariants, DistEwaldSolver,
-    Evaluation, EwaldOptions, EwaldStage, NearPairs, ParallelOptions, SolverReal, SortMode, SourceStatistics, Targets,
+    Evaluation, EwaldOptions, EwaldStage, ExactPositions, NearPairs, ParallelOptions, PositionRounding, SolverReal,
+    SortMode, SourceStatistics, Targets,
 };
 use parki_farfield::{FieldMethod, G2pVariant, Occupancy, P2gVariant};
 use parki_fft3d::{LineEngine, PlanRigor};
@@ -418,6 +419,36 @@ struct Run<'a> {
     units: Units,
 }
 
+/// Where the f32 plan is estimated slower than an f64 one for the same particles (the
+/// positions' round-off in f32 can hold the tolerance only in cells smaller than f64 needs), a
+/// warning saying so; `None` otherwise, or when f64 cannot be planned. CPU cost model;
+/// collective.
+fn f64_would_be_faster(
+    comm: &Comm,
+    opts: &EwaldOptions,
+    popts: ParallelOptions,
+    f32_params: &parki_dist::Params,
+    prob: &Problem,
+) -> Option<String> {
+    let stats = opts.statistics.map(|s| s.with_rounding(PositionRounding::Exact));
+    let o64 = opts.clone().statistics(stats);
+    let p64 = DistEwaldSolver::<f64>::parameters(comm, &o64, popts, prob.sources_total, prob.targets_total()).ok()?;
+    let (c32, c64) = (f32_params.cost.total(), p64.cost.total());
+    (c64 < 0.8 * c32).then(|| {
+        format!(
+            "precision = \"f64\" is estimated faster for these particles ({c64:.3} s against {c32:.3} s per evaluation): \
+             in f32 the round-off of their closest pairs holds tolerance {:e} only in cells of {}x{}x{} (f64: {}x{}x{})",
+            opts.tolerance,
+            f32_params.cells[0],
+            f32_params.cells[1],
+            f32_params.cells[2],
+            p64.cells[0],
+            p64.cells[1],
+            p64.cells[2]
+        )
+    })
+}
+
 impl Run<'_> {
     /// [`Run::typed`] on the CUDA device.
     #[cfg(feature = "cuda")]
@@ -458,7 +489,8 @@ impl Run<'_> {
             normals: normals.as_deref(),
         };
         // close-pair statistics of the particles as read (f64) for the error model: the
-        // stresslet's magnitude, and in f32 the round-off of narrowing the positions
+        // stresslet's magnitude, and in f32 the round-off of narrowing the positions (the
+        // solver is given the f64 positions too, and rounds them relative to their cells)
         let t_stats = Instant::now();
         let read = Sources {
             positions: &prob.positions,
@@ -467,7 +499,8 @@ impl Run<'_> {
             dipoles: prob.dipoles.as_deref(),
             normals: prob.normals.as_deref(),
         };
-        let stats = SourceStatistics::measure(comm, kernel, &domain, &read, prob.targets.as_deref(), T::BYTES == 4);
+        let rounding = if T::BYTES == 4 { PositionRounding::F32Cells } else { PositionRounding::Exact };
+        let stats = SourceStatistics::measure(comm, kernel, &domain, &read, prob.targets.as_deref(), rounding);
         log.line(&format!(
             "pair statistics in {:.2} s: source density seen by the targets {:.2} x the mean",
             comm.max(t_stats.elapsed().as_secs_f64()),
@@ -547,6 +580,11 @@ impl Run<'_> {
             engine.threads(),
             isa
         ));
+        if T::BYTES == 4 && self.backend.compute == Compute::Cpu {
+            if let Some(w) = f64_would_be_faster(comm, &opts, self.popts, engine.params(), prob) {
+                warn(comm, &w);
+            }
+        }
         if let Some(d) = &device {
             log.line(&format!("backend {}: {}", engine.backend_name(), d.line()));
         }
@@ -569,15 +607,16 @@ impl Run<'_> {
             }
             comm.reset_traffic();
             let targets = trg.as_deref().map_or(Targets::Sources, Targets::Points);
-            ev = engine.evaluate_with_progress(
-                &sources,
-                targets,
-                &mut u,
-                SortMode::Full,
-                &mut |s: EwaldStage, dt| {
-                    log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
-                },
-            )?;
+            let progress = &mut |s: EwaldStage, dt| {
+                log.line(&format!("{:<10} {:>9.4} s (rank 0)", s.name(), dt));
+            };
+            ev = if T::BYTES == 4 {
+                // the f64 positions as read: the cell lists round them relative to their cells
+                let exact = ExactPositions { sources: &prob.positions, targets: prob.targets.as_deref() };
+                engine.evaluate_exact_with_progress(&sources, targets, exact, &mut u, SortMode::Full, progress)?
+            } else {
+                engine.evaluate_with_progress(&sources, targets, &mut u, SortMode::Full, progress)?
+            };
             totals.push(ev.times.total());
         }
         comm.all_reduce_f64(&mut totals, ReduceOp::Max);

@@ -30,5 +30,5 @@ pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelPart, Output};
 pub use par::Par;
 pub use real::Real;
-pub use sources::{PackedSet, PackedSources, SourceSet, Sources};
+pub use sources::{residual, PackedSet, PackedSources, Points, SourceSet, Sources};
 pub use timing::{StageKind, StageName, StageTimes};

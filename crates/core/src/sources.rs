@@ -109,6 +109,51 @@ impl<'a, T: Real> Sources<'a, T> {
     }
 }
 
+/// What rounding `exact` to `T` removes, given `rounded = T::from_f64(exact)`: `exact -
+/// rounded` (exact in f64) rounded to `T`, so that `rounded + residual` holds `exact` to twice
+/// `T`'s digits. Zero for f64.
+#[inline]
+pub fn residual<T: Real>(exact: f64, rounded: T) -> T {
+    T::from_f64(exact - rounded.to_f64())
+}
+
+/// Points in a working precision `T`, with the residuals of rounding them from f64 where the
+/// caller has them ([`SourceSet::residuals`]): point `j` is at [`at(j)`](Self::at).
+#[derive(Clone, Copy, Debug)]
+pub struct Points<'a, T> {
+    /// The positions in `T`.
+    pub positions: &'a [[T; 3]],
+    /// What rounding them to `T` removed, one per position, or `None` (exact).
+    pub residuals: Option<&'a [[T; 3]]>,
+}
+
+impl<'a, T: Real> Points<'a, T> {
+    /// Exact points in `T`.
+    pub fn new(positions: &'a [[T; 3]]) -> Self {
+        Self { positions, residuals: None }
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Point `j` in f64: the position plus its residual (exact in f64).
+    #[inline(always)]
+    pub fn at(&self, j: usize) -> [f64; 3] {
+        let p = &self.positions[j];
+        match self.residuals {
+            None => p.map(|x| x.to_f64()),
+            Some(r) => [0, 1, 2].map(|d| p[d].to_f64() + r[j][d].to_f64()),
+        }
+    }
+}
+
 /// A set of sources as the evaluation stages read it: positions, and per source the
 /// `kernel.density_width()` density components in the packed order of
 /// [`Kernel::density_width`] (`[q]`, `[f]`, `[q, n]` or `[f, q, n]`).
@@ -125,6 +170,25 @@ pub trait SourceSet<T>: Sync {
     /// Number of sources.
     fn count(&self) -> usize {
         self.positions().len()
+    }
+
+    /// What rounding the positions to `T` removed, where the set has it: source `j` lies at
+    /// `positions()[j] + residuals()[j]` (the sum formed in f64), for an f32 solver given f64
+    /// positions ([`residual`]). Only the cell lists read it, so that coordinates relative to a
+    /// cell are rounded at the scale of the cell rather than of the box. `None` (the default):
+    /// the positions are exact.
+    fn residuals(&self) -> Option<&[[T; 3]]> {
+        None
+    }
+
+    /// Source `j`'s position in f64, with its residual where the set has one (what the far
+    /// field's windows are placed at, [`Points::at`]).
+    #[inline(always)]
+    fn position_f64(&self, j: usize) -> [f64; 3]
+    where
+        T: Real,
+    {
+        Points { positions: self.positions(), residuals: self.residuals() }.at(j)
     }
 
     /// Prefetches the position and densities of source `j` (see [`crate::memory::prefetch`]),

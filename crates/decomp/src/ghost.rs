@@ -31,6 +31,9 @@ pub struct Ghosts<T> {
     pub sources: PackedSet<T>,
     /// Window-local `(ly, lz)` column of every ghost.
     pub columns: Vec<[usize; 2]>,
+    /// The ghosts' position residuals ([`SourceSet::residuals`]) where the owned sources have
+    /// them, else empty.
+    pub residuals: Vec<[T; 3]>,
 }
 
 impl GhostPlan {
@@ -59,8 +62,9 @@ impl GhostPlan {
     }
 
     /// Exchanges the ghost sources: `owned` are this rank's sources and `columns[j]` the owned
-    /// column index ([`CellOwnership::column_index`]) of source `j`. Collective over the
-    /// neighbours.
+    /// column index ([`CellOwnership::column_index`]) of source `j`, with their position
+    /// residuals where `owned` has them (one more message per neighbour; every rank must agree
+    /// on whether they travel). Collective over the neighbours.
     pub fn exchange<T: Real + Pod>(
         &self,
         comm: &Comm,
@@ -75,11 +79,14 @@ impl GhostPlan {
         let mut cmsg = Vec::with_capacity(self.peers.len());
         let mut pmsg = Vec::with_capacity(self.peers.len());
         let mut dmsg = Vec::with_capacity(self.peers.len());
+        let residuals = owned.residuals();
+        let mut rmsg: Vec<Vec<[T; 3]>> = Vec::with_capacity(self.peers.len());
         for cols in &self.send {
             let n: usize = cols.iter().map(|&c| by_col.count(c)).sum();
             let mut c = Vec::with_capacity(cols.len());
             let mut p = Vec::with_capacity(n);
             let mut d = vec![T::ZERO; n * w];
+            let mut r = Vec::with_capacity(if residuals.is_some() { n } else { 0 });
             for &col in cols {
                 let idx = &by_col.order[by_col.offsets[col]..by_col.offsets[col + 1]];
                 c.push(idx.len() as u64);
@@ -88,15 +95,20 @@ impl GhostPlan {
                     let o = p.len() * w;
                     owned.density(kernel, j, &mut d[o..o + w]);
                     p.push(positions[j]);
+                    if let Some(res) = residuals {
+                        r.push(res[j]);
+                    }
                 }
             }
             cmsg.push(c);
             pmsg.push(p);
             dmsg.push(d);
+            rmsg.push(r);
         }
         let rc = comm.neighbour_exchange(&self.peers, &cmsg);
         let rp = comm.neighbour_exchange(&self.peers, &pmsg);
         let rd = comm.neighbour_exchange(&self.peers, &dmsg);
+        let rr = if residuals.is_some() { comm.neighbour_exchange(&self.peers, &rmsg).concat() } else { Vec::new() };
         let mut sources = PackedSet::new(kernel);
         let mut cols = Vec::new();
         for k in 0..self.peers.len() {
@@ -105,6 +117,6 @@ impl GhostPlan {
                 cols.extend(std::iter::repeat_n(self.recv[k][e], n as usize));
             }
         }
-        Ghosts { sources, columns: cols }
+        Ghosts { sources, columns: cols, residuals: rr }
     }
 }

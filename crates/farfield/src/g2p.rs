@@ -16,7 +16,7 @@
 use parki_core::isa::Isa;
 use parki_core::memory::prefetch_ordered;
 use parki_core::par::DisjointSlice;
-use parki_core::{isa_dispatch, Par, Real};
+use parki_core::{isa_dispatch, Par, Points, Real};
 use parki_decomp::sort::counting_sort;
 use parki_decomp::GridLayout;
 use rayon::prelude::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator, ParallelSliceMut};
@@ -138,7 +138,7 @@ pub fn g2p<T: Real>(
     variant: G2pVariant,
     win: &GridWindow<T>,
     grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
+    targets: Points<'_, T>,
     out: &mut [T],
     isa: Isa,
     par: Par,
@@ -157,7 +157,7 @@ pub fn g2p_field<T: Real>(
     variant: G2pVariant,
     win: &GridWindow<T>,
     grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
+    targets: Points<'_, T>,
     out: &mut [T],
     isa: Isa,
     par: Par,
@@ -173,7 +173,7 @@ pub fn g2p_field<T: Real>(
 fn drive<T: Real>(
     variant: G2pVariant,
     win: &GridWindow<T>,
-    targets: &[[T; 3]],
+    targets: Points<'_, T>,
     out: &mut [T],
     dim: usize,
     par: Par,
@@ -195,14 +195,15 @@ fn drive<T: Real>(
         G2pVariant::TargetSorted => {
             let half = (win.p / 2).max(1);
             let ncell = win.layout.global.map(|m| m.div_ceil(half));
-            let key = |x: &[T; 3]| -> u32 {
+            let key = |j: usize| -> u32 {
+                let x = targets.at(j);
                 let c = [0, 1, 2].map(|d| {
-                    let g = (x[d].to_f64() * win.inv_h[d]).floor().max(0.0) as usize;
+                    let g = (x[d] * win.inv_h[d]).floor().max(0.0) as usize;
                     (g / half).min(ncell[d] - 1)
                 });
                 ((c[2] * ncell[1] + c[1]) * ncell[0] + c[0]) as u32
             };
-            let keys: Vec<u32> = targets.iter().map(key).collect();
+            let keys: Vec<u32> = (0..targets.len()).map(key).collect();
             let b = counting_sort(&keys, ncell.iter().product(), par);
             let writer = DisjointSlice::new(out);
             let chunks = b.order.len().div_ceil(chunk);
@@ -224,7 +225,7 @@ isa_dispatch! {
     fn gather_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
-        targets: &[[T; 3]],
+        targets: Points<'_, T>,
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
@@ -246,7 +247,7 @@ isa_dispatch! {
         let p = win.p;
         for k in range.0..range.1 {
             let j = target_at(targets, order, k);
-            let f = win.footprint(&targets[j]);
+            let f = win.footprint(&targets.at(j));
             let (x0, len1) = win.x_run(f.anchor[0]);
             let mut tmp = [T::ZERO; 3 * MAX_P];
             {
@@ -286,7 +287,7 @@ isa_dispatch! {
     fn gather_field_chunk<T: Real>(
         win: &GridWindow<T>,
         grid: &GatherGrid<T>,
-        targets: &[[T; 3]],
+        targets: Points<'_, T>,
         order: &[u32],
         range: (usize, usize),
         out: &DisjointSlice<T>,
@@ -305,7 +306,7 @@ isa_dispatch! {
         let p = win.p;
         for k in range.0..range.1 {
             let j = target_at(targets, order, k);
-            let (f, dw) = win.footprint_with_derivative(&targets[j]);
+            let (f, dw) = win.footprint_with_derivative(&targets.at(j));
             let (x0, len1) = win.x_run(f.anchor[0]);
             // per x index of the support: sum_yz w_y w_z v, sum_yz w_y' w_z v, sum_yz w_y w_z' v
             let (mut t0, mut ty, mut tz) = ([T::ZERO; MAX_P], [T::ZERO; MAX_P], [T::ZERO; MAX_P]);
@@ -363,11 +364,14 @@ isa_dispatch! {
 /// prefetches the target `PREFETCH_AHEAD` visits on (the sorted order reads the positions
 /// scattered).
 #[inline(always)]
-fn target_at<T>(targets: &[[T; 3]], order: &[u32], k: usize) -> usize {
+fn target_at<T>(targets: Points<'_, T>, order: &[u32], k: usize) -> usize {
     if order.is_empty() {
         return k;
     }
-    prefetch_ordered(targets, order, k);
+    prefetch_ordered(targets.positions, order, k);
+    if let Some(r) = targets.residuals {
+        prefetch_ordered(r, order, k);
+    }
     order[k] as usize
 }
 
@@ -412,7 +416,7 @@ fn support_row<T: Real, const P: usize, const D: usize>(
 fn gather_fixed<T: Real, const P: usize, const D: usize>(
     win: &GridWindow<T>,
     grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
+    targets: Points<'_, T>,
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
@@ -421,7 +425,7 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
         let j = target_at(targets, order, k);
-        let (anchor, w) = win.footprint_fixed::<P>(&targets[j]);
+        let (anchor, w) = win.footprint_fixed::<P>(&targets.at(j));
         let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
         let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
         let mut tmp = [[T::ZERO; D]; P];
@@ -459,7 +463,7 @@ fn gather_fixed<T: Real, const P: usize, const D: usize>(
 fn gather_field_fixed<T: Real, const P: usize>(
     win: &GridWindow<T>,
     grid: &GatherGrid<T>,
-    targets: &[[T; 3]],
+    targets: Points<'_, T>,
     order: &[u32],
     range: (usize, usize),
     out: &DisjointSlice<T>,
@@ -468,7 +472,7 @@ fn gather_field_fixed<T: Real, const P: usize>(
     let [mx, my, mz] = win.layout.global;
     for k in range.0..range.1 {
         let j = target_at(targets, order, k);
-        let (anchor, w, dw) = win.footprint_fixed_with_derivative::<P>(&targets[j]);
+        let (anchor, w, dw) = win.footprint_fixed_with_derivative::<P>(&targets.at(j));
         let zoff = wrapped_offsets::<P>(anchor[2], mz, grid.plane);
         let yoff = wrapped_offsets::<P>(anchor[1], my, grid.row);
         let (mut t0, mut ty, mut tz) = ([T::ZERO; P], [T::ZERO; P], [T::ZERO; P]);

@@ -112,17 +112,18 @@ impl<T: Real> GridWindow<T> {
         }
     }
 
-    /// Anchor along axis `d` and offset `delta in [0, 1)` of coordinate `x`.
+    /// Anchor along axis `d` and offset `delta in [0, 1)` of coordinate `x` (in f64: a position
+    /// in `T`, or one rounded to `T` plus its residual, [`parki_core::Points::at`]).
     #[inline(always)]
-    fn place(&self, d: usize, x: T) -> (usize, T) {
-        let g = x.to_f64() * self.inv_h[d];
+    fn place(&self, d: usize, x: f64) -> (usize, T) {
+        let g = x * self.inv_h[d];
         let i0 = g.floor();
         (self.local_anchor(d, i0 as i64 - (self.p / 2) as i64 + 1), T::from_f64(g - i0))
     }
 
     /// Anchor (wrapped) and weights of a point in the box.
     #[inline(always)]
-    pub fn footprint(&self, pos: &[T; 3]) -> Footprint<T> {
+    pub fn footprint(&self, pos: &[f64; 3]) -> Footprint<T> {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         for (d, &x) in pos.iter().enumerate() {
             let (anchor, delta) = self.place(d, x);
@@ -135,7 +136,7 @@ impl<T: Real> GridWindow<T> {
     /// As [`footprint`](Self::footprint), with the weights' derivatives in the position:
     /// `dw[d][l] = (1/h_d) d w_l / d delta` (the field's G2P).
     #[inline(always)]
-    pub fn footprint_with_derivative(&self, pos: &[T; 3]) -> (Footprint<T>, [[T; MAX_P]; 3]) {
+    pub fn footprint_with_derivative(&self, pos: &[f64; 3]) -> (Footprint<T>, [[T; MAX_P]; 3]) {
         let mut f = Footprint { anchor: [0; 3], w: [[T::ZERO; MAX_P]; 3] };
         let mut dw = [[T::ZERO; MAX_P]; 3];
         for (d, &x) in pos.iter().enumerate() {
@@ -153,7 +154,7 @@ impl<T: Real> GridWindow<T> {
     /// (`P == self.p`): anchors and weights in fixed-size arrays, so that the gather and scatter
     /// loops over the support unroll and stay in registers.
     #[inline(always)]
-    pub fn footprint_fixed<const P: usize>(&self, pos: &[T; 3]) -> ([usize; 3], [[T; P]; 3]) {
+    pub fn footprint_fixed<const P: usize>(&self, pos: &[f64; 3]) -> ([usize; 3], [[T; P]; 3]) {
         debug_assert_eq!(P, self.p);
         let mut anchor = [0; 3];
         let mut w = [[T::ZERO; P]; 3];
@@ -170,7 +171,7 @@ impl<T: Real> GridWindow<T> {
     #[inline(always)]
     pub fn footprint_fixed_with_derivative<const P: usize>(
         &self,
-        pos: &[T; 3],
+        pos: &[f64; 3],
     ) -> ([usize; 3], [[T; P]; 3], [[T; P]; 3]) {
         debug_assert_eq!(P, self.p);
         let mut anchor = [0; 3];
@@ -189,10 +190,10 @@ impl<T: Real> GridWindow<T> {
 
     /// Anchor (wrapped first support index per axis) of a point in the box.
     #[inline(always)]
-    pub fn anchor(&self, pos: &[T; 3]) -> [usize; 3] {
+    pub fn anchor(&self, pos: &[f64; 3]) -> [usize; 3] {
         let half = (self.p / 2) as i64;
         [0, 1, 2].map(|d| {
-            let i0 = (pos[d].to_f64() * self.inv_h[d]).floor() as i64;
+            let i0 = (pos[d] * self.inv_h[d]).floor() as i64;
             self.local_anchor(d, i0 - half + 1)
         })
     }

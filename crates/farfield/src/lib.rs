@@ -30,6 +30,6 @@ pub use g2p::{g2p, g2p_field, interleave, FieldMethod, G2pVariant, GatherGrid};
 pub use gridwin::GridWindow;
 pub use occupancy::Occupancy;
 pub use p2g::{p2g, AtomicReal, P2gScratch, P2gVariant};
-pub use params::{select, CostModel, ErrorEstimate, Params, Request};
+pub use params::{select, CostModel, ErrorEstimate, Params, PositionRounding, Request};
 pub use stats::PairStatistics;
 pub use window::{KaiserBessel, WindowPoly};

@@ -448,7 +448,7 @@ mod tests {
             cost: crate::CostModel::default(),
             enforce_tolerance: true,
             pairs: None,
-            position_rounding2: 0.0,
+            position_rounding: crate::PositionRounding::Exact,
             pair_error: 0.0,
             merged_rows: false,
             sphere_cutoff: false,

@@ -142,7 +142,7 @@ isa_dispatch! {
         let p = win.p;
         let mut packed = [T::ZERO; 9];
         for j in start..end {
-            let f = win.footprint(&sources.positions()[j]);
+            let f = win.footprint(&sources.position_f64(j));
             let mut s = [T::ZERO; 9];
             sources.density(kernel, j, &mut packed);
             grid_density(kernel, &packed, &mut s);
@@ -247,7 +247,7 @@ isa_dispatch! {
                         for (k, a) in anchors.iter_mut().enumerate() {
                             fetch_ahead(start + k);
                             let j = order[start + k] as usize;
-                            let (anchor, w) = win.footprint_fixed::<$p>(&sources.positions()[j]);
+                            let (anchor, w) = win.footprint_fixed::<$p>(&sources.position_f64(j));
                             *a = anchor.map(|v| v as u32);
                             weights[3 * $p * k..3 * $p * (k + 1)].copy_from_slice(w.as_flattened());
                             sources.density(kernel, j, &mut packed);
@@ -264,7 +264,7 @@ isa_dispatch! {
         for (k, a) in anchors.iter_mut().enumerate() {
             fetch_ahead(start + k);
             let j = order[start + k] as usize;
-            let f = win.footprint(&sources.positions()[j]);
+            let f = win.footprint(&sources.position_f64(j));
             *a = f.anchor.map(|v| v as u32);
             for d in 0..3 {
                 weights[(3 * k + d) * p..(3 * k + d + 1) * p].copy_from_slice(&f.w[d][..p]);
@@ -290,16 +290,17 @@ fn sort_sources<T: Real, S: SourceSet<T>>(
     let ncomp = kernel.grid_components();
     let half = (p / 2).max(1);
     let (ncx, ncy) = (mx.div_ceil(half), my.div_ceil(half));
-    let key = |x: &[T; 3]| -> u32 {
-        let a = win.anchor(x);
+    // the anchors of the positions the footprints are placed at (with their residuals)
+    let key = |j: usize| -> u32 {
+        let a = win.anchor(&sources.position_f64(j));
         ((a[2] * ncy + a[1] / half) * ncx + a[0] / half) as u32
     };
     scratch.keys.clear();
     match par {
-        Par::Seq => scratch.keys.extend(sources.positions().iter().map(key)),
+        Par::Seq => scratch.keys.extend((0..n).map(key)),
         Par::Rayon(_) => {
-            use rayon::prelude::{IntoParallelRefIterator, ParallelExtend};
-            scratch.keys.par_extend(sources.positions().par_iter().map(key))
+            use rayon::prelude::{IntoParallelIterator, ParallelExtend};
+            scratch.keys.par_extend((0..n).into_par_iter().map(key))
         }
     }
     let b = counting_sort(&scratch.keys, mz * ncy * ncx, par);

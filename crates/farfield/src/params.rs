@@ -158,10 +158,9 @@ pub struct Request {
     /// magnitude from its nearest pairs, and the position round-off term. `None`: the uniform
     /// model alone (safe for the stresslet, which it over-resolves on clustered particles).
     pub pairs: Option<PairStatistics>,
-    /// `E|delta|^2` of the error of the positions the solver sees against the caller's exact
-    /// ones (positions narrowed from f64 to f32: [`crate::stats::f32_position_rounding2`]); 0
-    /// when the given positions are exact. Needs `pairs`.
-    pub position_rounding2: f64,
+    /// How the positions the solver sees were rounded from the caller's exact ones (the error
+    /// model's position round-off term, [`PositionRounding`]). Needs `pairs`.
+    pub position_rounding: PositionRounding,
     /// Relative error of each P2P pair term from how its functions are evaluated
     /// (`PairAccuracy::pair_error` of the near field; 0 at full accuracy). Counted with the
     /// round-off.
@@ -338,6 +337,24 @@ pub fn plan_seconds(
 
 /// Share of the tolerance given to each error term.
 const SPLIT: f64 = 0.5;
+
+/// How the positions a solver computes with were rounded from the caller's exact ones, for the
+/// error model's round-off term: a displacement error `delta` changes a pair's term by `grad G
+/// . delta`, summed over the closest pairs ([`PairStatistics::rounding2`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PositionRounding {
+    /// The positions are the caller's (f64 data in f64, or f32 data in f32).
+    #[default]
+    Exact,
+    /// f64 positions rounded to f32 in the box: `E|delta|^2` of rounding at the scale of the
+    /// box ([`crate::stats::f32_position_rounding2`] of its sides).
+    F32Box,
+    /// f64 positions whose coordinates relative to their cells are formed in f64 and rounded to
+    /// f32 (the solvers' `evaluate_exact`): `E|delta|^2` at the scale of the cells of each
+    /// candidate `r_c` ([`crate::stats::f32_cell_rounding2`]), so that the term shrinks with the
+    /// cells per axis and enters the choice of `r_c`.
+    F32Cells,
+}
 
 /// Relative error of the arithmetic itself in units of the working precision's epsilon: the f32
 /// solver against the f64 reference on the same (f32) data measured 2e-7 to 4.5e-7 above the
@@ -775,38 +792,35 @@ pub fn select(req: &Request) -> Result<Params> {
             None => m,
         }
     });
-    // the round-off of the positions, relative to each part's magnitude (not scaled: it is
-    // computed from the actual pairs), and the field's
-    let rounding = match &req.pairs {
-        Some(stats) if req.position_rounding2 > 0.0 => {
-            let rel = |p: usize| {
-                (stats.rounding2(models[p].part(), p, volume, req.position_rounding2) / models[p].magnitude2()).sqrt()
-            };
-            let field_rel = field
-                .as_ref()
-                .map_or(0.0, |m| (stats.field_rounding2(0, volume, req.position_rounding2) / m.magnitude2()).sqrt());
-            parts.combine_unscaled(rel).max(field_rel)
-        }
+    // the round-off of positions with a mean square error `delta2`, relative to each part's
+    // magnitude (not scaled: it is computed from the actual pairs), and the field's; with the
+    // arithmetic's own round-off (measured: docs/validation.md) and the pair functions'
+    let eps = if req.real_bytes == 4 { f32::EPSILON as f64 } else { f64::EPSILON };
+    let round_off = |delta2: f64| -> f64 {
+        let positions = match &req.pairs {
+            Some(stats) if delta2 > 0.0 => {
+                let rel =
+                    |p: usize| (stats.rounding2(models[p].part(), p, volume, delta2) / models[p].magnitude2()).sqrt();
+                let field_rel =
+                    field.as_ref().map_or(0.0, |m| (stats.field_rounding2(0, volume, delta2) / m.magnitude2()).sqrt());
+                parts.combine_unscaled(rel).max(field_rel)
+            }
+            _ => 0.0,
+        };
+        positions.hypot(ARITHMETIC_ROUNDOFF * eps).hypot(req.pair_error)
+    };
+    // per candidate cut-off: the cells' widths set the round-off of cell-relative positions
+    let box_delta2 = match req.position_rounding {
+        PositionRounding::F32Box => crate::stats::f32_position_rounding2(req.domain.lengths()),
         _ => 0.0,
     };
-    // and the arithmetic's own round-off (measured: docs/validation.md)
-    let eps = if req.real_bytes == 4 { f32::EPSILON as f64 } else { f64::EPSILON };
-    let rounding = rounding.hypot(ARITHMETIC_ROUNDOFF * eps).hypot(req.pair_error);
-    if rounding > ROUNDING_SHARE * req.tolerance {
-        let smallest = round_up_2(rounding / ROUNDING_SHARE);
-        return Err(Error::OutOfRange {
-            field: "problem.tolerance".into(),
-            value: format!("{:e}", req.tolerance),
-            allowed: format!(
-                ">= {smallest:e} for these {} particles in {}: round-off alone (positions rounded to \
-                 the working precision, judged from their closest pairs, and the arithmetic) makes a \
-                 relative error of about {rounding:.2e}{}",
-                req.sources,
-                if req.real_bytes == 4 { "f32" } else { "f64" },
-                if req.real_bytes == 4 { "; use precision = \"f64\" for a tighter tolerance" } else { "" }
-            ),
-        });
-    }
+    let rounding_at = |rc: f64| -> f64 {
+        match req.position_rounding {
+            PositionRounding::F32Cells => cells_for(&req.domain, rc)
+                .map_or(f64::INFINITY, |(_, w)| round_off(crate::stats::f32_cell_rounding2(w))),
+            _ => round_off(box_delta2),
+        }
+    };
     let lmin = req.domain.min_length();
     let candidates: Vec<f64> = match req.rc {
         Some(rc) => {
@@ -826,10 +840,35 @@ pub fn select(req: &Request) -> Result<Params> {
             v
         }
     };
+    // no parameter lowers the round-off but the cells' size, where positions are rounded in them
+    let least = candidates.iter().map(|&rc| rounding_at(rc)).fold(f64::INFINITY, f64::min);
+    if least > ROUNDING_SHARE * req.tolerance {
+        let smallest = round_up_2(least / ROUNDING_SHARE);
+        let how = match req.position_rounding {
+            PositionRounding::F32Cells => " relative to their cells",
+            _ => "",
+        };
+        return Err(Error::OutOfRange {
+            field: "problem.tolerance".into(),
+            value: format!("{:e}", req.tolerance),
+            allowed: format!(
+                ">= {smallest:e} for these {} particles in {}: round-off alone (positions rounded to \
+                 the working precision{how}, judged from their closest pairs, and the arithmetic) makes a \
+                 relative error of about {least:.2e}{}",
+                req.sources,
+                if req.real_bytes == 4 { "f32" } else { "f64" },
+                if req.real_bytes == 4 { "; use precision = \"f64\" for a tighter tolerance" } else { "" }
+            ),
+        });
+    }
     let mut best: Option<Candidate> = None;
     let mut count = 0;
     let mut smallest_rejected = usize::MAX;
     for &rc in &candidates {
+        let rounding = rounding_at(rc);
+        if rounding > ROUNDING_SHARE * req.tolerance {
+            continue;
+        }
         if let Some(c) = evaluate(req, &models, &parts, field.as_ref(), rounding, rc, &mut smallest_rejected)? {
             count += 1;
             if best.as_ref().is_none_or(|b| c.cost < b.cost) {
@@ -928,7 +967,7 @@ mod tests {
                 cost,
                 enforce_tolerance: true,
                 pairs: None,
-                position_rounding2: 0.0,
+                position_rounding: super::PositionRounding::Exact,
                 pair_error: 0.0,
                 merged_rows: false,
                 sphere_cutoff: sphere,

@@ -2,7 +2,7 @@
 //! count; G2P is the adjoint of P2G; spreading conserves mass up to the window's aliasing.
 
 use parki_core::isa::Isa;
-use parki_core::{Kernel, Par, Sources};
+use parki_core::{Kernel, Par, Points, Sources};
 use parki_decomp::GridLayout;
 use parki_farfield::{
     g2p, g2p_field, p2g, G2pVariant, GatherGrid, GridWindow, KaiserBessel, P2gScratch, P2gVariant, WindowPoly,
@@ -95,18 +95,18 @@ fn g2p_variants_are_identical_and_adjoint_to_p2g() {
     let grid: Vec<f64> = (0..len).map(|_| g.next() - 0.5).collect();
     let view = GatherGrid::from_fft(&win.layout, &grid);
     let mut base = vec![0.0; N];
-    g2p(G2pVariant::Base, &win, &view, &pos, &mut base, Isa::detect(), Par::Seq);
+    g2p(G2pVariant::Base, &win, &view, Points::new(&pos), &mut base, Isa::detect(), Par::Seq);
     for (variant, par) in [
         (G2pVariant::Base, Par::Rayon(3)),
         (G2pVariant::TargetSorted, Par::Seq),
         (G2pVariant::TargetSorted, Par::Rayon(2)),
     ] {
         let mut u = vec![0.0; N];
-        g2p(variant, &win, &view, &pos, &mut u, Isa::detect(), par);
+        g2p(variant, &win, &view, Points::new(&pos), &mut u, Isa::detect(), par);
         assert!(u == base, "{variant:?} {par:?} differs");
     }
     let mut scalar = vec![0.0; N];
-    g2p(G2pVariant::Base, &win, &view, &pos, &mut scalar, Isa::Scalar, Par::Seq);
+    g2p(G2pVariant::Base, &win, &view, Points::new(&pos), &mut scalar, Isa::Scalar, Par::Seq);
     let diff = scalar.iter().zip(&base).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
     let scale = base.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(diff <= 1e-14 * scale, "scalar and SIMD G2P differ by {:e}", diff / scale);
@@ -119,7 +119,7 @@ fn g2p_variants_are_identical_and_adjoint_to_p2g() {
     parki_farfield::interleave(&win.layout, 3, &three, &mut inter, Par::Rayon(2));
     let view3 = GatherGrid::interleaved(&win.layout, 3, &inter);
     let mut u3 = vec![0.0; 3 * N];
-    g2p(G2pVariant::TargetSorted, &win, &view3, &pos, &mut u3, Isa::detect(), Par::Rayon(2));
+    g2p(G2pVariant::TargetSorted, &win, &view3, Points::new(&pos), &mut u3, Isa::detect(), Par::Rayon(2));
     for i in 0..N {
         for c in 0..3 {
             assert_eq!(u3[3 * i + c], base[i]);
@@ -188,11 +188,11 @@ fn g2p_field_is_minus_the_gradient_of_the_interpolant() {
         let data: Vec<f64> = (0..win.layout.real_len()).map(|_| g.next() - 0.5).collect();
         let view = GatherGrid::from_fft(&win.layout, &data);
         let mut u = vec![0.0; N];
-        g2p(G2pVariant::Base, &win, &view, &pos, &mut u, Isa::Scalar, Par::Seq);
+        g2p(G2pVariant::Base, &win, &view, Points::new(&pos), &mut u, Isa::Scalar, Par::Seq);
         let mut uf = vec![0.0; 4 * N];
-        g2p_field(G2pVariant::Base, &win, &view, &pos, &mut uf, Isa::detect(), Par::Rayon(3));
+        g2p_field(G2pVariant::Base, &win, &view, Points::new(&pos), &mut uf, Isa::detect(), Par::Rayon(3));
         let mut sorted = vec![0.0; 4 * N];
-        g2p_field(G2pVariant::TargetSorted, &win, &view, &pos, &mut sorted, Isa::detect(), Par::Rayon(2));
+        g2p_field(G2pVariant::TargetSorted, &win, &view, Points::new(&pos), &mut sorted, Isa::detect(), Par::Rayon(2));
         assert!(uf.iter().zip(&sorted).all(|(a, b)| a.to_bits() == b.to_bits()), "variants differ");
         let h = 1e-6;
         let (mut worst_u, mut worst_e, mut scale) = (0.0f64, 0.0f64, 0.0f64);
@@ -206,7 +206,7 @@ fn g2p_field_is_minus_the_gradient_of_the_interpolant() {
                     continue;
                 }
                 let mut v = [0.0; 2];
-                g2p(G2pVariant::Base, &win, &view, &pts, &mut v, Isa::Scalar, Par::Seq);
+                g2p(G2pVariant::Base, &win, &view, Points::new(&pts), &mut v, Isa::Scalar, Par::Seq);
                 let grad = (v[1] - v[0]) / (2.0 * h);
                 worst_e = worst_e.max((uf[4 * i + 1 + d] + grad).abs());
                 scale = scale.max(grad.abs());
@@ -235,17 +235,17 @@ fn g2p_in_another_order_matches_bitwise() {
         assert_eq!(order.len(), N);
         let permuted: Vec<[f64; 3]> = order.iter().map(|&j| pos[j as usize]).collect();
         let mut base = vec![0.0; N];
-        g2p(G2pVariant::Base, &win, &view, &pos, &mut base, Isa::detect(), Par::Seq);
+        g2p(G2pVariant::Base, &win, &view, Points::new(&pos), &mut base, Isa::detect(), Par::Seq);
         let mut field = vec![0.0; 4 * N];
-        g2p_field(G2pVariant::Base, &win, &view, &pos, &mut field, Isa::detect(), Par::Seq);
+        g2p_field(G2pVariant::Base, &win, &view, Points::new(&pos), &mut field, Isa::detect(), Par::Seq);
         for variant in [G2pVariant::Base, G2pVariant::TargetSorted] {
             let mut ordered = vec![0.0; N];
-            g2p(variant, &win, &view, &permuted, &mut ordered, Isa::detect(), Par::Rayon(3));
+            g2p(variant, &win, &view, Points::new(&permuted), &mut ordered, Isa::detect(), Par::Rayon(3));
             for (k, &j) in order.iter().enumerate() {
                 assert_eq!(ordered[k].to_bits(), base[j as usize].to_bits(), "P={p} {variant:?}: target {j}");
             }
             let mut field_ordered = vec![0.0; 4 * N];
-            g2p_field(variant, &win, &view, &permuted, &mut field_ordered, Isa::detect(), Par::Rayon(2));
+            g2p_field(variant, &win, &view, Points::new(&permuted), &mut field_ordered, Isa::detect(), Par::Rayon(2));
             for (k, &j) in order.iter().enumerate() {
                 let j = j as usize;
                 assert!(field_ordered[4 * k..4 * k + 4] == field[4 * j..4 * j + 4], "P={p} {variant:?}: field of {j}");
@@ -259,7 +259,7 @@ fn g2p_in_another_order_matches_bitwise() {
         parki_farfield::interleave(&win.layout, 3, &three, &mut inter, Par::Seq);
         let view3 = GatherGrid::interleaved(&win.layout, 3, &inter);
         let mut u3 = vec![0.0; 3 * N];
-        g2p(G2pVariant::TargetSorted, &win, &view3, &permuted, &mut u3, Isa::detect(), Par::Seq);
+        g2p(G2pVariant::TargetSorted, &win, &view3, Points::new(&permuted), &mut u3, Isa::detect(), Par::Seq);
         for (k, &j) in order.iter().enumerate() {
             assert!(u3[3 * k..3 * k + 3].iter().all(|&v| v == base[j as usize]), "P={p}: three components");
         }

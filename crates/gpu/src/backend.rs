@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rayon::prelude::{IndexedParallelIterator, ParallelIterator, ParallelSlice, ParallelSliceMut};
 
 use parki_comm::Comm;
-use parki_core::{Error, Kernel, Output, Result, SourceSet};
+use parki_core::{Error, Kernel, Output, Points, Result, SourceSet};
 use parki_decomp::{GridLayout, HaloPlan, RowLayout};
 use parki_dist::{
     BackendSetup, DeviceErfc, DeviceFft, DeviceOverlap, DeviceP2g, DeviceP2p, EwaldBackend, NearStats, P2gVariant,
@@ -148,7 +148,7 @@ impl<D: Device> CellList<D> {
 
 /// The precomputed spreading operator and the positions it was built for.
 struct SpreadOperator<D: Device> {
-    /// Positions (host copy) the operator belongs to.
+    /// Positions and their residuals (host copy, bytes) the operator belongs to.
     positions: Vec<u8>,
     /// Entries per grid point: offsets (points + 1).
     sorted: Sorted<D>,
@@ -246,6 +246,10 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     g2p: G2pVariant,
     // sources of the current evaluation
     src_pos: DeviceBuffer<D>,
+    /// The sources' position residuals where the evaluation has them (f32 on f64 positions).
+    src_lo: DeviceBuffer<D>,
+    /// `src_lo` holds the residuals of the sources at `src_pos`.
+    src_has_lo: bool,
     src_packed: DeviceBuffer<D>,
     src_keys: DeviceBuffer<D>,
     src_sort: Sorted<D>,
@@ -254,6 +258,10 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     src_host: (usize, usize),
     // targets of the current evaluation
     tgt_pos: DeviceBuffer<D>,
+    /// The targets' position residuals where the evaluation has them.
+    tgt_lo: DeviceBuffer<D>,
+    /// `tgt_lo` holds the residuals of the targets at `tgt_pos`.
+    tgt_has_lo: bool,
     tgt_keys: DeviceBuffer<D>,
     tgt_sort: Sorted<D>,
     tgt_cells: CellList<D>,
@@ -410,11 +418,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let particles = self.coeffs.bytes()
             + self.dcoeffs.bytes()
             + self.src_pos.bytes()
+            + self.src_lo.bytes()
             + self.src_packed.bytes()
             + self.src_keys.bytes()
             + self.src_sort.bytes()
             + self.src_cells.bytes()
             + self.tgt_pos.bytes()
+            + self.tgt_lo.bytes()
             + self.tgt_keys.bytes()
             + self.tgt_sort.bytes()
             + self.tgt_cells.bytes()
@@ -475,12 +485,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// densities, sorted coordinates, cell and sort slots (two orders with the cut-off sphere's
     /// x sort); per target (at least as many as the
     /// sources: the sources' near, far and result values when they are the targets) its
-    /// position, sorted coordinates, near, far and result values, cell and sort slots.
+    /// position, sorted coordinates, near, far and result values, cell and sort slots; in f32
+    /// also each one's position residual (`evaluate_exact`).
     fn particle_bytes(kernel: Kernel, dim: usize, sources: usize, targets: usize) -> usize {
         let t = T::BYTES;
         let dw = kernel.density_width();
-        let per_source = t * (3 + 2 * dw + 3) + 4 * 4;
-        let per_target = t * (3 + 3 + 3 * dim) + 4 * 5;
+        let residual = if t < 8 { 3 } else { 0 };
+        let per_source = t * (3 + 2 * dw + 3 + residual) + 4 * 4;
+        let per_target = t * (3 + 3 + 3 * dim + residual) + 4 * 5;
         sources * per_source + targets.max(sources) * per_target
     }
 
@@ -598,6 +610,42 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         Ok(())
     }
 
+    /// Uploads the position residuals of the sources and of the targets where given (f32 on
+    /// f64 positions only: 12 bytes per particle, from pageable memory; `None` leaves the
+    /// kernels without: [`src_lo_ptr`](Self::src_lo_ptr)).
+    fn upload_residuals(&mut self, sources: Option<&[[T; 3]]>, targets: Option<&[[T; 3]]>) -> Result<()> {
+        for (buf, has, v) in
+            [(&mut self.src_lo, &mut self.src_has_lo, sources), (&mut self.tgt_lo, &mut self.tgt_has_lo, targets)]
+        {
+            *has = false;
+            if let Some(v) = v {
+                if !v.is_empty() {
+                    buf.upload(v.as_flattened())?;
+                }
+                *has = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The device address of the sources' residuals, 0 (none) unless the last upload had them.
+    fn src_lo_ptr(&self) -> DevicePtr {
+        if self.src_has_lo {
+            self.src_lo.ptr()
+        } else {
+            0
+        }
+    }
+
+    /// The device address of the targets' residuals, 0 (none) unless the last upload had them.
+    fn tgt_lo_ptr(&self) -> DevicePtr {
+        if self.tgt_has_lo {
+            self.tgt_lo.ptr()
+        } else {
+            0
+        }
+    }
+
     /// Uploads the sources' cell keys through the pinned key staging (after
     /// [`upload_particles`](Self::upload_particles), which waited for earlier copies).
     fn upload_keys(&mut self, keys: &[u32]) -> Result<()> {
@@ -634,23 +682,33 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     /// With P2P's cut-off sphere, the particles of every cell of `sort` ordered by x (ties by
     /// index, as the CPU's `sort_bins_by_x`): its windows are found by binary search. Without
     /// it the counting sort's order stays.
-    fn sort_cells_by_x(&self, pos: DevicePtr, keys: DevicePtr, n: usize, s: &mut Sorted<D>) -> Result<()> {
+    /// `lo`: the position residuals (0: none).
+    fn sort_cells_by_x(
+        &self,
+        pos: DevicePtr,
+        lo: DevicePtr,
+        keys: DevicePtr,
+        n: usize,
+        s: &mut Sorted<D>,
+    ) -> Result<()> {
         if self.near_r2 < 0.0 {
             return Ok(());
         }
         s.by_x.ensure(4 * n.max(1))?;
         let mut a = Args::new();
-        a.push(pos).push(keys).push(s.offsets.ptr()).push(s.order.ptr()).push(n as u32).push(s.by_x.ptr());
+        a.push(pos).push(lo).push(keys).push(s.offsets.ptr()).push(s.order.ptr()).push(n as u32).push(s.by_x.ptr());
         self.launch_n("cell_sort_x", n, &mut a)?;
         std::mem::swap(&mut s.order, &mut s.by_x);
         Ok(())
     }
 
-    /// Gathers `n` particles in the order of `sort` into `list`.
+    /// Gathers `n` particles in the order of `sort` into `list` (`lo`: their position
+    /// residuals, 0 for none).
     #[allow(clippy::too_many_arguments)]
     fn gather_cells(
         &self,
         pos: DevicePtr,
+        lo: DevicePtr,
         packed: DevicePtr,
         dw: usize,
         keys: DevicePtr,
@@ -674,6 +732,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             Args::new()
                 .push(self.cellp)
                 .push(pos)
+                .push(lo)
                 .push(packed)
                 .push(dw as i32)
                 .push(keys)
@@ -688,21 +747,24 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
     }
 
     /// Uploads the sources, their cells and the targets, and builds both cell lists on the
-    /// device (the pipeline's `cell_lists` stage).
-    fn try_bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) -> Result<()> {
+    /// device (the pipeline's `cell_lists` stage); with position residuals, from both.
+    fn try_bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: Points<'_, T>) -> Result<()> {
         let dw = self.kernel.density_width();
         let (ns, nt) = (sources.count(), targets.len());
         self.n_src = ns;
-        self.upload_particles(sources, targets)?;
+        self.upload_particles(sources, targets.positions)?;
         self.upload_keys(keys)?;
+        self.upload_residuals(sources.residuals(), targets.residuals)?;
+        let (src_lo, tgt_lo) = (self.src_lo_ptr(), self.tgt_lo_ptr());
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
         let r = self
             .counting_sort(self.src_keys.ptr(), ns, self.cells.cells(), &mut sort)
-            .and_then(|_| self.sort_cells_by_x(self.src_pos.ptr(), self.src_keys.ptr(), ns, &mut sort))
+            .and_then(|_| self.sort_cells_by_x(self.src_pos.ptr(), src_lo, self.src_keys.ptr(), ns, &mut sort))
             .and_then(|_| {
                 self.gather_cells(
                     self.src_pos.ptr(),
+                    src_lo,
                     self.src_packed.ptr(),
                     dw,
                     self.src_keys.ptr(),
@@ -727,8 +789,10 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let mut list = std::mem::replace(&mut self.tgt_cells, CellList::new(&self.dev));
         let r = self
             .counting_sort(self.tgt_keys.ptr(), nt, self.cells.cells(), &mut sort)
-            .and_then(|_| self.sort_cells_by_x(self.tgt_pos.ptr(), self.tgt_keys.ptr(), nt, &mut sort))
-            .and_then(|_| self.gather_cells(self.tgt_pos.ptr(), 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true));
+            .and_then(|_| self.sort_cells_by_x(self.tgt_pos.ptr(), tgt_lo, self.tgt_keys.ptr(), nt, &mut sort))
+            .and_then(|_| {
+                self.gather_cells(self.tgt_pos.ptr(), tgt_lo, 0, 0, self.tgt_keys.ptr(), &sort, nt, &mut list, true)
+            });
         self.tgt_sort = sort;
         self.tgt_cells = list;
         r
@@ -822,7 +886,11 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let same = sources.positions().as_ptr() as usize == self.src_host.0 && n <= self.src_host.1;
         if !same {
             self.upload_particles(sources, &[])?;
+            let has_targets = self.tgt_has_lo;
+            self.upload_residuals(sources.residuals(), None)?;
+            self.tgt_has_lo = has_targets;
         }
+        let lo = self.src_lo_ptr();
         let grid = self.work_grid();
         let ncomp = kernel.grid_components();
         let t = T::BYTES;
@@ -834,12 +902,12 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             DeviceSpread::Atomic => {
                 let mut a = Args::new();
                 a.push(self.winp).push(self.coeffs.ptr()).push(code).push(n as u32);
-                a.push(self.src_pos.ptr()).push(self.src_packed.ptr()).push(grid);
+                a.push(self.src_pos.ptr()).push(lo).push(self.src_packed.ptr()).push(grid);
                 self.launch_n("p2g_atomic", n, &mut a)
             }
             DeviceSpread::Hybrid => {
                 let cw = if self.far_cell > 0 { self.far_cell } else { self.winp.p as u32 };
-                let nf = self.sort_by_far_cell(self.src_pos.ptr(), n, cw)?;
+                let nf = self.sort_by_far_cell(self.src_pos.ptr(), lo, n, cw)?;
                 let p = self.winp.p as usize;
                 let per = (3 * p + ncomp) * t + 12;
                 let batch = (40 * 1024 / per).clamp(1, 64) as u32;
@@ -849,13 +917,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
                 a.push(self.winp).push(self.coeffs.ptr()).push(code).push(cw).push(self.far_sort.offsets.ptr());
                 a.push(self.far_sort.order.ptr())
                     .push(self.src_pos.ptr())
+                    .push(lo)
                     .push(self.src_packed.ptr())
                     .push(batch)
                     .push(grid);
                 self.launch("p2g_hybrid", [nf as u32, 1, 1], [b, 1, 1], shared as u32, &mut a)
             }
             DeviceSpread::Operator => {
-                self.build_operator(sources.positions(), n)?;
+                self.build_operator(sources.positions(), sources.residuals(), n)?;
                 let op = self.operator.as_ref().expect("built above");
                 let points = self.window_layout.points();
                 let mut a = Args::new();
@@ -866,14 +935,14 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         }
     }
 
-    /// Sorts the `n` points at device `positions` by far-field cell of `cw` grid points a
-    /// side into `far_sort` (keys by `farcell_keys`, then the counting sort); returns the number
-    /// of cells.
-    fn sort_by_far_cell(&mut self, positions: DevicePtr, n: usize, cw: u32) -> Result<usize> {
+    /// Sorts the `n` points at device `positions` (with their residuals at `lo`, 0 for none) by
+    /// far-field cell of `cw` grid points a side into `far_sort` (keys by `farcell_keys`, then
+    /// the counting sort); returns the number of cells.
+    fn sort_by_far_cell(&mut self, positions: DevicePtr, lo: DevicePtr, n: usize, cw: u32) -> Result<usize> {
         let nf: usize = (0..3).map(|d| (self.winp.m[d] as usize).div_ceil(cw as usize)).product();
         self.far_keys.ensure(4 * n.max(1))?;
         let mut a = Args::new();
-        a.push(self.winp).push(cw).push(n as u32).push(positions).push(self.far_keys.ptr());
+        a.push(self.winp).push(cw).push(n as u32).push(positions).push(lo).push(self.far_keys.ptr());
         self.launch_n("farcell_keys", n, &mut a)?;
         let mut sort = std::mem::replace(&mut self.far_sort, Sorted::new(&self.dev));
         let r = self.counting_sort(self.far_keys.ptr(), n, nf, &mut sort);
@@ -881,9 +950,12 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         r.map(|_| nf)
     }
 
-    /// Builds the spreading operator unless it was built for these positions.
-    fn build_operator(&mut self, positions: &[[T; 3]], n: usize) -> Result<()> {
-        let bytes = bytes_of(&positions[..n]);
+    /// Builds the spreading operator unless it was built for these positions (and residuals).
+    fn build_operator(&mut self, positions: &[[T; 3]], residuals: Option<&[[T; 3]]>, n: usize) -> Result<()> {
+        let mut bytes = bytes_of(&positions[..n]).to_vec();
+        if let Some(r) = residuals {
+            bytes.extend_from_slice(bytes_of(&r[..n]));
+        }
         if self.operator.as_ref().is_some_and(|o| o.positions == bytes) {
             return Ok(());
         }
@@ -912,7 +984,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         op.src.ensure(4 * entries.max(1))?;
         op.wsorted.ensure(t * entries.max(1))?;
         let mut a = Args::new();
-        a.push(self.winp).push(self.coeffs.ptr()).push(n as u32).push(self.src_pos.ptr());
+        a.push(self.winp).push(self.coeffs.ptr()).push(n as u32).push(self.src_pos.ptr()).push(self.src_lo_ptr());
         a.push(op.keys.ptr()).push(op.weights.ptr());
         self.launch_n("p2g_operator_entries", n, &mut a)?;
         self.counting_sort(op.keys.ptr(), entries, self.window_layout.points(), &mut op.sorted)?;
@@ -920,15 +992,15 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         a.push(entries as u64).push(p3 as u32).push(op.sorted.order.ptr()).push(op.weights.ptr());
         a.push(op.src.ptr()).push(op.wsorted.ptr());
         self.launch_n("p2g_operator_pack", entries, &mut a)?;
-        op.positions.clear();
-        op.positions.extend_from_slice(bytes);
+        op.positions = bytes;
         op.builds += 1;
         self.operator = Some(op);
         Ok(())
     }
 
-    fn try_interpolate(&mut self, targets: &[[T; 3]]) -> Result<()> {
+    fn try_interpolate(&mut self, targets: Points<'_, T>) -> Result<()> {
         let nt = targets.len();
+        let lo = self.tgt_lo_ptr();
         debug_assert_eq!(nt, self.n_tgt, "G2P at the targets of the near field");
         self.far.ensure(T::BYTES * (self.output.dim() * nt).max(1))?;
         let grid = self.work_grid();
@@ -936,18 +1008,18 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
             G2pVariant::Base => 0,
             G2pVariant::TargetSorted => {
                 let cw = (self.winp.p as u32 / 2).max(1);
-                self.sort_by_far_cell(self.tgt_pos.ptr(), nt, cw)?;
+                self.sort_by_far_cell(self.tgt_pos.ptr(), lo, nt, cw)?;
                 self.far_sort.order.ptr()
             }
         };
         let mut a = Args::new();
         if self.window_field {
             a.push(self.winp).push(self.coeffs.ptr()).push(self.dcoeffs.ptr()).push(nt as u32);
-            a.push(self.tgt_pos.ptr()).push(order).push(grid).push(self.far.ptr());
+            a.push(self.tgt_pos.ptr()).push(lo).push(order).push(grid).push(self.far.ptr());
             return self.launch_n("g2p_field", nt, &mut a);
         }
         a.push(self.winp).push(self.coeffs.ptr()).push(self.grid_out as i32).push(nt as u32).push(self.tgt_pos.ptr());
-        a.push(order).push(grid).push(self.far.ptr());
+        a.push(lo).push(order).push(grid).push(self.far.ptr());
         self.launch_n("g2p", nt, &mut a)
     }
 
@@ -1319,12 +1391,16 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             near_stats: NearStats::default(),
             g2p: s.g2p,
             src_pos: b("source positions"),
+            src_lo: b("source position residuals"),
+            src_has_lo: false,
             src_packed: b("source densities"),
             src_keys: b("source cells"),
             src_sort: Sorted::new(&dev),
             src_cells: CellList::new(&dev),
             src_host: (0, 0),
             tgt_pos: b("target positions"),
+            tgt_lo: b("target position residuals"),
+            tgt_has_lo: false,
             tgt_keys: b("target cells"),
             tgt_sort: Sorted::new(&dev),
             tgt_cells: CellList::new(&dev),
@@ -1354,7 +1430,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         self.memory().total()
     }
 
-    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: Points<'_, T>) {
         // a P2P an earlier evaluation left on the side stream reads the cell lists rebuilt here
         if let Err(e) = self.join_near() {
             self.error.get_or_insert(e);
@@ -1489,7 +1565,7 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
         }
     }
 
-    fn interpolate(&mut self, targets: &[[T; 3]]) {
+    fn interpolate(&mut self, targets: Points<'_, T>) {
         if self.error.is_none() {
             let r = self.try_interpolate(targets);
             self.record(r);

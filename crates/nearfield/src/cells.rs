@@ -327,10 +327,16 @@ impl CellGrid {
     }
 
     /// Coordinates of `p` relative to the origin `o` of its cell, rounded once to `T` (exact for
-    /// `p` in `T` inside the cell, see [`origin`](Self::origin)).
+    /// `p` in `T` inside the cell, see [`origin`](Self::origin)). With the residual `lo` of
+    /// positions rounded from f64 ([`SourceSet::residuals`]), `(p - o) + lo` in f64 (both steps
+    /// exact: `p` and `o` are `T`, and `lo` lies within an ulp or two of `p`), then rounded once: the
+    /// f64 position's coordinates in the cell, rounded at the scale of the cell, not of the box.
     #[inline]
-    fn relative<T: Real>(p: &[T; 3], o: &[f64; 3]) -> [T; 3] {
-        [0, 1, 2].map(|d| T::from_f64(p[d].to_f64() - o[d]))
+    fn relative<T: Real>(p: &[T; 3], lo: Option<&[T; 3]>, o: &[f64; 3]) -> [T; 3] {
+        match lo {
+            None => [0, 1, 2].map(|d| T::from_f64(p[d].to_f64() - o[d])),
+            Some(lo) => [0, 1, 2].map(|d| T::from_f64((p[d].to_f64() - o[d]) + lo[d].to_f64())),
+        }
     }
 
     /// Cell of every position (see [`cell_of`](Self::cell_of)).
@@ -412,7 +418,7 @@ impl<T: Real> PaddedSources<T> {
         par: Par,
     ) -> Self {
         let mut binned = counting_sort(keys, grid.cells(), par);
-        sort_bins_by_x(&mut binned, sources.positions(), par);
+        sort_bins_by_x(&mut binned, sources.positions(), sources.residuals(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, false, par)
     }
 
@@ -427,7 +433,7 @@ impl<T: Real> PaddedSources<T> {
         par: Par,
     ) -> Self {
         let mut binned = counting_sort(keys, grid.cells(), par);
-        sort_bins_by_x(&mut binned, sources.positions(), par);
+        sort_bins_by_x(&mut binned, sources.positions(), sources.residuals(), par);
         Self::from_binned(grid, kernel, sources, &binned, lanes, true, par)
     }
 
@@ -465,6 +471,10 @@ impl<T: Real> PaddedSources<T> {
         let mut y = vec![far; total];
         let mut z = vec![far; total];
         let mut density = vec![vec![T::ZERO; total]; ncomp];
+        let residuals = sources.residuals();
+        if let Some(r) = residuals {
+            assert_eq!(r.len(), sources.count(), "one position residual per source");
+        }
         {
             let xs = DisjointSlice::new(&mut x);
             let ys = DisjointSlice::new(&mut y);
@@ -487,7 +497,7 @@ impl<T: Real> PaddedSources<T> {
                         sources.prefetch(kernel, a);
                     }
                     let j = j as usize;
-                    let p = CellGrid::relative(&sources.positions()[j], &origin);
+                    let p = CellGrid::relative(&sources.positions()[j], residuals.map(|r| &r[j]), &origin);
                     cx[k] = p[0];
                     cy[k] = p[1];
                     cz[k] = p[2];
@@ -529,13 +539,18 @@ impl<T: Real> PaddedSources<T> {
     }
 }
 
-/// Sorts every bin of `b` by the x coordinate of `positions` (ties by input index: the order is
-/// deterministic and independent of `par`), in place and in parallel over bins.
+/// Sorts every bin of `b` by the x coordinate of `positions` (plus its `residuals` where given,
+/// in f64: the order of the coordinates [`PaddedSources`] stores; ties by input index: the
+/// order is deterministic and independent of `par`), in place and in parallel over bins.
 ///
 /// P2P's cut-off sphere reads a window of each colleague run ([`NearCutoff::Sphere`](
 /// crate::NearCutoff)), found by binary search in the run's x coordinates; targets in x order
 /// make the windows of the two targets evaluated together nearly the same.
-pub fn sort_bins_by_x<T: Real>(b: &mut Binned, positions: &[[T; 3]], par: Par) {
+pub fn sort_bins_by_x<T: Real>(b: &mut Binned, positions: &[[T; 3]], residuals: Option<&[[T; 3]]>, par: Par) {
+    let x = |i: u32| {
+        let i = i as usize;
+        positions[i][0].to_f64() + residuals.map_or(0.0, |r| r[i][0].to_f64())
+    };
     let offsets = &b.offsets;
     let order = DisjointSlice::new(&mut b.order);
     let sort = |bin: usize| {
@@ -545,10 +560,7 @@ pub fn sort_bins_by_x<T: Real>(b: &mut Binned, positions: &[[T; 3]], par: Par) {
         }
         // SAFETY: the bins' ranges of `order` are disjoint and each bin is sorted once.
         let slice = unsafe { order.range_mut(k0, k1) };
-        slice.sort_unstable_by(|&i, &j| {
-            let (xi, xj) = (positions[i as usize][0].to_f64(), positions[j as usize][0].to_f64());
-            xi.total_cmp(&xj).then(i.cmp(&j))
-        });
+        slice.sort_unstable_by(|&i, &j| x(i).total_cmp(&x(j)).then(i.cmp(&j)));
     };
     let bins = offsets.len() - 1;
     match par {
@@ -592,16 +604,27 @@ impl<T: Real> SortedTargets<T> {
     /// at a source is at distance zero exactly).
     pub fn build_in_frame(grid: &CellGrid, positions: &[[T; 3]], packed: bool, par: Par) -> Self {
         let keys = grid.keys(positions, par);
-        Self::build_keyed_in_frame(grid, positions, &keys, packed, par)
+        Self::build_keyed_in_frame(grid, positions, None, &keys, packed, par)
     }
 
     /// As [`build_in_frame`](Self::build_in_frame) with the cell of every target given
     /// (`keys[i] = grid.cell_of(&positions[i])`, e.g. the sources' keys when the targets are
-    /// the sources), filled in parallel over cells.
-    pub fn build_keyed_in_frame(grid: &CellGrid, positions: &[[T; 3]], keys: &[u32], packed: bool, par: Par) -> Self {
+    /// the sources), filled in parallel over cells; with `residuals`, the targets are at
+    /// `positions + residuals` (f64 positions rounded to `T`, [`SourceSet::residuals`]).
+    pub fn build_keyed_in_frame(
+        grid: &CellGrid,
+        positions: &[[T; 3]],
+        residuals: Option<&[[T; 3]]>,
+        keys: &[u32],
+        packed: bool,
+        par: Par,
+    ) -> Self {
         assert_eq!(keys.len(), positions.len(), "one cell key per target");
+        if let Some(r) = residuals {
+            assert_eq!(r.len(), positions.len(), "one position residual per target");
+        }
         let mut binned = counting_sort(keys, grid.cells(), par);
-        sort_bins_by_x(&mut binned, positions, par);
+        sort_bins_by_x(&mut binned, positions, residuals, par);
         let n = binned.order.len();
         let (mut x, mut y, mut z) = (vec![T::ZERO; n], vec![T::ZERO; n], vec![T::ZERO; n]);
         {
@@ -622,7 +645,8 @@ impl<T: Real> SortedTargets<T> {
                 for (k, &i) in order[t0..t1].iter().enumerate() {
                     // the order reads the positions scattered: keep PREFETCH_AHEAD in flight
                     prefetch_ordered(positions, order, t0 + k);
-                    let p = CellGrid::relative(&positions[i as usize], &origin);
+                    let i = i as usize;
+                    let p = CellGrid::relative(&positions[i], residuals.map(|r| &r[i]), &origin);
                     (cx[k], cy[k], cz[k]) = (p[0], p[1], p[2]);
                 }
             };

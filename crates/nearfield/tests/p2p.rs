@@ -215,7 +215,7 @@ fn sorted_targets_keyed_parallel_and_sorted_positions() {
     let keys = grid.keys(&pos, Par::Seq);
     for packed in [false, true] {
         let seq = SortedTargets::build_in_frame(&grid, &pos, packed, Par::Seq);
-        let par = SortedTargets::build_keyed_in_frame(&grid, &pos, &keys, packed, Par::Rayon(3));
+        let par = SortedTargets::build_keyed_in_frame(&grid, &pos, None, &keys, packed, Par::Rayon(3));
         assert_eq!(seq.binned, par.binned);
         assert!(seq.x == par.x && seq.y == par.y && seq.z == par.z, "packed {packed}: coordinates");
         let mut sorted = vec![[0.0; 3]; N];

@@ -4,7 +4,7 @@ use parki_core::validate::check_positions;
 use parki_core::{Domain, Error, Kernel, Output, Real, Result, Sources};
 use rayon::prelude::{IntoParallelIterator, ParallelIterator};
 
-use crate::options::Targets;
+use crate::options::{ExactPositions, Targets};
 
 /// Checks the inputs of one evaluation (positions in the box, densities present, of the right
 /// length and finite, output length) and returns the target positions.
@@ -38,6 +38,66 @@ pub fn check_inputs<'a, T: Real>(
         });
     }
     Ok(target_positions)
+}
+
+/// Checks that `exact` holds the positions `sources` and `targets` were rounded from: as many
+/// rows, and every exact coordinate rounded to `T` equal to the one given, or to the next `T`
+/// above it (a coordinate just below a box face that rounds to the face is kept inside the box
+/// by [`parki_core::validate::narrow_coordinate`]); and every exact position in the box, as the
+/// rounded ones are.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] naming the array, [`Error::Missing`] for exact positions of only
+/// the sources or only the targets, [`Error::OutOfRange`] naming the particle, its exact
+/// position and the rounded one it was given, or [`Error::OutsideBox`] / [`Error::NonFinite`].
+pub fn check_exact<T: Real>(
+    domain: &Domain,
+    sources: &Sources<'_, T>,
+    targets: Targets<'_, T>,
+    exact: ExactPositions<'_>,
+) -> Result<()> {
+    let check = |field: &str, rounded: &[[T; 3]], exact: &[[f64; 3]], given: &str| -> Result<()> {
+        if exact.len() != rounded.len() {
+            return Err(Error::LengthMismatch {
+                field: field.into(),
+                found: exact.len(),
+                reference: given.into(),
+                expected: rounded.len(),
+            });
+        }
+        check_positions(field, exact, domain)?;
+        let bad = (0..exact.len()).into_par_iter().find_first(|&j| {
+            (0..3).any(|d| {
+                let (r, g) = (T::from_f64(exact[j][d]), rounded[j][d]);
+                r.to_f64() != g.to_f64() && r.next_down().to_f64() != g.to_f64()
+            })
+        });
+        match bad {
+            None => Ok(()),
+            Some(j) => Err(Error::OutOfRange {
+                field: format!("{field}[{j}]"),
+                value: format!("{:?}", exact[j]),
+                allowed: format!(
+                    "the position {given}[{j}] = {:?} was rounded from ({} bytes per coordinate)",
+                    rounded[j].map(|x| x.to_f64()),
+                    T::BYTES
+                ),
+            }),
+        }
+    };
+    check("exact.sources", sources.positions, exact.sources, "sources.positions")?;
+    match (targets, exact.targets) {
+        (Targets::Sources, None) => Ok(()),
+        (Targets::Points(p), Some(e)) => check("exact.targets", p, e, "targets.positions"),
+        (Targets::Sources, Some(_)) => Err(Error::Missing {
+            field: "targets.positions".into(),
+            reason: "exact.targets are given for separate targets".into(),
+        }),
+        (Targets::Points(_), None) => Err(Error::Missing {
+            field: "exact.targets".into(),
+            reason: "the exact positions of separate targets go with the exact sources".into(),
+        }),
+    }
 }
 
 /// Partial sums of a source set for the neutrality checks (add them over ranks):

@@ -375,6 +375,21 @@ pub enum Targets<'a, T> {
     Points(&'a [[T; 3]]),
 }
 
+/// The f64 positions of particles a solver computing in f32 is given rounded
+/// ([`crate::DistEwaldSolver::evaluate_exact`]): its cell lists then hold every coordinate
+/// relative to its cell rounded at the scale of the cell, not of the box, and its far field
+/// places the windows at the f64 positions (docs/design.md, "f32 on f64 positions").
+/// `sources[j]` rounded to the solver's precision must be the source position `j` it is given
+/// (or the next one below it, [`parki_core::validate::narrow_coordinate`]), and likewise for the
+/// targets.
+#[derive(Clone, Copy, Debug)]
+pub struct ExactPositions<'a> {
+    /// The sources' positions, `(N, 3)`.
+    pub sources: &'a [[f64; 3]],
+    /// The separate targets' positions, `(M, 3)`; `None` when the targets are the sources.
+    pub targets: Option<&'a [[f64; 3]]>,
+}
+
 /// P2P on a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DeviceP2p {

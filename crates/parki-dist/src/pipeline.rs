@@ -20,11 +20,14 @@
 //! ([`crate::units`]): the options, the parameters and the inputs are converted exactly, and
 //! every value the caller sees (parameters, errors, results) is in the caller's units.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use parki_comm::{Comm, ReduceOp};
-use parki_core::{Error, Output, PackedSet, PackedSources, Par, Result, SourceSet, Sources, StageName, StageTimes};
+use parki_core::{
+    Error, Output, PackedSet, PackedSources, Par, Points, Result, SourceSet, Sources, StageName, StageTimes,
+};
 use parki_decomp::{
     split_range, BlockPlacement, CellOwnership, GhostPlan, HaloPlan, OwnedRows, ProcGrid, Route, SortMode,
 };
@@ -32,8 +35,8 @@ use parki_farfield::{GridWindow, Params};
 use parki_nearfield::{CellGrid, Isa};
 
 use crate::backend::{BackendSetup, CpuBackend, EwaldBackend, PlanningQuery};
-use crate::inputs::{check_inputs, Neutrality};
-use crate::options::{EwaldOptions, ParallelOptions, Targets};
+use crate::inputs::{check_exact, check_inputs, Neutrality};
+use crate::options::{EwaldOptions, ExactPositions, ParallelOptions, Targets};
 use crate::plan::{self, MemoryEstimate};
 use crate::stage::EwaldStage;
 use crate::units::{self, ScaledInputs, Units};
@@ -109,7 +112,7 @@ pub struct DistEwaldSolver<T: SolverReal, B: EwaldBackend<T> = CpuBackend<T>> {
 
 /// This rank's particles during one evaluation: the caller's own arrays on one rank, what
 /// MPI-SORT delivered (ghost sources appended) on several.
-struct Local<'a, T> {
+struct Local<'a, T: Copy> {
     caller: Option<Sources<'a, T>>,
     received: PackedSet<T>,
     owned: usize,
@@ -117,6 +120,11 @@ struct Local<'a, T> {
     routes: Option<(Route, Option<Route>)>,
     /// Window cells of the ghost sources (they follow from where a ghost came from).
     ghost_keys: Vec<u32>,
+    /// The sources' position residuals (owned, then ghosts), where the evaluation has them
+    /// ([`DistEwaldSolver::evaluate_exact`]).
+    residuals: Option<Cow<'a, [[T; 3]]>>,
+    /// The separate targets' position residuals, where the evaluation has them.
+    target_residuals: Option<Cow<'a, [[T; 3]]>>,
     result: Vec<T>,
 }
 
@@ -129,53 +137,75 @@ enum LocalTargets<'a, T> {
     Received(Vec<[T; 3]>),
 }
 
-/// A source set of one evaluation: the caller's arrays or packed received ones.
+/// A source set of one evaluation: the caller's arrays or packed received ones, with their
+/// position residuals where the evaluation has them.
 #[derive(Clone, Copy)]
-enum View<'a, T> {
+struct View<'a, T> {
+    set: ViewSet<'a, T>,
+    residuals: Option<&'a [[T; 3]]>,
+}
+
+#[derive(Clone, Copy)]
+enum ViewSet<'a, T> {
     Caller(Sources<'a, T>),
     Packed(PackedSources<'a, T>),
 }
 
 impl<T: SolverReal> SourceSet<T> for View<'_, T> {
     fn positions(&self) -> &[[T; 3]] {
-        match self {
-            View::Caller(s) => s.positions,
-            View::Packed(p) => p.positions,
+        match &self.set {
+            ViewSet::Caller(s) => s.positions,
+            ViewSet::Packed(p) => p.positions,
         }
     }
 
     #[inline]
     fn density(&self, kernel: parki_core::Kernel, j: usize, out: &mut [T]) {
-        match self {
-            View::Caller(s) => s.density(kernel, j, out),
-            View::Packed(p) => p.density(kernel, j, out),
+        match &self.set {
+            ViewSet::Caller(s) => s.density(kernel, j, out),
+            ViewSet::Packed(p) => p.density(kernel, j, out),
         }
     }
 
     #[inline]
     fn prefetch(&self, kernel: parki_core::Kernel, j: usize) {
-        match self {
-            View::Caller(s) => s.prefetch(kernel, j),
-            View::Packed(p) => p.prefetch(kernel, j),
+        match &self.set {
+            ViewSet::Caller(s) => s.prefetch(kernel, j),
+            ViewSet::Packed(p) => p.prefetch(kernel, j),
         }
+    }
+
+    fn residuals(&self) -> Option<&[[T; 3]]> {
+        self.residuals
     }
 }
 
 impl<'a, T: SolverReal> Local<'a, T> {
     /// Owned and ghost sources.
     fn all(&self) -> View<'_, T> {
-        match self.caller {
-            Some(s) => View::Caller(s),
-            None => View::Packed(self.received.view()),
-        }
+        let set = match self.caller {
+            Some(s) => ViewSet::Caller(s),
+            None => ViewSet::Packed(self.received.view()),
+        };
+        View { set, residuals: self.residuals.as_deref() }
     }
 
     /// Owned sources.
     fn owned(&self) -> View<'_, T> {
-        match self.caller {
-            Some(s) => View::Caller(s),
-            None => View::Packed(self.received.first(self.owned)),
-        }
+        let set = match self.caller {
+            Some(s) => ViewSet::Caller(s),
+            None => ViewSet::Packed(self.received.first(self.owned)),
+        };
+        View { set, residuals: self.residuals.as_deref().map(|r| &r[..self.owned]) }
+    }
+
+    /// The owned targets with their position residuals, where the evaluation has them.
+    fn target_points(&self) -> Points<'_, T> {
+        let residuals = match &self.targets {
+            LocalTargets::Sources => self.residuals.as_deref().map(|r| &r[..self.owned]),
+            _ => self.target_residuals.as_deref(),
+        };
+        Points { positions: self.targets(), residuals }
     }
 
     /// Owned targets.
@@ -335,13 +365,16 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         parki_core::validate::check_tolerance::<T>(opts.tolerance)?;
         // the particles alone must fit before any parameter is chosen for them
         let threads = opts.threads.max(1);
+        let per_rank = |n: usize| n.div_ceil(ranks) as f64;
         let copies = if unit == 1.0 {
             0.0
         } else {
             // the targets as if separate (an evaluation on the sources copies none)
-            let per_rank = |n: usize| n.div_ceil(ranks) as f64;
             ScaledInputs::<T>::bytes(per_rank(sources), per_rank(targets), opts.kernel.needs_dipoles())
         };
+        // in f32, the position residuals of `evaluate_exact` (the caller's, and on several ranks
+        // the routed ones with the ghosts'), counted whether or not an evaluation has them
+        let copies = copies + ScaledInputs::<T>::residual_bytes(per_rank(sources), per_rank(targets), ranks > 1);
         MemoryEstimate::new::<T>(opts, None, sources, targets, comm.size(), threads, 1.0)
             .device_resident(hints.device_resident, opts, sources, targets, T::BYTES)
             .with_copies(copies)
@@ -648,14 +681,70 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         mode: SortMode,
         progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
     ) -> Result<Evaluation> {
+        self.run(sources, targets, None, out, mode, progress)
+    }
+
+    /// As [`evaluate`](Self::evaluate) for positions rounded from f64: `exact` holds the f64
+    /// positions the sources' and targets' positions were rounded from. A solver in f32 keeps
+    /// each one's residual (`exact - rounded`, in f32) and forms every coordinate relative to
+    /// its cell, and every window's place on the grid, from both, so that the positions are
+    /// rounded at the scale of a cell rather than of the box (the round-off smaller by about
+    /// the cells per axis; docs/design.md, "f32 on f64 positions"); plan it with
+    /// [`PositionRounding::F32Cells`](crate::PositionRounding) statistics. In f64 it is
+    /// [`evaluate`](Self::evaluate) after the checks. Collective as `evaluate`; a rank may pass
+    /// its share through `evaluate` instead (its positions then taken as exact).
+    ///
+    /// # Errors
+    /// As [`evaluate`](Self::evaluate), and [`check_exact`](crate::check_exact)'s: exact
+    /// positions in other numbers than the positions, or that do not round to them.
+    pub fn evaluate_exact(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        exact: ExactPositions<'_>,
+        out: &mut [T],
+        mode: SortMode,
+    ) -> Result<Evaluation> {
+        self.run(sources, targets, Some(exact), out, mode, &mut |_, _| {})
+    }
+
+    /// As [`evaluate_exact`](Self::evaluate_exact), calling `progress(stage, seconds)` after
+    /// every stage.
+    ///
+    /// # Errors
+    /// As [`evaluate_exact`](Self::evaluate_exact).
+    pub fn evaluate_exact_with_progress(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        exact: ExactPositions<'_>,
+        out: &mut [T],
+        mode: SortMode,
+        progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
+    ) -> Result<Evaluation> {
+        self.run(sources, targets, Some(exact), out, mode, progress)
+    }
+
+    /// One evaluation: its stages in order (see the module documentation).
+    fn run(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        exact: Option<ExactPositions<'_>>,
+        out: &mut [T],
+        mode: SortMode,
+        progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
+    ) -> Result<Evaluation> {
         let pool = Arc::clone(&self.pool);
         // the copies in the evaluation's units live outside `self` while the stages borrow it
         let mut scaled = std::mem::take(&mut self.scaled);
         let result = pool.install(|| {
             let mut s = Stages { times: StageTimes::default(), progress };
-            let prepared = s.run(EwaldStage::Prepare, || self.prepare(sources, targets, out.len(), &mut scaled))?;
+            let prepared =
+                s.run(EwaldStage::Prepare, || self.prepare(sources, targets, exact, out.len(), &mut scaled))?;
             let (sources, targets) = (scaled.sources(sources), scaled.targets(targets));
-            let mut local = s.run(EwaldStage::Sort, || self.sort(&sources, targets, mode));
+            let (residuals, target_residuals) = (scaled.residuals(), scaled.target_residuals());
+            let mut local = s.run(EwaldStage::Sort, || self.sort(&sources, targets, residuals, target_residuals, mode));
             s.run(EwaldStage::GhostSources, || self.ghost_sources(&mut local));
             s.run(EwaldStage::CellLists, || self.cell_lists(&local));
             s.run(EwaldStage::P2P, || self.backend.near_field());
@@ -692,16 +781,21 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     /// over every rank) and fills `scaled` with the inputs in the evaluation's units where they
     /// differ from the caller's; sums the neutrality over ranks: the warnings (in the caller's
     /// units), the background potential of a net charge, the 0P Stokeslet's constant and the net
-    /// charge (CNV's zero mode along free axes), in the evaluation's units.
+    /// charge (CNV's zero mode along free axes), in the evaluation's units. With `exact`
+    /// positions (on any rank) and `T` f32, every rank's position residuals too.
     fn prepare(
         &self,
         sources: &Sources<T>,
         targets: Targets<T>,
+        exact: Option<ExactPositions<'_>>,
         out_len: usize,
         scaled: &mut ScaledInputs<T>,
     ) -> Result<Prepared> {
         let kernel = self.opts.kernel;
-        self.comm.agree(check_inputs(self.output, &self.user_opts.domain, sources, targets, out_len).map(drop))?;
+        self.comm.agree(
+            check_inputs(self.output, &self.user_opts.domain, sources, targets, out_len)
+                .and_then(|_| exact.map_or(Ok(()), |e| check_exact(&self.user_opts.domain, sources, targets, e))),
+        )?;
         let largest = self.comm.max(parki_core::units::largest_strength(kernel, sources, self.unit));
         let units = Units { length: self.unit, strength: parki_core::units::strength_unit(largest) };
         let points = match targets {
@@ -710,6 +804,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         };
         // copies nothing where the units are the caller's
         scaled.fill(sources, points, units);
+        let with_residuals = T::BYTES < 8 && self.comm.max(u64::from(exact.is_some())) > 0;
+        scaled.fill_residuals(sources, points, exact, with_residuals);
         let mut sums = Neutrality::of(kernel, &scaled.sources(sources));
         self.comm.all_reduce(sums.as_mut(), ReduceOp::Sum);
         let domain = &self.opts.domain;
@@ -726,9 +822,17 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
         })
     }
 
-    /// MPI-SORT: sources and separate targets to the owners of their cell columns. On one rank
-    /// the caller's arrays are used in place.
-    fn sort<'a>(&self, sources: &Sources<'a, T>, targets: Targets<'a, T>, mode: SortMode) -> Local<'a, T> {
+    /// MPI-SORT: sources and separate targets to the owners of their cell columns, with their
+    /// position residuals where the evaluation has them. On one rank the caller's arrays are
+    /// used in place.
+    fn sort<'a>(
+        &self,
+        sources: &Sources<'a, T>,
+        targets: Targets<'a, T>,
+        residuals: Option<&'a [[T; 3]]>,
+        target_residuals: Option<&'a [[T; 3]]>,
+        mode: SortMode,
+    ) -> Local<'a, T> {
         let kernel = self.opts.kernel;
         if self.comm.size() == 1 {
             return Local {
@@ -741,6 +845,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
                 },
                 routes: None,
                 ghost_keys: Vec::new(),
+                residuals: residuals.map(Cow::Borrowed),
+                target_residuals: target_residuals.map(Cow::Borrowed),
                 result: Vec::new(),
             };
         }
@@ -767,6 +873,16 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
                 (LocalTargets::Received(got.positions), Some(route))
             }
         };
+        // the residuals along the same routes (every rank has them or none does)
+        let forward = |route: &Route, r: &[[T; 3]]| -> Cow<'a, [[T; 3]]> {
+            let flat = route.forward(comm, r.as_flattened(), 3);
+            Cow::Owned(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
+        };
+        let src_residuals = residuals.map(|r| forward(&src_route, r));
+        let trg_residuals = match (&trg_route, target_residuals) {
+            (Some(route), Some(r)) => Some(forward(route, r)),
+            _ => None,
+        };
         Local {
             caller: None,
             owned: received.len(),
@@ -774,6 +890,8 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             targets: local_targets,
             routes: Some((src_route, trg_route)),
             ghost_keys: Vec::new(),
+            residuals: src_residuals,
+            target_residuals: trg_residuals,
             result: Vec::new(),
         }
     }
@@ -804,13 +922,16 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             local.ghost_keys.push(self.cells.linear([cx, ly, lz]));
         }
         local.received.extend(&ghosts.sources.positions, &ghosts.sources.density);
+        if let Some(r) = local.residuals.as_mut() {
+            r.to_mut().extend_from_slice(&ghosts.residuals);
+        }
     }
 
     /// The cell lists of the window: owned and ghost sources, and the owned targets.
     fn cell_lists(&mut self, local: &Local<'_, T>) {
         let mut keys = self.cells.keys(local.owned().positions(), self.par());
         keys.extend_from_slice(&local.ghost_keys);
-        self.backend.bin(&local.all(), &keys, local.targets());
+        self.backend.bin(&local.all(), &keys, local.target_points());
     }
 
     fn halo_spread(&mut self) {
@@ -830,7 +951,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
     /// `constant`: a velocity added to every target (the 0P Stokeslet's, see
     /// [`parki_farfield::truncated::free_space_stokeslet_constant`]).
     fn far_field(&mut self, local: &mut Local<'_, T>, background: f64, constant: [f64; 3], out: &mut [T]) {
-        self.backend.interpolate(local.targets());
+        self.backend.interpolate(local.target_points());
         let add = |v: &mut [T]| {
             if constant != [0.0; 3] {
                 for row in v.chunks_exact_mut(3) {

@@ -4,7 +4,7 @@
 use parki_comm::Comm;
 use parki_core::memory::{available_memory, format_bytes};
 use parki_core::{Error, Result};
-use parki_farfield::Params;
+use parki_farfield::{Params, PositionRounding};
 use parki_nearfield::{Isa, PairAccuracy};
 
 use crate::backend::PlanningHints;
@@ -117,7 +117,7 @@ pub(crate) fn choose<T: SolverReal>(
         cost,
         enforce_tolerance: opts.enforce_tolerance,
         pairs: opts.statistics.map(|s| s.pairs),
-        position_rounding2: opts.statistics.map_or(0.0, |s| s.position_rounding2),
+        position_rounding: opts.statistics.map_or(PositionRounding::Exact, |s| s.rounding),
         pair_error: accuracy.pair_error(T::BYTES),
         merged_rows: loose,
         sphere_cutoff: hints.sphere_cutoff && opts.near_pairs == crate::options::NearPairs::Sphere,

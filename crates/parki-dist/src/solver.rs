@@ -18,7 +18,7 @@ use parki_decomp::SortMode;
 use parki_farfield::Params;
 use parki_nearfield::{CellGrid, Isa};
 
-use crate::options::{EwaldOptions, ParallelOptions, Targets};
+use crate::options::{EwaldOptions, ExactPositions, ParallelOptions, Targets};
 use crate::pipeline::{DistEwaldSolver, Evaluation};
 use crate::plan::MemoryEstimate;
 use crate::stage::EwaldStage;
@@ -112,5 +112,22 @@ impl<T: SolverReal> EwaldSolver<T> {
         progress: &mut (dyn FnMut(EwaldStage, f64) + Send),
     ) -> Result<Evaluation> {
         self.inner.evaluate_with_progress(sources, targets, out, SortMode::Full, progress)
+    }
+
+    /// As [`evaluate`](Self::evaluate) for positions rounded from the f64 positions in `exact`
+    /// ([`DistEwaldSolver::evaluate_exact`]): in f32 the cell lists and the far field's windows
+    /// see them rounded at the scale of a cell rather than of the box.
+    ///
+    /// # Errors
+    /// As [`evaluate`](Self::evaluate), and exact positions in other numbers than the
+    /// positions, or that do not round to them.
+    pub fn evaluate_exact(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Targets<T>,
+        exact: ExactPositions<'_>,
+        out: &mut [T],
+    ) -> Result<Evaluation> {
+        self.inner.evaluate_exact(sources, targets, exact, out, SortMode::Full)
     }
 }

@@ -5,17 +5,17 @@ use parki_comm::{Comm, ReduceOp};
 use parki_core::{Domain, Kernel, KernelPart, Real, Sources};
 use parki_farfield::occupancy::{MAX_SOURCES, MAX_TARGETS};
 use parki_farfield::stats;
-use parki_farfield::{Occupancy, PairStatistics};
+use parki_farfield::{Occupancy, PairStatistics, PositionRounding};
 
 use crate::units::{self, ScaledInputs, Units};
 
 /// Close-pair statistics of a particle set for the error model
 /// ([`parki_farfield::stats`]), and whether the solver's positions are the caller's exact
-/// ones or rounded from f64 to f32.
+/// ones or rounded from f64 to f32, and how ([`PositionRounding`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SourceStatistics {
     pub(crate) pairs: PairStatistics,
-    pub(crate) position_rounding2: f64,
+    pub(crate) rounding: PositionRounding,
 }
 
 impl SourceStatistics {
@@ -24,9 +24,11 @@ impl SourceStatistics {
     /// to slabs along z with their neighbours within `r_0` and the sampled targets to their
     /// slab, so every close pair is counted once and the result does not depend on the rank
     /// count or the split. `O(N)`, at most about 100 000 sampled targets in all.
-    /// `rounded_to_f32`: the positions are f64 data that the solver will see narrowed to f32
-    /// (the application's `precision = "f32"`), so their round-off enters the error estimate
-    /// and a tolerance below it is refused. Measured in the length unit a solver for `domain`
+    /// `rounding`: whether the positions are f64 data that the solver will see narrowed to f32
+    /// ([`PositionRounding::F32Box`], given to `evaluate`; [`PositionRounding::F32Cells`], given
+    /// to `evaluate_exact` with the f64 positions, as the application's `precision = "f32"`
+    /// does), so that their round-off enters the error estimate and a tolerance below it is
+    /// refused. Measured in the length unit a solver for `domain`
     /// computes in ([`crate::DistEwaldSolver::length_unit`]; 1 for boxes near 1): pass them to
     /// a solver for the same box.
     pub fn measure<T: Real>(
@@ -35,7 +37,7 @@ impl SourceStatistics {
         domain: &Domain,
         sources: &Sources<T>,
         targets: Option<&[[T; 3]]>,
-        rounded_to_f32: bool,
+        rounding: PositionRounding,
     ) -> Self {
         // in the length unit the solvers compute in for this box ([`crate::units`]): positions
         // and dipoles over it, so that the statistics are the ones a solver for `domain` uses;
@@ -48,20 +50,30 @@ impl SourceStatistics {
             let mut scaled = ScaledInputs::default();
             scaled.fill(sources, targets, scaled_units);
             let points = targets.map(|t| scaled.points(t));
-            return Self::measure(comm, kernel, &scaled_domain, &scaled.sources(sources), points, rounded_to_f32);
+            return Self::measure(comm, kernel, &scaled_domain, &scaled.sources(sources), points, rounding);
         }
         let pairs = if comm.size() == 1 {
             PairStatistics::measure(kernel.parts(), domain, sources, targets)
         } else {
             distributed_pairs(comm, kernel.parts(), domain, sources, targets)
         };
-        let position_rounding2 = if rounded_to_f32 { stats::f32_position_rounding2(domain.lengths()) } else { 0.0 };
-        Self { pairs, position_rounding2 }
+        Self { pairs, rounding }
     }
 
     /// The pair statistics.
     pub fn pairs(&self) -> &PairStatistics {
         &self.pairs
+    }
+
+    /// How the positions a solver sees were rounded ([`measure`](Self::measure)'s `rounding`).
+    pub fn rounding(&self) -> PositionRounding {
+        self.rounding
+    }
+
+    /// The same statistics for positions rounded as `rounding` says (for a solver in another
+    /// precision on the same particles: [`PositionRounding::Exact`] for f64).
+    pub fn with_rounding(self, rounding: PositionRounding) -> Self {
+        Self { rounding, ..self }
     }
 }
 

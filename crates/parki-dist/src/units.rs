@@ -15,7 +15,8 @@
 pub(crate) use parki_core::units::Units;
 use parki_core::{Domain, Output, Real, Result, Sources};
 
-use crate::options::Targets;
+use crate::options::{ExactPositions, Targets};
+use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelExtend, ParallelIterator};
 
 /// The length unit of a box ([`parki_core::units::box_unit`] of its sides).
 pub(crate) fn box_unit(domain: &Domain) -> f64 {
@@ -44,6 +45,12 @@ pub(crate) struct ScaledInputs<T> {
     forces: Vec<[T; 3]>,
     dipoles: Vec<[T; 3]>,
     targets: Vec<[T; 3]>,
+    /// The position residuals of the sources and targets ([`parki_core::residual`]) in the
+    /// length unit, from the exact positions of [`fill_residuals`](Self::fill_residuals).
+    residuals: Vec<[T; 3]>,
+    target_residuals: Vec<[T; 3]>,
+    /// Whether the last evaluation carries residuals (every rank alike).
+    with_residuals: bool,
     units: Option<Units>,
 }
 
@@ -67,6 +74,56 @@ impl<T: Real> ScaledInputs<T> {
             self.charges.extend(sources.charges.unwrap_or(&[]).iter().map(|&q| over(q, w)));
         }
         self.units = Some(units);
+    }
+
+    /// The residuals of the positions in the units of the last [`fill`](Self::fill) (`sources`
+    /// and `targets`, as given to it) from their `exact` f64 values, `exact / s - (the
+    /// position / s)` rounded to `T`, when `with` (some rank gave exact positions: every rank
+    /// carries residuals, zero where it gave none). Call after [`fill`](Self::fill).
+    pub(crate) fn fill_residuals(
+        &mut self,
+        sources: &Sources<T>,
+        targets: Option<&[[T; 3]]>,
+        exact: Option<ExactPositions<'_>>,
+        with: bool,
+    ) {
+        self.residuals.clear();
+        self.target_residuals.clear();
+        self.with_residuals = with;
+        let Some(units) = self.units.filter(|_| with) else { return };
+        let Some(exact) = exact else {
+            self.residuals.resize(sources.positions.len(), [T::ZERO; 3]);
+            self.target_residuals.resize(targets.map_or(0, <[_]>::len), [T::ZERO; 3]);
+            return;
+        };
+        let s = units.length;
+        let fill = |into: &mut Vec<[T; 3]>, rounded: &[[T; 3]], exact: &[[f64; 3]]| {
+            // x / s and fl(x) / s exact (a power of two s, normal results): the residual of the
+            // scaled position is the scaled residual
+            into.par_extend(
+                rounded
+                    .par_iter()
+                    .zip(exact)
+                    .map(|(p, e)| [0, 1, 2].map(|d| parki_core::residual(e[d] / s, over(p[d], s)))),
+            );
+        };
+        fill(&mut self.residuals, sources.positions, exact.sources);
+        if let (Some(p), Some(e)) = (targets, exact.targets) {
+            fill(&mut self.target_residuals, p, e);
+        }
+    }
+
+    /// The sources' position residuals of the last [`fill_residuals`](Self::fill_residuals),
+    /// if it made them.
+    pub(crate) fn residuals(&self) -> Option<&[[T; 3]]> {
+        self.with_residuals.then_some(&self.residuals[..])
+    }
+
+    /// The separate targets' position residuals of the last
+    /// [`fill_residuals`](Self::fill_residuals), if it made them (empty when the targets are
+    /// the sources).
+    pub(crate) fn target_residuals(&self) -> Option<&[[T; 3]]> {
+        self.with_residuals.then_some(&self.target_residuals[..])
     }
 
     /// `sources` in the units of the last [`fill`](Self::fill): the copies where there are.
@@ -95,6 +152,17 @@ impl<T: Real> ScaledInputs<T> {
             Some(u) if u.length != 1.0 => &self.targets,
             _ => p,
         }
+    }
+
+    /// Bytes per rank the position residuals of an f32 evaluation on exact positions take for
+    /// `sources` sources and `targets` targets (0 in f64): the solver's own, and on several
+    /// ranks the routed ones and the ghosts' (`routed`; about as many again, the ghosts a
+    /// fraction more, counted as twice).
+    pub(crate) fn residual_bytes(sources: f64, targets: f64, routed: bool) -> f64 {
+        if T::BYTES >= 8 {
+            return 0.0;
+        }
+        (sources + targets) * 3.0 * T::BYTES as f64 * if routed { 3.0 } else { 1.0 }
     }
 
     /// Bytes per rank the position copies of a length unit take for `sources` sources (with

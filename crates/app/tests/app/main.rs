@@ -14,6 +14,7 @@ mod fmm;
 mod mpi;
 mod outputs;
 mod poisson;
+mod precision;
 mod readme;
 mod report;
 mod treecode;

@@ -369,3 +369,89 @@ fn medium_pairs_match_the_cpu() {
         }
     }
 }
+
+/// f32 on the f64 positions the positions were rounded from (`evaluate_exact`: the cell lists'
+/// coordinates and the windows' placement from both): the emulated device equals the CPU in
+/// every P2G, G2P and P2P variant, the field's window-derivative G2P and separate targets, as
+/// closely as without them, while both differ from the narrowed positions' values far more
+/// (pairs 1e-3 apart, where rounding at the box's scale shows).
+#[test]
+fn exact_positions_match_the_cpu() {
+    use parki_dist::ExactPositions;
+    let wide = Particles::<f64>::new(&domain(), Distribution::Uniform, 1200, 21);
+    let mut pos = wide.pos.clone();
+    for k in 0..150 {
+        let mut q = pos[2 * k];
+        q[2] = if q[2] > 0.45 { q[2] - 1e-3 } else { q[2] + 1e-3 };
+        pos[2 * k + 1] = q;
+    }
+    // targets 3e-4 from sources of the pairs
+    let targets: Vec<[f64; 3]> = (0..90)
+        .map(|k| {
+            let mut t = pos[2 * k + 1];
+            t[0] = if t[0] > 0.5 { t[0] - 3e-4 } else { t[0] + 3e-4 };
+            t
+        })
+        .collect();
+    let narrow = |p: &[[f64; 3]]| parki_core::validate::narrow_positions::<f32>(p, &domain());
+    let (p32, t32) = (narrow(&pos), narrow(&targets));
+    let c3 = |v: &[[f64; 3]]| v.iter().map(|x| x.map(|y| y as f32)).collect::<Vec<_>>();
+    let (f, d, n) = (c3(&wide.f), c3(&wide.d), c3(&wide.n));
+    let q: Vec<f32> = wide.q.iter().map(|&x| x as f32).collect();
+    let sources = parki_core::Sources {
+        positions: &p32,
+        charges: Some(&q),
+        forces: Some(&f),
+        dipoles: Some(&d),
+        normals: Some(&n),
+    };
+    let comm = Comm::single();
+    let run = |o: &EwaldOptions, gpu: bool, exact: bool| -> Vec<f32> {
+        let mut u = vec![0.0f32; targets.len() * o.output_dim()];
+        let t = Targets::Points(&t32);
+        let e = ExactPositions { sources: &pos, targets: Some(&targets) };
+        let (nt, ns) = (targets.len(), pos.len());
+        if gpu {
+            let mut s = DistEwaldSolver::<f32, GpuBackend<f32, Emulator>>::with_backend(
+                &comm,
+                o,
+                ParallelOptions::default(),
+                ns,
+                nt,
+            )
+            .unwrap();
+            match exact {
+                true => s.evaluate_exact(&sources, t, e, &mut u, SortMode::default()),
+                false => s.evaluate(&sources, t, &mut u, SortMode::default()),
+            }
+            .unwrap();
+        } else {
+            let mut s = DistEwaldSolver::<f32>::new(&comm, o, ParallelOptions::default(), ns, nt).unwrap();
+            match exact {
+                true => s.evaluate_exact(&sources, t, e, &mut u, SortMode::default()),
+                false => s.evaluate(&sources, t, &mut u, SortMode::default()),
+            }
+            .unwrap();
+        }
+        u
+    };
+    for (kernel, field) in [(Kernel::Laplace, true), (Kernel::Stokes, false)] {
+        let base = opts(kernel, 1e-5).field(field);
+        let cpu = run(&base, false, true);
+        let narrowed = rel_rms(&run(&base, false, false), &cpu);
+        for (p2p, p2g, dp2g, g2p) in [
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::FromP2g, G2pVariant::TargetSorted),
+            (DeviceP2p::SharedMemory, P2gVariant::Scatter, DeviceP2g::FromP2g, G2pVariant::Base),
+            (DeviceP2p::GlobalMemory, P2gVariant::Blocked, DeviceP2g::Operator, G2pVariant::Base),
+        ] {
+            let o = base.clone().p2g(p2g).g2p(g2p).device(DeviceVariants::new(p2p, dp2g));
+            let d = rel_rms(&run(&o, true, true), &cpu);
+            println!(
+                "{} field {field} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: exact positions, emulated GPU vs CPU {d:.1e} \
+                 (narrowed vs exact {narrowed:.1e})",
+                kernel.name()
+            );
+            assert!(d < 2e-6 && narrowed > 100.0 * d, "{} {p2p:?} {p2g:?} {dp2g:?} {g2p:?}: {d:e}", kernel.name());
+        }
+    }
+}

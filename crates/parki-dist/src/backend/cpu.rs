@@ -2,7 +2,7 @@
 
 use parki_comm::Comm;
 use parki_core::memory::{try_touched_vec, HugeBuffer};
-use parki_core::{Kernel, Output, Par, Result, SourceSet};
+use parki_core::{Kernel, Output, Par, Points, Result, SourceSet};
 use parki_decomp::{HaloPlan, RowLayout};
 use parki_farfield::{
     g2p, g2p_field, interleave, p2g, Cnv, FieldMethod, FreeCnv, G2pVariant, GatherGrid, GridWindow, KaiserBessel,
@@ -56,6 +56,9 @@ pub struct CpuBackend<T: SolverReal> {
     far: Vec<T>,
     /// The targets' positions in the cell order of `sorted` (what G2P reads).
     sorted_positions: Vec<[T; 3]>,
+    /// The targets' position residuals in the same order, where an evaluation has them
+    /// (allocated at its first).
+    sorted_residuals: Vec<[T; 3]>,
     /// The last `interpolate` wrote `far` in the cell order of `sorted` (target-sorted G2P
     /// reuses the near field's sort).
     far_sorted: bool,
@@ -165,6 +168,7 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             near,
             far,
             sorted_positions,
+            sorted_residuals: Vec::new(),
             far_sorted: false,
         })
     }
@@ -185,10 +189,12 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             Convolution::Free(c) => c.bytes(),
         };
         (self.block.len() + self.gather.len() + self.fft.data().len() + self.near.capacity() + self.far.capacity()) * t
+            + 3 * self.sorted_residuals.capacity() * t
             + tables
     }
 
-    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]) {
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: Points<'_, T>) {
+        let (target_residuals, targets) = (targets.residuals, targets.positions);
         let (par, cells) = (self.par(), &self.cells);
         let lanes = self.isa.lanes::<T>();
         // loose pair accuracy reads packed rows (their x frame costs eps L / r, see
@@ -202,9 +208,10 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         // targets that are the (owned, first) sources share their cell keys
         let same = targets.len() <= keys.len() && std::ptr::eq(targets.as_ptr(), sources.positions().as_ptr());
         self.sorted = Some(if same {
-            SortedTargets::build_keyed_in_frame(cells, targets, &keys[..targets.len()], packed, par)
+            SortedTargets::build_keyed_in_frame(cells, targets, target_residuals, &keys[..targets.len()], packed, par)
         } else {
-            SortedTargets::build_in_frame(cells, targets, packed, par)
+            let keys = cells.keys(targets, par);
+            SortedTargets::build_keyed_in_frame(cells, targets, target_residuals, &keys, packed, par)
         });
     }
 
@@ -294,7 +301,8 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
         );
     }
 
-    fn interpolate(&mut self, targets: &[[T; 3]]) {
+    fn interpolate(&mut self, points: Points<'_, T>) {
+        let targets = points.positions;
         let par = self.par();
         self.far.resize(targets.len() * self.output.dim(), T::ZERO);
         let grid = if self.direct { self.fft.data() } else { self.block.as_slice() };
@@ -312,9 +320,14 @@ impl<T: SolverReal> EwaldBackend<T> for CpuBackend<T> {
             Some(s) => {
                 self.sorted_positions.resize(targets.len(), [T::ZERO; 3]);
                 s.sorted_positions(targets, &mut self.sorted_positions, par);
-                (G2pVariant::Base, &self.sorted_positions[..])
+                let residuals = points.residuals.map(|r| {
+                    self.sorted_residuals.resize(r.len(), [T::ZERO; 3]);
+                    s.sorted_positions(r, &mut self.sorted_residuals, par);
+                    &self.sorted_residuals[..]
+                });
+                (G2pVariant::Base, Points { positions: &self.sorted_positions[..], residuals })
             }
-            None => (self.g2p, targets),
+            None => (self.g2p, points),
         };
         let (window, isa, far) = (&self.window, self.isa, &mut self.far);
         if self.window_field {

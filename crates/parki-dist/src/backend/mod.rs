@@ -19,7 +19,7 @@ mod cpu;
 pub use cpu::CpuBackend;
 
 use parki_comm::{Backend as SwitchBackend, Comm};
-use parki_core::{Kernel, Output, Result, SourceSet};
+use parki_core::{Kernel, Output, Points, Result, SourceSet};
 use parki_decomp::{HaloPlan, ProcGrid};
 use parki_farfield::{CostModel, FieldMethod, G2pVariant, GridWindow, P2gVariant, Params};
 use parki_fft3d::{LineEngine, PlanRigor};
@@ -173,8 +173,10 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     fn bytes(&self) -> usize;
 
     /// Bins `sources` (their cells in `keys`, window-local linear cell indices) and `targets`
-    /// into cell lists (the pipeline's `cell_lists` stage); they stay on the backend.
-    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: &[[T; 3]]);
+    /// into cell lists (the pipeline's `cell_lists` stage); they stay on the backend. Where the
+    /// sources have position residuals ([`SourceSet::residuals`]) the targets have theirs, and
+    /// the cell lists' coordinates are formed from both (`parki_nearfield::PaddedSources`).
+    fn bin<S: SourceSet<T>>(&mut self, sources: &S, keys: &[u32], targets: Points<'_, T>);
 
     /// P2P: the near field at the targets binned by [`bin`](Self::bin), from its sources; the
     /// result stays on the backend. A device may only queue it here, to run beside the far
@@ -205,8 +207,9 @@ pub trait EwaldBackend<T: SolverReal>: Sized + Send {
     /// The forward ghost-grid exchange: copies the owners' rows back into the block.
     fn halo_gather(&mut self, halo: &mut HaloPlan, comm: &Comm);
 
-    /// G2P at `targets` (the same targets as `bin`); the result stays on the backend.
-    fn interpolate(&mut self, targets: &[[T; 3]]);
+    /// G2P at `targets` (the same targets as `bin`, placed with their residuals where they have
+    /// them, [`Points::at`]); the result stays on the backend.
+    fn interpolate(&mut self, targets: Points<'_, T>);
 
     /// The first error of a stage since the last call (a device failure: stages cannot fail
     /// on the CPU). A failed stage leaves its results invalid but keeps taking part in the

@@ -73,3 +73,27 @@ pub fn box_unequal() -> Domain {
 }
 
 pub const KERNELS: [Kernel; 4] = Kernel::ALL;
+
+/// Runs the test `test` (its path in this binary) again on `ranks` ranks under `mpirun`, with
+/// `child_env` set so that it runs as a child (one rayon thread each, under a 300 s `timeout`:
+/// a rank that panics leaves the others waiting in a collective); asserts that every rank
+/// succeeded and returns their output, or `None` when built without MPI.
+pub fn mpirun_child(test: &str, child_env: &str, ranks: usize) -> Option<String> {
+    if !parki_dist::Universe::has_mpi() {
+        println!("skipped: built without MPI");
+        return None;
+    }
+    let out = std::process::Command::new("timeout")
+        .args(["300", "mpirun", "-n", &ranks.to_string(), "--oversubscribe"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(child_env, "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun must be installed (openmpi-bin)");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "mpirun -n {ranks}: {text}");
+    Some(text)
+}

@@ -3,7 +3,7 @@
 
 use crate::common::{rel_rms, Data};
 use parki_core::{Domain, Kernel};
-use parki_dist::{Comm, Error, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
+use parki_dist::{Comm, Error, EwaldOptions, EwaldSolver, PositionRounding, SourceStatistics, Targets};
 use parki_reference::generate::Distribution;
 use parki_reference::ClassicalEwald;
 
@@ -20,7 +20,8 @@ fn f32_round_off_of_the_positions_is_refused_or_held() {
     let d32 = data.cast();
     let kernel = Kernel::Laplace;
     // statistics of the data as read (f64), narrowed to f32 by the solver's caller
-    let stats = SourceStatistics::measure(&Comm::single(), kernel, &domain, &data.sources(), None, true);
+    let stats =
+        SourceStatistics::measure(&Comm::single(), kernel, &domain, &data.sources(), None, PositionRounding::F32Box);
     let opts = EwaldOptions::new(kernel, domain, 1e-6).statistics(Some(stats));
     let smallest = match EwaldSolver::<f32>::new(&opts, n, n) {
         Err(Error::OutOfRange { field, allowed, .. }) => {
@@ -48,7 +49,8 @@ fn f32_round_off_of_the_positions_is_refused_or_held() {
     );
     assert!(e <= smallest, "{e:e} above {smallest:e}");
     // the same data given as exact f32 values (no narrowing): 1e-6 is accepted
-    let stats32 = SourceStatistics::measure(&Comm::single(), kernel, &domain, &d32.sources(), None, false);
+    let stats32 =
+        SourceStatistics::measure(&Comm::single(), kernel, &domain, &d32.sources(), None, PositionRounding::Exact);
     let opts = EwaldOptions::new(kernel, domain, 1e-6).statistics(Some(stats32));
     assert!(EwaldSolver::<f32>::estimate_memory(&opts, n, n).is_ok());
 }

@@ -8,7 +8,7 @@
 use crate::common::{rel_rms, Data};
 use parki_core::{Domain, Kernel, Output};
 use parki_dist::Comm;
-use parki_dist::{EwaldOptions, EwaldSolver, FieldMethod, SourceStatistics, Targets};
+use parki_dist::{EwaldOptions, EwaldSolver, FieldMethod, PositionRounding, SourceStatistics, Targets};
 use parki_reference::direct::free_space_sum;
 use parki_reference::generate::Distribution;
 use parki_reference::images::{line_sum, planar_from_tall_box};
@@ -52,7 +52,7 @@ fn sweep(domain: Domain, data: &Data, targets: &[[f64; 3]], tols: &[f64], tols32
     let k = Kernel::Laplace;
     for method in [FieldMethod::Window, FieldMethod::Spectral] {
         let opts = |tol: f64, t: Option<&[[f64; 3]]>, d: &Data| {
-            let stats = SourceStatistics::measure(&comm, k, &domain, &d.sources(), t, false);
+            let stats = SourceStatistics::measure(&comm, k, &domain, &d.sources(), t, PositionRounding::Exact);
             EwaldOptions::new(k, domain, tol).field(true).field_method(method).statistics(Some(stats))
         };
         let mut check = |what: &str, tol: f64, got: (Vec<f64>, Vec<f64>), want: &(Vec<f64>, Vec<f64>)| {
@@ -80,7 +80,7 @@ fn sweep(domain: Domain, data: &Data, targets: &[[f64; 3]], tols: &[f64], tols32
         let Some((r32s, r32t)) = &ref32 else { continue };
         for &tol in tols32 {
             let with = |t: Option<&[[f64; 3]]>| {
-                let stats = SourceStatistics::measure(&comm, k, &domain, &wide32.sources(), t, false);
+                let stats = SourceStatistics::measure(&comm, k, &domain, &wide32.sources(), t, PositionRounding::Exact);
                 EwaldOptions::new(k, domain, tol).field(true).field_method(method).statistics(Some(stats))
             };
             let mut s = EwaldSolver::<f32>::new(&with(None), n, n).unwrap();

@@ -5,7 +5,7 @@
 
 use crate::common::{rel_rms, Data, KERNELS};
 use parki_core::{Domain, Error, Kernel};
-use parki_dist::{Comm, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
+use parki_dist::{Comm, EwaldOptions, EwaldSolver, PositionRounding, SourceStatistics, Targets};
 use parki_reference::direct::free_space_sum;
 use parki_reference::generate::Distribution;
 use parki_reference::images::{line_sum, planar_from_tall_box};
@@ -34,10 +34,19 @@ fn sweep(domain: Domain, data: &Data, targets: &[[f64; 3]], tols: &[f64], tols32
         let at_targets = reference(kernel, &domain, data, targets);
         // the particle statistics the application measures (the stresslet's close pairs)
         let comm = Comm::single();
-        let stats = SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), None, false);
-        let stats_t = SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), Some(targets), false);
-        let stats32 = SourceStatistics::measure(&comm, kernel, &domain, &data32.sources(), None, false);
-        let stats32t = SourceStatistics::measure(&comm, kernel, &domain, &data32.sources(), Some(&targets32), false);
+        let stats = SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), None, PositionRounding::Exact);
+        let stats_t =
+            SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), Some(targets), PositionRounding::Exact);
+        let stats32 =
+            SourceStatistics::measure(&comm, kernel, &domain, &data32.sources(), None, PositionRounding::Exact);
+        let stats32t = SourceStatistics::measure(
+            &comm,
+            kernel,
+            &domain,
+            &data32.sources(),
+            Some(&targets32),
+            PositionRounding::Exact,
+        );
         let with = |tol: f64, s: SourceStatistics| EwaldOptions::new(kernel, domain, tol).statistics(Some(s));
         let mut check = |what: &str, tol: f64, e: f64| {
             println!("{label} {:<10} {what:<14} tol {tol:.0e}: error {e:.3e} ({:.3} tol)", kernel.name(), e / tol);
@@ -150,7 +159,8 @@ fn free_axes_have_no_window_aliasing_in_the_zero_mode() {
         let data = Data::new(&domain, Distribution::Uniform, 1000, 5);
         let kernel = Kernel::Laplace;
         let at_sources = reference(kernel, &domain, &data, &data.pos);
-        let stats = SourceStatistics::measure(&Comm::single(), kernel, &domain, &data.sources(), None, false);
+        let stats =
+            SourceStatistics::measure(&Comm::single(), kernel, &domain, &data.sources(), None, PositionRounding::Exact);
         for sigma in [1.25, 1.4, 1.5] {
             let opts = EwaldOptions::new(kernel, domain, 1e-5)
                 .statistics(Some(stats))

@@ -8,6 +8,7 @@ mod bad_input;
 mod common;
 mod conventions;
 mod error_model;
+mod exact_positions;
 mod f32_boundary;
 mod field;
 mod free_space;

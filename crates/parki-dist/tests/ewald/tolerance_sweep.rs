@@ -8,7 +8,7 @@
 
 use crate::common::{box_unequal, rel_rms, Data, KERNELS};
 use parki_core::Domain;
-use parki_dist::{Comm, EwaldOptions, EwaldSolver, SourceStatistics, Targets};
+use parki_dist::{Comm, EwaldOptions, EwaldSolver, PositionRounding, SourceStatistics, Targets};
 use parki_reference::generate::{Distribution, Rng};
 use parki_reference::ClassicalEwald;
 
@@ -97,8 +97,10 @@ fn error_within_tol_over_the_whole_tolerance_range() {
                 }
             };
             let comm = Comm::single();
-            let stats64 = SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), None, false);
-            let stats32 = SourceStatistics::measure(&comm, kernel, &domain, &data32.sources(), None, false);
+            let stats64 =
+                SourceStatistics::measure(&comm, kernel, &domain, &data.sources(), None, PositionRounding::Exact);
+            let stats32 =
+                SourceStatistics::measure(&comm, kernel, &domain, &data32.sources(), None, PositionRounding::Exact);
             for tol in F64_TOLS {
                 let opts = EwaldOptions::new(kernel, domain, tol).statistics(Some(stats64));
                 let mut s = EwaldSolver::<f64>::new(&opts, n, n).unwrap();

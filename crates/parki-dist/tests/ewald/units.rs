@@ -13,13 +13,11 @@
 //! 3P and 0P, on one process and over 3 ranks. Before, f32 strengths of `1e35` answered NaN and
 //! subnormal ones (`1e-40`) put the stresslet 3 % off, silently.
 
-use std::process::Command;
-
-use crate::common::{rel_rms, Data, KERNELS};
+use crate::common::{mpirun_child, rel_rms, Data, KERNELS};
 use parki_core::{Domain, Kernel, Real, Sources};
 use parki_dist::{
-    measure_occupancy, Comm, Decomposition, DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions, SolverReal,
-    SortMode, SourceStatistics, Targets, Universe,
+    measure_occupancy, Comm, Decomposition, DistEwaldSolver, EwaldOptions, EwaldSolver, ParallelOptions,
+    PositionRounding, SolverReal, SortMode, SourceStatistics, Targets, Universe,
 };
 use parki_reference::direct::free_space_sum;
 use parki_reference::generate::Distribution;
@@ -88,7 +86,7 @@ fn solve<T: SolverReal>(
     let targets = separate.then_some(&p.targets[..]);
     let mut opts = EwaldOptions::new(kernel, p.domain, tol).field(field);
     if measured {
-        let stats = SourceStatistics::measure(&comm, kernel, &p.domain, &p.sources(), targets, false);
+        let stats = SourceStatistics::measure(&comm, kernel, &p.domain, &p.sources(), targets, PositionRounding::Exact);
         let occupancy = measure_occupancy(&comm, &p.domain, &p.data.pos, targets);
         opts = opts.statistics(Some(stats)).occupancy(Some(occupancy));
     }
@@ -289,7 +287,8 @@ fn measured_statistics_and_messages_of_far_from_one_strengths() {
     for kernel in KERNELS {
         let params = |k: i32| {
             let (big, _) = strengths_times::<f64>(&data, k);
-            let stats = SourceStatistics::measure(&comm, kernel, &domain, &big.sources(), None, false);
+            let stats =
+                SourceStatistics::measure(&comm, kernel, &domain, &big.sources(), None, PositionRounding::Exact);
             let opts = EwaldOptions::new(kernel, domain, 1e-8).statistics(Some(stats));
             EwaldSolver::<f64>::new(&opts, N, N).unwrap().params().clone()
         };
@@ -324,23 +323,8 @@ fn distributed_far_from_one_boxes_scale_exactly() {
         distributed_child(&comm);
         return;
     }
-    if !Universe::has_mpi() {
-        println!("skipped: built without MPI");
-        return;
-    }
-    // under `timeout`: a rank that panics leaves the others waiting in a collective
-    let out = Command::new("timeout")
-        .args(["300", "mpirun", "-n", "3", "--oversubscribe"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "units::distributed_far_from_one_boxes_scale_exactly", "--nocapture", "--test-threads", "1"])
-        .env("PARKI_EWALD_UNITS_CHILD", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("mpirun must be installed (openmpi-bin)");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "mpirun -n 3: {text}");
+    let test = "units::distributed_far_from_one_boxes_scale_exactly";
+    let Some(text) = mpirun_child(test, "PARKI_EWALD_UNITS_CHILD", 3) else { return };
     assert_eq!(text.matches("units over 3 ranks: equal").count(), 3 * 4, "{text}");
     assert_eq!(text.matches("strengths over 3 ranks: equal").count(), 3 * 2, "{text}");
 }
