@@ -5,7 +5,7 @@
 //! against the f64 solver at tol 1e-11 on the f64 data, over every target.
 
 use parki_comm::Comm;
-use parki_core::{Kernel, Real, Sources};
+use parki_core::{Kernel, Real};
 use parki_dist::{
     Evaluation, EwaldOptions, EwaldSolver, EwaldStage as Stage, ExactPositions, PositionRounding, SourceStatistics,
     Targets,
@@ -75,17 +75,8 @@ pub fn exact_positions(ns: &[usize], tol: f64, kernels: &[Kernel], rounds: usize
                 SourceStatistics::measure(&comm, kernel, &prob.domain, &prob.sources(), None, PositionRounding::Exact);
             let o64 = EwaldOptions::new(kernel, prob.domain, tol).threads(threads).statistics(Some(stats64));
             let mut s64 = EwaldSolver::<f64>::new(&o64, n, n).expect("plan f64");
-            let c3 = |v: &[[f64; 3]]| v.iter().map(|p| p.map(|x| x as f32)).collect::<Vec<_>>();
-            let pos = parki_core::validate::narrow_positions::<f32>(&prob.pos, &prob.domain);
-            let (f, d, nrm) = (c3(&prob.f), c3(&prob.d), c3(&prob.nrm));
-            let q: Vec<f32> = prob.q.iter().map(|&x| x as f32).collect();
-            let src = Sources {
-                positions: &pos,
-                charges: Some(&q),
-                forces: Some(&f),
-                dipoles: Some(&d),
-                normals: Some(&nrm),
-            };
+            let narrowed = prob.narrowed::<f32>();
+            let src = narrowed.sources();
             let exact = ExactPositions { sources: &prob.pos, targets: None };
             let (mut u32n, mut u32e, mut u64v) = (vec![0.0f32; n * dim], vec![0.0f32; n * dim], vec![0.0; n * dim]);
             let (mut tn, mut te, mut t64) = (Times::default(), Times::default(), Times::default());

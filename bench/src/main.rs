@@ -158,6 +158,39 @@ impl Problem {
             normals: Some(&self.nrm),
         }
     }
+
+    /// The problem in precision `T`, positions narrowed as the application narrows them.
+    fn narrowed<T: parki_dist::SolverReal>(&self) -> Narrowed<T> {
+        let c3 = |v: &[[f64; 3]]| v.iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
+        Narrowed {
+            pos: parki_core::validate::narrow_positions::<T>(&self.pos, &self.domain),
+            q: self.q.iter().map(|&v| T::from_f64(v)).collect(),
+            f: c3(&self.f),
+            d: c3(&self.d),
+            nrm: c3(&self.nrm),
+        }
+    }
+}
+
+/// A [`Problem`] in a working precision ([`Problem::narrowed`]).
+struct Narrowed<T> {
+    pos: Vec<[T; 3]>,
+    q: Vec<T>,
+    f: Vec<[T; 3]>,
+    d: Vec<[T; 3]>,
+    nrm: Vec<[T; 3]>,
+}
+
+impl<T: parki_dist::SolverReal> Narrowed<T> {
+    fn sources(&self) -> Sources<'_, T> {
+        Sources {
+            positions: &self.pos,
+            charges: Some(&self.q),
+            forces: Some(&self.f),
+            dipoles: Some(&self.d),
+            normals: Some(&self.nrm),
+        }
+    }
 }
 
 /// Plans and evaluates twice (the first evaluation faults in the scratch memory); returns the
@@ -187,12 +220,9 @@ fn run_values<T: parki_dist::SolverReal>(
     let t = Instant::now();
     let mut solver = EwaldSolver::<T>::new(opts, prob.pos.len(), prob.pos.len()).expect("plan");
     let plan = t.elapsed().as_secs_f64();
-    let c3 = |v: &Vec<[f64; 3]>| v.iter().map(|p| p.map(T::from_f64)).collect::<Vec<_>>();
-    let pos = parki_core::validate::narrow_positions::<T>(&prob.pos, &prob.domain);
-    let (f, d, nrm) = (c3(&prob.f), c3(&prob.d), c3(&prob.nrm));
-    let q: Vec<T> = prob.q.iter().map(|&v| T::from_f64(v)).collect();
-    let src = Sources { positions: &pos, charges: Some(&q), forces: Some(&f), dipoles: Some(&d), normals: Some(&nrm) };
-    let mut u = vec![T::ZERO; pos.len() * kernel.output_dim()];
+    let narrowed = prob.narrowed::<T>();
+    let src = narrowed.sources();
+    let mut u = vec![T::ZERO; prob.pos.len() * kernel.output_dim()];
     solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
     let ev = solver.evaluate(&src, Targets::Sources, &mut u).expect("evaluate");
     (solver, ev, plan, u)

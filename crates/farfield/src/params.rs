@@ -350,9 +350,12 @@ pub enum PositionRounding {
     /// box ([`crate::stats::f32_position_rounding2`] of its sides).
     F32Box,
     /// f64 positions whose coordinates relative to their cells are formed in f64 and rounded to
-    /// f32 (the solvers' `evaluate_exact`): `E|delta|^2` at the scale of the cells of each
-    /// candidate `r_c` ([`crate::stats::f32_cell_rounding2`]), so that the term shrinks with the
-    /// cells per axis and enters the choice of `r_c`.
+    /// f32 (the solvers' `evaluate_exact`, whose far field reads the f64 positions too):
+    /// `E|delta|^2` of rounding over `[0, w_d)` for the cells of each candidate `r_c`
+    /// ([`crate::stats::f32_position_rounding2`] of their widths), so that the term shrinks with
+    /// the cells per axis and enters the choice of `r_c`. The per-colleague offset and the sum
+    /// `x_rel + offset`, rounded at up to two widths, are the f32 arithmetic's own, which the
+    /// solver makes on exact f32 data too (the arithmetic term).
     F32Cells,
 }
 
@@ -817,7 +820,7 @@ pub fn select(req: &Request) -> Result<Params> {
     let rounding_at = |rc: f64| -> f64 {
         match req.position_rounding {
             PositionRounding::F32Cells => cells_for(&req.domain, rc)
-                .map_or(f64::INFINITY, |(_, w)| round_off(crate::stats::f32_cell_rounding2(w))),
+                .map_or(f64::INFINITY, |(_, w)| round_off(crate::stats::f32_position_rounding2(w))),
             _ => round_off(box_delta2),
         }
     };

@@ -355,16 +355,6 @@ pub fn f32_position_rounding2(lengths: [f64; 3]) -> f64 {
         .sum()
 }
 
-/// `E|delta|^2` per position where coordinates relative to cells of widths `w_d` are formed in
-/// f64 and rounded to f32 (the cell lists of an f32 solver given f64 positions, whose far field
-/// reads the f64 positions too): the relative coordinate's rounding, uniform over `[0, w_d)`,
-/// [`f32_position_rounding2`] of the widths. The per-colleague offset and the sum `x_rel +
-/// offset`, rounded at up to two widths, are the f32 arithmetic's own, which the solver makes
-/// on exact f32 data too (the model's arithmetic term).
-pub fn f32_cell_rounding2(widths: [f64; 3]) -> f64 {
-    f32_position_rounding2(widths)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -146,6 +146,33 @@ impl<D: Device> CellList<D> {
     }
 }
 
+/// Position residuals on the device (f32 on f64 positions, `evaluate_exact`): the buffer, and
+/// whether the last upload had them (the kernels take address 0 for none).
+struct DeviceResiduals<D: Device> {
+    buf: DeviceBuffer<D>,
+    present: bool,
+}
+
+impl<D: Device> DeviceResiduals<D> {
+    /// Uploads `v` (12 bytes per particle in f32, from pageable memory), or records none.
+    fn upload<T: Copy>(&mut self, v: Option<&[[T; 3]]>) -> Result<()> {
+        self.present = v.is_some();
+        match v {
+            Some(v) if !v.is_empty() => self.buf.upload(v.as_flattened()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The residuals' device address, 0 unless the last upload had them.
+    fn ptr(&self) -> DevicePtr {
+        if self.present {
+            self.buf.ptr()
+        } else {
+            0
+        }
+    }
+}
+
 /// The precomputed spreading operator and the positions it was built for.
 struct SpreadOperator<D: Device> {
     /// Positions and their residuals (host copy, bytes) the operator belongs to.
@@ -247,9 +274,7 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     // sources of the current evaluation
     src_pos: DeviceBuffer<D>,
     /// The sources' position residuals where the evaluation has them (f32 on f64 positions).
-    src_lo: DeviceBuffer<D>,
-    /// `src_lo` holds the residuals of the sources at `src_pos`.
-    src_has_lo: bool,
+    src_lo: DeviceResiduals<D>,
     src_packed: DeviceBuffer<D>,
     src_keys: DeviceBuffer<D>,
     src_sort: Sorted<D>,
@@ -259,9 +284,7 @@ pub struct GpuBackend<T: SolverReal, D: Device> {
     // targets of the current evaluation
     tgt_pos: DeviceBuffer<D>,
     /// The targets' position residuals where the evaluation has them.
-    tgt_lo: DeviceBuffer<D>,
-    /// `tgt_lo` holds the residuals of the targets at `tgt_pos`.
-    tgt_has_lo: bool,
+    tgt_lo: DeviceResiduals<D>,
     tgt_keys: DeviceBuffer<D>,
     tgt_sort: Sorted<D>,
     tgt_cells: CellList<D>,
@@ -418,13 +441,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let particles = self.coeffs.bytes()
             + self.dcoeffs.bytes()
             + self.src_pos.bytes()
-            + self.src_lo.bytes()
+            + self.src_lo.buf.bytes()
             + self.src_packed.bytes()
             + self.src_keys.bytes()
             + self.src_sort.bytes()
             + self.src_cells.bytes()
             + self.tgt_pos.bytes()
-            + self.tgt_lo.bytes()
+            + self.tgt_lo.buf.bytes()
             + self.tgt_keys.bytes()
             + self.tgt_sort.bytes()
             + self.tgt_cells.bytes()
@@ -610,42 +633,6 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         Ok(())
     }
 
-    /// Uploads the position residuals of the sources and of the targets where given (f32 on
-    /// f64 positions only: 12 bytes per particle, from pageable memory; `None` leaves the
-    /// kernels without: [`src_lo_ptr`](Self::src_lo_ptr)).
-    fn upload_residuals(&mut self, sources: Option<&[[T; 3]]>, targets: Option<&[[T; 3]]>) -> Result<()> {
-        for (buf, has, v) in
-            [(&mut self.src_lo, &mut self.src_has_lo, sources), (&mut self.tgt_lo, &mut self.tgt_has_lo, targets)]
-        {
-            *has = false;
-            if let Some(v) = v {
-                if !v.is_empty() {
-                    buf.upload(v.as_flattened())?;
-                }
-                *has = true;
-            }
-        }
-        Ok(())
-    }
-
-    /// The device address of the sources' residuals, 0 (none) unless the last upload had them.
-    fn src_lo_ptr(&self) -> DevicePtr {
-        if self.src_has_lo {
-            self.src_lo.ptr()
-        } else {
-            0
-        }
-    }
-
-    /// The device address of the targets' residuals, 0 (none) unless the last upload had them.
-    fn tgt_lo_ptr(&self) -> DevicePtr {
-        if self.tgt_has_lo {
-            self.tgt_lo.ptr()
-        } else {
-            0
-        }
-    }
-
     /// Uploads the sources' cell keys through the pinned key staging (after
     /// [`upload_particles`](Self::upload_particles), which waited for earlier copies).
     fn upload_keys(&mut self, keys: &[u32]) -> Result<()> {
@@ -754,8 +741,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         self.n_src = ns;
         self.upload_particles(sources, targets.positions)?;
         self.upload_keys(keys)?;
-        self.upload_residuals(sources.residuals(), targets.residuals)?;
-        let (src_lo, tgt_lo) = (self.src_lo_ptr(), self.tgt_lo_ptr());
+        self.src_lo.upload(sources.residuals())?;
+        self.tgt_lo.upload(targets.residuals)?;
+        let (src_lo, tgt_lo) = (self.src_lo.ptr(), self.tgt_lo.ptr());
         let mut sort = std::mem::replace(&mut self.src_sort, Sorted::new(&self.dev));
         let mut list = std::mem::replace(&mut self.src_cells, CellList::new(&self.dev));
         let r = self
@@ -886,11 +874,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         let same = sources.positions().as_ptr() as usize == self.src_host.0 && n <= self.src_host.1;
         if !same {
             self.upload_particles(sources, &[])?;
-            let has_targets = self.tgt_has_lo;
-            self.upload_residuals(sources.residuals(), None)?;
-            self.tgt_has_lo = has_targets;
+            self.src_lo.upload(sources.residuals())?;
         }
-        let lo = self.src_lo_ptr();
+        let lo = self.src_lo.ptr();
         let grid = self.work_grid();
         let ncomp = kernel.grid_components();
         let t = T::BYTES;
@@ -952,11 +938,13 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     /// Builds the spreading operator unless it was built for these positions (and residuals).
     fn build_operator(&mut self, positions: &[[T; 3]], residuals: Option<&[[T; 3]]>, n: usize) -> Result<()> {
-        let mut bytes = bytes_of(&positions[..n]).to_vec();
-        if let Some(r) = residuals {
-            bytes.extend_from_slice(bytes_of(&r[..n]));
-        }
-        if self.operator.as_ref().is_some_and(|o| o.positions == bytes) {
+        let (pos, res) = (bytes_of(&positions[..n]), residuals.map_or(&[][..], |r| bytes_of(&r[..n])));
+        let current = |o: &SpreadOperator<D>| {
+            o.positions.len() == pos.len() + res.len()
+                && o.positions[..pos.len()] == *pos
+                && o.positions[pos.len()..] == *res
+        };
+        if self.operator.as_ref().is_some_and(current) {
             return Ok(());
         }
         let p3 = (self.winp.p as usize).pow(3);
@@ -984,7 +972,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         op.src.ensure(4 * entries.max(1))?;
         op.wsorted.ensure(t * entries.max(1))?;
         let mut a = Args::new();
-        a.push(self.winp).push(self.coeffs.ptr()).push(n as u32).push(self.src_pos.ptr()).push(self.src_lo_ptr());
+        a.push(self.winp).push(self.coeffs.ptr()).push(n as u32).push(self.src_pos.ptr()).push(self.src_lo.ptr());
         a.push(op.keys.ptr()).push(op.weights.ptr());
         self.launch_n("p2g_operator_entries", n, &mut a)?;
         self.counting_sort(op.keys.ptr(), entries, self.window_layout.points(), &mut op.sorted)?;
@@ -992,7 +980,9 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
         a.push(entries as u64).push(p3 as u32).push(op.sorted.order.ptr()).push(op.weights.ptr());
         a.push(op.src.ptr()).push(op.wsorted.ptr());
         self.launch_n("p2g_operator_pack", entries, &mut a)?;
-        op.positions = bytes;
+        op.positions.clear();
+        op.positions.extend_from_slice(pos);
+        op.positions.extend_from_slice(res);
         op.builds += 1;
         self.operator = Some(op);
         Ok(())
@@ -1000,7 +990,7 @@ impl<T: SolverReal, D: Device> GpuBackend<T, D> {
 
     fn try_interpolate(&mut self, targets: Points<'_, T>) -> Result<()> {
         let nt = targets.len();
-        let lo = self.tgt_lo_ptr();
+        let lo = self.tgt_lo.ptr();
         debug_assert_eq!(nt, self.n_tgt, "G2P at the targets of the near field");
         self.far.ensure(T::BYTES * (self.output.dim() * nt).max(1))?;
         let grid = self.work_grid();
@@ -1391,16 +1381,14 @@ impl<T: SolverReal, D: Device> EwaldBackend<T> for GpuBackend<T, D> {
             near_stats: NearStats::default(),
             g2p: s.g2p,
             src_pos: b("source positions"),
-            src_lo: b("source position residuals"),
-            src_has_lo: false,
+            src_lo: DeviceResiduals { buf: b("source position residuals"), present: false },
             src_packed: b("source densities"),
             src_keys: b("source cells"),
             src_sort: Sorted::new(&dev),
             src_cells: CellList::new(&dev),
             src_host: (0, 0),
             tgt_pos: b("target positions"),
-            tgt_lo: b("target position residuals"),
-            tgt_has_lo: false,
+            tgt_lo: DeviceResiduals { buf: b("target position residuals"), present: false },
             tgt_keys: b("target cells"),
             tgt_sort: Sorted::new(&dev),
             tgt_cells: CellList::new(&dev),

@@ -874,10 +874,7 @@ impl<T: SolverReal, B: EwaldBackend<T>> DistEwaldSolver<T, B> {
             }
         };
         // the residuals along the same routes (every rank has them or none does)
-        let forward = |route: &Route, r: &[[T; 3]]| -> Cow<'a, [[T; 3]]> {
-            let flat = route.forward(comm, r.as_flattened(), 3);
-            Cow::Owned(flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
-        };
+        let forward = |route: &Route, r: &[[T; 3]]| -> Cow<'a, [[T; 3]]> { Cow::Owned(route.forward(comm, r, 1)) };
         let src_residuals = residuals.map(|r| forward(&src_route, r));
         let trg_residuals = match (&trg_route, target_residuals) {
             (Some(route), Some(r)) => Some(forward(route, r)),

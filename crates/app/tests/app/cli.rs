@@ -1,7 +1,6 @@
 //! The `parki-dist` command end to end: help, a run with report and output, file inputs, and
 //! every bad input as a clear error with a non-zero exit and no panic.
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 use parki_app::npy;
@@ -9,14 +8,10 @@ use parki_core::{Kernel, Sources};
 use parki_reference::generate::{self, Distribution, Rng};
 use parki_reference::ClassicalEwald;
 
-use crate::common::Dir;
+use crate::common::{run_quiet as run, Dir};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_parki-dist"))
-}
-
-fn run(config: &Path, extra: &[&str]) -> Output {
-    bin().arg("run").arg(config).args(["--quiet", "--threads", "2"]).args(extra).output().unwrap()
 }
 
 fn assert_error(out: &Output, needles: &[&str]) {

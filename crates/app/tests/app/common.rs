@@ -32,6 +32,17 @@ impl Drop for Dir {
     }
 }
 
+/// `parki-dist run config --quiet --threads 2` with `extra` arguments.
+pub fn run_quiet(config: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_parki-dist"))
+        .arg("run")
+        .arg(config)
+        .args(["--quiet", "--threads", "2"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// The run's output (stdout then stderr), asserting it succeeded.
 pub fn succeeded(out: &std::process::Output) -> String {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -1,21 +1,13 @@
 //! `precision = "f32"` on f64 inputs: the solver is given the positions as read and rounds them
 //! relative to their cells, not the box (docs/design.md, "f32 on f64 positions").
 
-use std::process::Command;
-
 use parki_app::npy;
 use parki_reference::generate::{self, Distribution, Rng};
 
-use crate::common::{succeeded, Dir};
+use crate::common::{run_quiet, succeeded, Dir};
 
 fn run(config: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_parki-dist"))
-        .arg("run")
-        .arg(config)
-        .args(["--quiet", "--threads", "2"])
-        .output()
-        .unwrap();
-    succeeded(&out)
+    succeeded(&run_quiet(config, &[]))
 }
 
 /// The checked error printed by a run.
